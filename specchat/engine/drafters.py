@@ -1,0 +1,174 @@
+"""Drafters: cheap proposers of the next K tokens, verified by the target in one pass.
+
+The interface follows transformers' candidate generators: `propose` returns a Draft (or None when there is nothing
+worth proposing, which makes the step plain decoding), and `update` tells the drafter how many of its tokens the
+target accepted so that it can keep its own state (a draft model's KV cache) in sync with the accepted text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .cache import new_cache, rollback
+from .sampling import Sampler
+
+
+@dataclass
+class Draft:
+    tokens: list[int]
+    # q_i for each proposed token ([K, vocab] processed distributions, padded to the target's vocabulary),
+    # or None for a deterministic proposal (point mass), which is also what greedy decoding needs.
+    probs: torch.Tensor | None = None
+
+
+class Drafter(ABC):
+    name: str = "drafter"
+    uses_model: bool = False  # True when proposing costs forward passes of a draft model
+
+    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        """Called once per generation before the first proposal."""
+
+    @abstractmethod
+    def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        """Up to k tokens that likely follow `context` (prompt + reply so far), or None for no draft."""
+
+    def update(self, context: Sequence[int], n_accepted: int) -> None:
+        """`context` is the sequence after verification: the old context, n accepted tokens and the target's one."""
+
+    @property
+    def forward_count(self) -> int:
+        return 0
+
+
+class NoDrafter(Drafter):
+    """Plain decoding through the same loop and event stream: the baseline."""
+
+    name = "none"
+
+    def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        return None
+
+
+class PromptLookupDrafter(Drafter):
+    """Model-free drafting (Saxena 2023): if the last n tokens occurred before, propose what followed them.
+
+    Replies often copy spans of the prompt (editing, summarising, extracting, code) or of themselves, so the
+    continuation of the most recent earlier match of the longest suffix n-gram is a good guess, and costs no model.
+    """
+
+    name = "pld"
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError("need 1 <= min_ngram <= max_ngram")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        ids = np.asarray(context, dtype=np.int64)
+        for n in range(min(self.max_ngram, len(ids) - 1), self.min_ngram - 1, -1):
+            start = self._latest_match(ids, n)
+            if start is not None:
+                follow = ids[start + n : start + n + k]
+                if len(follow):
+                    return Draft(tokens=follow.tolist())
+        return None
+
+    @staticmethod
+    def _latest_match(ids: np.ndarray, n: int) -> int | None:
+        """Start of the latest earlier occurrence of the final n-gram that is followed by at least one token."""
+        suffix = ids[-n:]
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)  # excludes the suffix itself
+        hits = np.flatnonzero((windows == suffix).all(axis=1))
+        return int(hits[-1]) if len(hits) else None
+
+
+class ModelDrafter(Drafter):
+    """A small causal LM with the target's vocabulary, drafting autoregressively from its own KV cache.
+
+    The cache holds the draft's view of the sequence. After verification, positions past the last token both
+    sides agree on are cropped, so the next proposal only feeds the tokens the draft has not seen yet.
+    """
+
+    name = "model"
+    uses_model = True
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self._cache = None
+        self._seen = 0  # context tokens in the cache
+        self._last_context_len = 0
+        self._last_k = 0
+        self._forwards = 0
+
+    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        self._cache = new_cache(self.model)
+        self._seen = 0
+        self._forwards = 0
+        self._sampler = sampler
+        self._target_vocab = target_vocab_size
+
+    @property
+    def forward_count(self) -> int:
+        return self._forwards
+
+    @torch.inference_mode()
+    def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        unseen = torch.tensor([list(context[self._seen :])], device=self.device)
+        logits = self._forward(unseen)
+        tokens: list[int] = []
+        dists: list[torch.Tensor] = []
+        for i in range(k):
+            if self._sampler.greedy:
+                token = int(torch.argmax(logits))
+            else:
+                q = self._sampler.probs(logits)
+                token = int(self._sampler.sample(q))
+                dists.append(q)
+            tokens.append(token)
+            if i < k - 1:  # the last proposal need not be fed: its successor is never drafted
+                logits = self._forward(torch.tensor([[token]], device=self.device))
+        self._last_context_len = len(context)
+        self._last_k = k
+        self._seen = len(context) + k - 1
+        return Draft(tokens=tokens, probs=self._stack_padded(dists) if dists else None)
+
+    def update(self, context: Sequence[int], n_accepted: int) -> None:
+        # The cache holds context + draft[:k-1]; of those draft tokens only the accepted ones are still true.
+        agreed = self._last_context_len + min(n_accepted, self._last_k - 1)
+        rollback(self._cache, agreed)
+        self._seen = agreed
+
+    def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        self._forwards += 1
+        out = self.model(input_ids=input_ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1]
+
+    def _stack_padded(self, dists: list[torch.Tensor]) -> torch.Tensor:
+        """[K, target vocab]: a draft with a smaller (unpadded) embedding puts no mass on the extra ids."""
+        q = torch.stack(dists)
+        missing = self._target_vocab - q.shape[-1]
+        if missing > 0:
+            q = torch.nn.functional.pad(q, (0, missing))
+        return q[:, : self._target_vocab]
+
+
+DRAFTER_KINDS = ("model", "pld", "none")
+
+
+def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Drafter:
+    if kind == "none":
+        return NoDrafter()
+    if kind == "pld":
+        return PromptLookupDrafter()
+    if kind == "model":
+        if draft_model is None:
+            raise ValueError("the model drafter needs a draft model")
+        return ModelDrafter(draft_model)
+    raise ValueError(f"unknown drafter {kind!r} (choose one of {', '.join(DRAFTER_KINDS)})")

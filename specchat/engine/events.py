@@ -1,0 +1,147 @@
+"""Plain data emitted by the engine: per-step events, statistics and the final result.
+
+Everything here is Qt-free and holds only ints, floats, strings and tuples, so that it can cross thread
+boundaries (the GUI worker) and be stored (SQLite) or serialised (CLI --json) without touching torch objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Origin(IntEnum):
+    """Where a generated token came from."""
+
+    TARGET = 0  # produced by the target model itself (first token, correction or bonus token)
+    DRAFT = 1  # proposed by the drafter and accepted by the target's verification
+
+
+@dataclass
+class GenerationStats:
+    """Running statistics of one generation; a copy travels with every step event."""
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    target_passes: int = 0  # target forward passes, the prefill included
+    draft_steps: int = 0  # verification steps that had a draft to check
+    draft_proposed: int = 0
+    draft_accepted: int = 0
+    proposed_by_position: list[int] = field(default_factory=list)
+    accepted_by_position: list[int] = field(default_factory=list)
+    draft_forwards: int = 0  # forward passes of a draft model (0 for model-free drafters)
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def other_s(self) -> float:
+        """Time outside the models: sampling bookkeeping, cache cropping, detokenisation, events."""
+        return max(0.0, self.wall_s - self.prefill_s - self.draft_s - self.verify_s)
+
+    @property
+    def alpha(self) -> float:
+        """Acceptance rate: accepted draft tokens / proposed draft tokens."""
+        return self.draft_accepted / self.draft_proposed if self.draft_proposed else 0.0
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens produced per target forward pass (1.0 for plain decoding)."""
+        return self.new_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        """Mean draft length over the steps that had a draft."""
+        return self.draft_proposed / self.draft_steps if self.draft_steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        """P(draft token i accepted | it was proposed), i = 0 .. K-1."""
+        return [a / p if p else 0.0 for a, p in zip(self.accepted_by_position, self.proposed_by_position)]
+
+    @property
+    def draft_cost_ratio(self) -> float:
+        """c in Leviathan et al.: time of one draft forward / time of one target forward."""
+        verify_passes = self.target_passes - 1
+        if not self.draft_forwards or verify_passes <= 0 or self.verify_s <= 0:
+            return 0.0
+        return (self.draft_s / self.draft_forwards) / (self.verify_s / verify_passes)
+
+    @property
+    def predicted_speedup(self) -> float:
+        """Leviathan et al. (2023), eq. 1: E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)).
+
+        a = acceptance rate, g = draft length, c = draft/target cost ratio. It assumes i.i.d. acceptance and that
+        verifying g+1 tokens costs one target step, so on a CPU (where it does not) it is an upper bound.
+        """
+        a, g, c = self.alpha, self.mean_k, self.draft_cost_ratio
+        if g <= 0:
+            return 1.0
+        expected_tokens = g + 1 if a >= 1.0 else (1 - a ** (g + 1)) / (1 - a)
+        return expected_tokens / (g * c + 1)
+
+    def copy(self) -> GenerationStats:
+        return dataclasses.replace(
+            self,
+            proposed_by_position=list(self.proposed_by_position),
+            accepted_by_position=list(self.accepted_by_position),
+        )
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        for name in ("other_s", "alpha", "tau", "mean_k", "tokens_per_s", "acceptance_by_position",
+                     "draft_cost_ratio", "predicted_speedup"):
+            data[name] = getattr(self, name)
+        return data
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The whole reply once generation has ended."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    origins: tuple[Origin, ...]
+    spans: tuple[tuple[int, int], ...]  # character range of each token in `text`
+    finish_reason: str  # "eos", "stop", "length", "context" or "cancelled"
+    stats: GenerationStats
+    seed: int
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "token_ids": list(self.token_ids),
+            "origins": ["draft" if o == Origin.DRAFT else "target" for o in self.origins],
+            "spans": [list(s) for s in self.spans],
+            "finish_reason": self.finish_reason,
+            "seed": self.seed,
+            "stats": self.stats.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """What one engine step appended to the reply.
+
+    `token_ids[i]` came from `origins[i]` and covers `text[spans[i][0]:spans[i][1]]` of the final text (a token that
+    ends inside a multi-byte character has an empty span; the character goes to the token that completes it).
+    `rejected_ids` are the draft proposals the target refused at this step, in the order proposed.
+    """
+
+    step: int
+    token_ids: tuple[int, ...]
+    origins: tuple[Origin, ...]
+    spans: tuple[tuple[int, int], ...]
+    text_delta: str
+    text_offset: int  # where text_delta starts in the reply text
+    rejected_ids: tuple[int, ...]
+    rejected_text: str
+    stats: GenerationStats
+    finish_reason: str | None = None
+    result: GenerationResult | None = None  # set on the last event only

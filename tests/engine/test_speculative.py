@@ -1,0 +1,167 @@
+"""The speculative loop: greedy losslessness for every drafter, stops inside drafts, cancel, events."""
+
+import threading
+
+import pytest
+import torch
+
+from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
+                             SpeculativeEngine)
+
+
+def plain(target, tokenizer, prompt_ids, **config):
+    return SpeculativeEngine(target, tokenizer, NoDrafter()).generate(prompt_ids, GenerationConfig(**config))
+
+
+def drafters(request_name, target, close_draft, unrelated_draft):
+    return {"pld": PromptLookupDrafter(), "self": ModelDrafter(target), "close": ModelDrafter(close_draft),
+            "unrelated": ModelDrafter(unrelated_draft)}[request_name]
+
+
+@pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated"])
+@pytest.mark.parametrize("k", [1, 3, 6])
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_greedy_output_is_identical_to_plain_decoding(target, tokenizer, close_draft, unrelated_draft, prompt_ids,
+                                                      drafter_name, k, adaptive):
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=48)
+    drafter = drafters(drafter_name, target, close_draft, unrelated_draft)
+    result = SpeculativeEngine(target, tokenizer, drafter).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=48, k=k, adaptive_k=adaptive))
+    assert result.token_ids == reference.token_ids
+    assert result.text == reference.text
+
+
+def test_plain_decoding_matches_transformers_generate(target, tokenizer, prompt_ids):
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=40)
+    with torch.no_grad():
+        output = target.generate(torch.tensor([prompt_ids]), max_new_tokens=40, do_sample=False,
+                                 attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long))
+    assert list(reference.token_ids) == output[0, len(prompt_ids):].tolist()
+
+
+def test_a_perfect_draft_is_fully_accepted(target, tokenizer, prompt_ids):
+    result = SpeculativeEngine(target, tokenizer, ModelDrafter(target)).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=41, k=4, adaptive_k=False))
+    stats = result.stats
+    assert stats.alpha == 1.0
+    assert stats.target_passes == 1 + 40 // 5  # prefill, then K + 1 = 5 tokens per verification
+    assert stats.acceptance_by_position == [1.0] * 4
+    assert result.origins.count(Origin.DRAFT) == stats.draft_accepted == 32
+
+
+def test_partially_right_draft_rolls_back_and_stays_lossless(target, tokenizer, prompt_ids):
+    from conftest import perturbed_copy
+
+    draft = perturbed_copy(target, noise=0.05, seed=3)
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=60)
+    result = SpeculativeEngine(target, tokenizer, ModelDrafter(draft)).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=60, k=4, adaptive_k=False))
+    assert 0.2 < result.stats.alpha < 1.0  # both accepting and rejecting happened, so the caches were cropped
+    assert result.token_ids == reference.token_ids
+
+
+def test_eos_inside_an_accepted_draft_ends_the_reply_there(target, tokenizer, prompt_ids):
+    free_run = plain(target, tokenizer, prompt_ids, max_new_tokens=40)
+    eos = free_run.token_ids[13]  # pretend this token ends the turn
+    first = free_run.token_ids.index(eos)
+    engine = SpeculativeEngine(target, tokenizer, ModelDrafter(target), eos_token_ids=[eos])
+    result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=40, k=6, adaptive_k=False))
+    assert result.finish_reason == "eos"
+    assert result.token_ids == free_run.token_ids[: first + 1]
+    assert result.origins[-1] == Origin.DRAFT or first % 7 == 0  # it was inside a draft unless a step boundary
+
+
+def test_max_new_tokens_inside_an_accepted_draft(target, tokenizer, prompt_ids):
+    free_run = plain(target, tokenizer, prompt_ids, max_new_tokens=30)
+    result = SpeculativeEngine(target, tokenizer, ModelDrafter(target)).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=10, k=6, adaptive_k=False))
+    assert result.finish_reason == "length"
+    assert result.token_ids == free_run.token_ids[:10]
+
+
+def test_stop_string_cuts_text_and_is_never_streamed(target, tokenizer):
+    prompt = tokenizer("The quick brown fox jumps over the lazy dog. The quick", add_special_tokens=False)["input_ids"]
+    free_run = plain(target, tokenizer, prompt, max_new_tokens=40)
+    stop = free_run.text[20:24]
+    cut = free_run.text.index(stop)
+    streamed = []
+    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
+        prompt, GenerationConfig(max_new_tokens=40, stop_strings=(stop,)), on_event=lambda e: streamed.append(e))
+    assert result.finish_reason == "stop"
+    assert result.text == free_run.text[:cut]
+    assert "".join(e.text_delta for e in streamed) == result.text
+
+
+def test_events_add_up_to_the_result(target, tokenizer, close_draft, prompt_ids):
+    events = []
+    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=50), on_event=events.append)
+    assert events[-1].result is result and events[-1].finish_reason == "length"
+    assert [t for e in events for t in e.token_ids] == list(result.token_ids)
+    assert [o for e in events for o in e.origins] == list(result.origins)
+    assert "".join(e.text_delta for e in events) == result.text
+    assert result.text == tokenizer.decode(list(result.token_ids), skip_special_tokens=True)
+    position = 0
+    for event in events:
+        assert event.text_offset == position
+        for start, end in event.spans:
+            assert start == position and end >= start
+            position = end
+        assert position == event.text_offset + len(event.text_delta)
+    assert events[-1].stats.new_tokens == 50
+
+
+def test_cancel_from_another_thread_stops_within_a_step(target, tokenizer, prompt_ids):
+    cancel = threading.Event()
+    seen = []
+
+    def on_event(event):
+        seen.append(event)
+        if len(seen) == 3:
+            threading.Thread(target=cancel.set).start()
+            threading.Event().wait(0.05)  # the other thread has set it before the next step starts
+
+    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=400), cancel, on_event)
+    assert result.finish_reason == "cancelled"
+    assert len(seen) == 4  # the cancelling step's event, then the final one
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=len(result.token_ids))
+    assert result.token_ids == reference.token_ids
+
+
+def test_prompt_errors(target, tokenizer):
+    engine = SpeculativeEngine(target, tokenizer)
+    with pytest.raises(PromptError, match="empty"):
+        engine.generate([], GenerationConfig())
+    with pytest.raises(PromptError, match="context window"):
+        engine.generate([5] * 600, GenerationConfig())
+    with pytest.raises(ValueError, match="K must be at least 1"):
+        GenerationConfig(k=0)
+
+
+def test_reply_stops_when_the_context_window_is_full(target, tokenizer):
+    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
+        [5] * 500, GenerationConfig(max_new_tokens=100))
+    assert result.finish_reason == "context"
+    assert len(result.token_ids) == 12  # 512 positions in all
+
+
+def test_adaptive_k_backs_off_when_drafts_keep_failing(target, tokenizer, unrelated_draft, prompt_ids):
+    result = SpeculativeEngine(target, tokenizer, ModelDrafter(unrelated_draft)).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=80, k=8))
+    stats = result.stats
+    assert stats.alpha < 0.1
+    # Fixed K = 8 would draft 8 tokens at every one of ~80 steps; the policy soon drafts little or nothing.
+    assert stats.draft_proposed < 0.25 * 8 * stats.target_passes
+
+
+def test_sampling_is_reproducible_with_a_seed(target, tokenizer, close_draft, prompt_ids):
+    from specchat.engine import SamplingParams
+
+    config = GenerationConfig(max_new_tokens=30, seed=123, sampling=SamplingParams(temperature=0.9, top_p=0.95))
+    engine = SpeculativeEngine(target, tokenizer, ModelDrafter(close_draft))
+    first, second = engine.generate(prompt_ids, config), engine.generate(prompt_ids, config)
+    assert first.token_ids == second.token_ids and first.seed == 123
+    other = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, seed=124,
+                                                         sampling=SamplingParams(temperature=0.9, top_p=0.95)))
+    assert other.token_ids != first.token_ids
