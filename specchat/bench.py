@@ -256,7 +256,8 @@ def environment() -> dict:
             "processor": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
 
 
-def print_summary(summary: dict, modes: list[str], out: TextIO = sys.stdout) -> None:
+def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     header = f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}{'identical':>11}"
     print(header, file=out)
     print("-" * len(header), file=out)

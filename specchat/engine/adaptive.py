@@ -93,4 +93,4 @@ class DraftLengthPolicy:
             return c0 * (1 + 0.1 * max(n - n0, 0))
         (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
         slope = max((c1 - c0) / (n1 - n0), 0.0)
-        return max(c0 + slope * (n - n0), points[0][1])
+        return max(c0 + slope * (n - n0), 0.25 * points[0][1])  # a line may not reach zero cost

@@ -2,11 +2,67 @@
 
 from __future__ import annotations
 
+import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
-def new_cache(model) -> DynamicCache:
-    return DynamicCache(config=model.config)
+class PreallocatedLayer(DynamicLayer):
+    """A full-attention cache layer that writes into a buffer with spare room instead of concatenating.
+
+    transformers' DynamicLayer copies the whole cache at every step (torch.cat); with spare capacity a step only
+    writes its own new positions, and rolling back rejected draft tokens is a view change. Capacity doubles when
+    full, so copies are amortised O(1) per token.
+    """
+
+    def __init__(self, capacity: int = 512, **kwargs):
+        super().__init__(**kwargs)
+        self._capacity = capacity
+        self._key_buffer: torch.Tensor | None = None
+        self._value_buffer: torch.Tensor | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self._key_buffer = self._allocate(key_states, max(self._capacity, key_states.shape[-2]))
+            self._value_buffer = self._allocate(value_states, self._key_buffer.shape[-2])
+        length = self.get_seq_length()
+        needed = length + key_states.shape[-2]
+        if needed > self._key_buffer.shape[-2]:
+            self._grow(max(needed, 2 * self._key_buffer.shape[-2]), length)
+        self._key_buffer[..., length:needed, :] = key_states
+        self._value_buffer[..., length:needed, :] = value_states
+        self.keys = self._key_buffer[..., :needed, :]
+        self.values = self._value_buffer[..., :needed, :]
+        return self.keys, self.values
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove >= 0 or not self.is_initialized:
+            super().crop(tokens_to_remove)
+            return
+        keep = max(self.get_seq_length() + tokens_to_remove, 0)
+        self.keys = self._key_buffer[..., :keep, :]
+        self.values = self._value_buffer[..., :keep, :]
+
+    @staticmethod
+    def _allocate(like: torch.Tensor, capacity: int) -> torch.Tensor:
+        shape = (*like.shape[:-2], capacity, like.shape[-1])
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+    def _grow(self, capacity: int, length: int) -> None:
+        for name in ("_key_buffer", "_value_buffer"):
+            old = getattr(self, name)
+            new = self._allocate(old, capacity)
+            new[..., :length, :] = old[..., :length, :]
+            setattr(self, name, new)
+
+
+def new_cache(model, capacity: int = 512) -> DynamicCache:
+    """A DynamicCache whose full-attention layers are preallocated (sliding-window and other special layers are
+    left as transformers made them)."""
+    cache = DynamicCache(config=model.config)
+    cache.layers = [PreallocatedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
 
 
 def rollback(cache: DynamicCache, keep: int) -> None:

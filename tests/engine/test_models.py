@@ -1,0 +1,102 @@
+"""Model sources, loading from local folders and files, and the draft compatibility check."""
+
+import pytest
+import torch
+
+from specchat.engine import IncompatibleDraftError, LoadOptions, ModelLoadError, ModelSource, check_pair, load_model
+from specchat.engine.pair import check_sources, load_pair
+
+
+@pytest.fixture(scope="module")
+def saved_pair(tmp_path_factory, tokenizer, target, unrelated_draft):
+    root = tmp_path_factory.mktemp("models")
+    for name, model in (("target", target), ("draft", unrelated_draft)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root
+
+
+def test_parse_sources(tmp_path):
+    assert ModelSource.parse(None).kind == "embedded"
+    assert ModelSource.parse("embedded").kind == "embedded"
+    assert ModelSource.parse("HuggingFaceTB/SmolLM2-360M-Instruct") == ModelSource("hub", "HuggingFaceTB/SmolLM2-360M-Instruct")
+    assert ModelSource.parse("hf:org/name").location == "org/name"
+    assert ModelSource.parse(str(tmp_path)).kind == "folder"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"x")
+    assert ModelSource.parse(str(gguf)) == ModelSource("gguf", str(gguf))
+    with pytest.raises(ModelLoadError, match="no model at"):
+        ModelSource.parse("./missing/model")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ModelLoadError, match="not a .gguf"):
+        ModelSource.parse(str(tmp_path / "notes.txt"))
+
+
+def test_load_a_local_folder(saved_pair, target, prompt_ids):
+    loaded = load_model(ModelSource.parse(str(saved_pair / "target")), LoadOptions(device="cpu"))
+    assert loaded.device.type == "cpu" and loaded.dtype == torch.float32
+    with torch.no_grad():
+        ids = torch.tensor([prompt_ids])
+        assert torch.allclose(loaded.model(ids).logits, target(ids).logits, atol=1e-5)
+
+
+def test_pickle_weights_are_refused_unless_allowed(tmp_path, target, tokenizer):
+    target.save_pretrained(tmp_path, safe_serialization=False)
+    for weights in tmp_path.glob("*.safetensors"):
+        weights.unlink()
+    tokenizer.save_pretrained(tmp_path)
+    if not list(tmp_path.glob("*.bin")):  # this transformers only writes safetensors: make the pickle file ourselves
+        torch.save(target.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="pickle"):
+        load_model(ModelSource.parse(str(tmp_path)), LoadOptions(device="cpu"))
+
+
+def test_corrupt_gguf_gives_a_clear_error(tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(ModelLoadError, match="could not load"):
+        load_model(ModelSource.parse(str(broken)), LoadOptions(device="cpu"))
+
+
+def test_folder_without_config(tmp_path):
+    with pytest.raises(ModelLoadError, match="config.json"):
+        load_model(ModelSource.parse(str(tmp_path)))
+
+
+def test_unavailable_device():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ModelLoadError, match="CUDA"):
+        load_model(ModelSource.parse("embedded"), LoadOptions(device="cuda"))
+
+
+def test_compatible_pair(saved_pair):
+    report = check_sources(ModelSource.parse(str(saved_pair / "target")), ModelSource.parse(str(saved_pair / "draft")))
+    assert report.compatible, report.reasons
+    pair = load_pair(ModelSource.parse(str(saved_pair / "target")), ModelSource.parse(str(saved_pair / "draft")),
+                     LoadOptions(device="cpu"))
+    assert pair.draft is not None and pair.engine("model").drafter.name == "model"
+
+
+def test_incompatible_pair_says_why(tmp_path, saved_pair, unrelated_draft):
+    from conftest import build_byte_tokenizer
+
+    other = build_byte_tokenizer(vocab_size=300)
+    other.save_pretrained(tmp_path)
+    unrelated_draft.save_pretrained(tmp_path)
+    target_source = ModelSource.parse(str(saved_pair / "target"))
+    report = check_sources(target_source, ModelSource.parse(str(tmp_path)))
+    assert not report.compatible
+    assert any("vocabulary sizes differ: target 320 tokens, draft 300" in r for r in report.reasons)
+    assert any("different texts" in r for r in report.reasons)
+    with pytest.raises(IncompatibleDraftError, match="cannot draft"):
+        load_pair(target_source, ModelSource.parse(str(tmp_path)))
+
+
+def test_special_token_mismatch(tokenizer):
+    from conftest import build_byte_tokenizer
+
+    other = build_byte_tokenizer()
+    other.eos_token = "<|endoftext|>"
+    report = check_pair(tokenizer, other)
+    assert report.reasons == ["eos token differs: target 2, draft 0"]

@@ -1,0 +1,115 @@
+"""The command line: generate, bench, models, and one-line errors (exit code 2) for bad input."""
+
+import json
+
+import pytest
+
+from specchat.cli import main
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, tokenizer, target, unrelated_draft):
+    root = tmp_path_factory.mktemp("cli-models")
+    for name, model in (("target", target), ("draft", unrelated_draft)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, fragment):
+    assert code == 2
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], err
+
+
+def test_generate_json_record(capsys, folders):
+    code, out, _ = run(capsys, "generate", "--prompt", "The quick brown fox", "--target", str(folders / "target"),
+                       "--drafter", "pld", "--max-new-tokens", "12", "--seed", "1", "--json")
+    assert code == 0
+    record = json.loads(out)
+    assert len(record["token_ids"]) == len(record["origins"]) == 12
+    assert set(record["origins"]) <= {"draft", "target"}
+    assert record["stats"]["new_tokens"] == 12 and "predicted_speedup" in record["stats"]
+
+
+def test_generate_streams_plain_text_when_not_a_terminal(capsys, folders):
+    code, out, err = run(capsys, "generate", "--prompt", "hello", "--target", str(folders / "target"),
+                         "--draft", str(folders / "draft"), "--max-new-tokens", "8")
+    assert code == 0 and "\x1b[" not in out
+    assert "drafter model" in err and "8 tokens" in err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["generate", "--prompt", "  "], "the prompt is empty"),
+    (["generate", "--prompt", "hi", "--target", "/no/such/model"], "no model at /no/such/model"),
+    (["generate", "--prompt", "hi", "--target", "someone/not-downloaded"], "not downloaded"),
+    (["generate", "--prompt", "hi", "--drafter", "model"], "needs a draft model"),
+    (["bench", "--modes", "none,turbo"], "unknown mode turbo"),
+])
+def test_bad_input_gives_one_line_and_exit_2(capsys, argv, fragment):
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, fragment)
+
+
+def test_k_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["generate", "--prompt", "hi", "--k", "0"])
+    assert exit_info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_corrupt_model_file(capsys, tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file at all")
+    code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(broken))
+    assert_one_line_error(code, err, "could not load")
+
+
+def test_prompt_longer_than_the_context_window(capsys, folders):
+    code, _, err = run(capsys, "generate", "--prompt", "fox " * 2000, "--target", str(folders / "target"))
+    assert_one_line_error(code, err, "context window")
+
+
+def test_incompatible_pair(capsys, folders, tmp_path, unrelated_draft):
+    from conftest import build_byte_tokenizer
+
+    build_byte_tokenizer(vocab_size=300).save_pretrained(tmp_path)
+    unrelated_draft.save_pretrained(tmp_path)
+    code, out, _ = run(capsys, "models", "check", str(folders / "target"), str(tmp_path))
+    assert code == 2 and out.startswith("incompatible: vocabulary sizes differ")
+    code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(folders / "target"),
+                       "--draft", str(tmp_path))
+    assert_one_line_error(code, err, "cannot draft for")
+
+
+def test_models_check_compatible(capsys, folders):
+    code, out, _ = run(capsys, "models", "check", str(folders / "target"), str(folders / "draft"))
+    assert code == 0 and out.strip() == "compatible"
+
+
+def test_models_list_shows_the_embedded_model(capsys):
+    code, out, _ = run(capsys, "models", "list")
+    assert code == 0 and "SmolLM2-135M-Instruct" in out
+
+
+def test_malformed_prompt_files(capsys, tmp_path):
+    cases = {
+        "not json": "line 1: not valid JSON",
+        '{"question_id": 1, "category": "x"}': "line 1: missing turns",
+        '{"question_id": 1, "category": "x", "turns": []}': "'turns' must be a non-empty list",
+        "": "has no prompts",
+    }
+    for content, fragment in cases.items():
+        path = tmp_path / "prompts.jsonl"
+        path.write_text(content)
+        code, _, err = run(capsys, "bench", "--prompts", str(path))
+        assert_one_line_error(code, err, fragment)
+    code, _, err = run(capsys, "bench", "--prompts", str(tmp_path / "missing.jsonl"))
+    assert_one_line_error(code, err, "cannot read")
