@@ -14,7 +14,8 @@ EXIT_USAGE = 2
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _quiet_libraries(allow_network=args.command == "models" and getattr(args, "models_command", "") == "download")
+    downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
+    _quiet_libraries(allow_network=downloading)
     from .engine import SpecchatError
 
     try:
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quiet_libraries(allow_network: bool) -> None:
-    """No network unless the user asked for a download; no library chatter on the terminal."""
+    """No network unless the user asked for a download (which keeps its progress bars); no library chatter."""
     if not allow_network:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -48,7 +49,8 @@ def _quiet_libraries(allow_network: bool) -> None:
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    if not allow_network:
+        transformers.utils.logging.disable_progress_bar()
 
 
 def positive_int(text: str) -> int:
@@ -113,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
     bench.add_argument("--max-new-tokens", type=positive_int, default=128)
+    bench.add_argument("--repeats", type=positive_int, default=1,
+                       help="run each prompt N times per mode and keep the fastest (less noise)")
     bench.add_argument("--out", type=Path, help="write the JSON report here")
     bench.set_defaults(handler=run_bench)
 
@@ -239,7 +243,8 @@ def run_bench(args) -> int:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
     prompts = bench.load_prompts(lines, source, args.limit, categories)
     pair = _load(args)
-    settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens)
+    settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
+                                   repeats=args.repeats)
     runner = bench.BenchRunner(pair, settings)
 
     def progress(done: int, total: int, record) -> None:

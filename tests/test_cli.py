@@ -113,3 +113,15 @@ def test_malformed_prompt_files(capsys, tmp_path):
         assert_one_line_error(code, err, fragment)
     code, _, err = run(capsys, "bench", "--prompts", str(tmp_path / "missing.jsonl"))
     assert_one_line_error(code, err, "cannot read")
+
+
+def test_download_when_offline_says_so(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the tests' network is off anyway; make it explicit
+    code, _, err = run(capsys, "models", "download", "HuggingFaceTB/SmolLM2-360M-Instruct")
+    assert_one_line_error(code, err, "could not reach the Hugging Face Hub")
+    assert "offline" in err
+
+
+def test_download_rejects_a_malformed_id(capsys):
+    code, _, err = run(capsys, "models", "download", "not a repo id")
+    assert_one_line_error(code, err, "not a Hugging Face Hub id")

@@ -24,11 +24,16 @@ class Draft:
     # q_i for each proposed token ([K, vocab] processed distributions, padded to the target's vocabulary),
     # or None for a deterministic proposal (point mass), which is also what greedy decoding needs.
     probs: torch.Tensor | None = None
+    # A class of proposals with similar acceptance (prompt lookup: the matched n-gram length), so that the draft
+    # length policy can learn each class's acceptance rate separately. None: one class.
+    confidence: int | None = None
 
 
 class Drafter(ABC):
     name: str = "drafter"
-    uses_model: bool = False  # True when proposing costs forward passes of a draft model
+    # True when proposing costs forward passes of a draft model, so K is chosen before proposing. A model-free
+    # drafter is asked for as many tokens as could be used, and K is chosen after seeing its confidence.
+    uses_model: bool = False
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         """Called once per generation before the first proposal."""
@@ -59,11 +64,12 @@ class PromptLookupDrafter(Drafter):
 
     Replies often copy spans of the prompt (editing, summarising, extracting, code) or of themselves, so the
     continuation of the most recent earlier match of the longest suffix n-gram is a good guess, and costs no model.
+    The longer the match, the likelier the copy goes on: the match length is reported as the draft's confidence.
     """
 
     name = "pld"
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 6, min_ngram: int = 1):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram = max_ngram
@@ -76,7 +82,7 @@ class PromptLookupDrafter(Drafter):
             if start is not None:
                 follow = ids[start + n : start + n + k]
                 if len(follow):
-                    return Draft(tokens=follow.tolist())
+                    return Draft(tokens=follow.tolist(), confidence=n)
         return None
 
     @staticmethod

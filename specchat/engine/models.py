@@ -261,7 +261,8 @@ def download_from_hub(repo_id: str, tqdm_class=None) -> str:
         return snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class)
     except Exception as error:
         message = _first_line(error)
-        if any(word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")):
+        if any(word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")) or \
+                type(error).__name__ in ("OfflineModeIsEnabled", "LocalEntryNotFoundError"):
             raise ModelLoadError(f"could not reach the Hugging Face Hub to download {repo_id} "
                                  f"(are you offline?): {message}") from error
         raise ModelLoadError(f"could not download {repo_id}: {message}") from error

@@ -104,11 +104,16 @@ class SpeculativeEngine:
               stats: GenerationStats) -> tuple[Emission, tuple[int, ...]]:
         # Room for K drafts plus the target's token within both the token budget and the context window.
         limit = min(reply.remaining - 1, self.context_window - len(context))
-        k_wanted = policy.choose(limit)
         t0 = time.perf_counter()
         forwards_before = self.drafter.forward_count
-        draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+        if self.drafter.uses_model:
+            k_wanted = policy.choose(limit)
+            draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+        else:
+            draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
+            k_wanted = policy.choose(limit, draft.confidence) if draft is not None else 0
         draft_tokens = draft.tokens[:k_wanted] if draft is not None else []
+        confidence = draft.confidence if draft is not None else None
         t1 = time.perf_counter()
 
         k = len(draft_tokens)
@@ -125,7 +130,7 @@ class SpeculativeEngine:
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
-        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0)
+        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0, confidence=confidence)
         _record_step(stats, k, n, draft_s=t1 - t0, verify_s=t2 - t1,
                      draft_forwards=self.drafter.forward_count - forwards_before)
         emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])

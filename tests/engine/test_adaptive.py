@@ -53,3 +53,18 @@ def test_fixed_k_never_changes_and_respects_the_limit():
     policy = DraftLengthPolicy(k=5, adaptive=False)
     assert run(policy, alpha=0.0, steps=10) == [5] * 10
     assert policy.choose(limit=2) == 2 and policy.choose(limit=0) == 0
+
+
+def test_confidence_classes_are_learned_separately():
+    policy = DraftLengthPolicy(k=4)
+    rng = random.Random(1)
+    for _ in range(80):
+        for confidence, alpha in ((1, 0.1), (6, 0.95)):
+            k = policy.choose(limit=100, confidence=confidence)
+            n = 0
+            while n < k and rng.random() < alpha:
+                n += 1
+            policy.observe(k, n, verify_s=0.040 + 0.004 * k, draft_s=0.0, confidence=confidence)
+    assert policy.alpha(1) < 0.3 < 0.8 < policy.alpha(6)
+    assert policy.choose(limit=100, confidence=6) >= 6
+    assert policy.choose(limit=100, confidence=1) <= 1
