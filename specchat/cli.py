@@ -41,6 +41,7 @@ def _quiet_libraries(allow_network: bool) -> None:
     """No network unless the user asked for a download (which keeps its progress bars); no library chatter."""
     if not allow_network:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")  # e.g. transformers' GGUF conversion bar; we print one line
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import warnings
@@ -159,16 +160,26 @@ def _decoding_options(parser: argparse.ArgumentParser) -> None:
 
 def _load(args):
     from .engine import LoadOptions, ModelSource
+    from .engine.models import needs_conversion
     from .engine.pair import load_pair
 
     options = LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                           allow_pickle=args.allow_pickle)
+    target = ModelSource.parse(args.target)
     draft = ModelSource.parse(args.draft) if args.draft else None
-    return load_pair(ModelSource.parse(args.target), draft, options)
+    for source in (target, draft):
+        if source is not None and needs_conversion(source):
+            print(f"Preparing {source.describe()} for its first use (dequantising, about 30 s)…", file=sys.stderr,
+                  flush=True)
+    return load_pair(target, draft, options)
 
 
 def _drafter_choice(args) -> str:
-    return args.drafter or ("model" if args.draft else "pld")
+    drafter = getattr(args, "drafter", None) or ("model" if args.draft else "pld")
+    if drafter == "model" and not args.draft:
+        from .engine import SpecchatError
+        raise SpecchatError("the model drafter needs a draft model (give --draft SRC)")
+    return drafter
 
 
 def _generation_config(args):

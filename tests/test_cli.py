@@ -23,10 +23,11 @@ def run(capsys, *argv):
 
 
 def assert_one_line_error(code, err, fragment):
+    """Exit code 2, no traceback, and exactly one error line (a progress note such as "Preparing…" may precede it)."""
     assert code == 2
     assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and fragment in lines[0], err
+    errors = [line for line in err.splitlines() if line.startswith("specchat")]
+    assert len(errors) == 1 and fragment in errors[0], err
 
 
 def test_generate_json_record(capsys, folders):

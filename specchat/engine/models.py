@@ -220,12 +220,26 @@ def converted_cache_dir() -> Path:
     return Path(os.environ.get("SPECCHAT_CACHE_DIR") or platformdirs.user_cache_dir("specchat")) / "converted"
 
 
-def _load_gguf(gguf_path: Path, dtype: torch.dtype):
-    """GGUF weights are dequantised by transformers, which takes tens of seconds on a CPU; a safetensors copy is
-    kept in the user cache (keyed by the file's path, size and mtime) so that later loads take about a second."""
+def _converted_location(gguf_path: Path) -> Path:
+    """Where the safetensors copy of a GGUF file lives, keyed by the file's path, size and mtime."""
     stat = gguf_path.stat()
     key = hashlib.sha256(f"{gguf_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    converted = converted_cache_dir() / f"{gguf_path.stem}-{key}"
+    return converted_cache_dir() / f"{gguf_path.stem}-{key}"
+
+
+def needs_conversion(source: ModelSource) -> bool:
+    """True when loading `source` will first dequantise a GGUF file (slow, once)."""
+    try:
+        location, extra = _weights_location(source)
+        return "gguf_file" in extra and not (_converted_location(Path(location) / extra["gguf_file"]) / "complete").is_file()
+    except (ModelLoadError, OSError):
+        return False
+
+
+def _load_gguf(gguf_path: Path, dtype: torch.dtype):
+    """GGUF weights are dequantised by transformers, which takes tens of seconds on a CPU; a safetensors copy is
+    kept in the user cache so that later loads take about a second."""
+    converted = _converted_location(gguf_path)
     if (converted / "complete").is_file():
         return _load_pretrained(str(converted), dtype)
     log.info("dequantising %s (first load only)", gguf_path.name)
