@@ -196,8 +196,14 @@ def _generation_config(args):
 
 
 def run_app(args) -> int:
-    """A bare `specchat`: the interactive chat on the embedded model."""
-    return run_chat(build_parser().parse_args(["chat"]))
+    """A bare `specchat`: the desktop window (the terminal chat when there is no display to open it on)."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                                                 or os.environ.get("QT_QPA_PLATFORM")):
+        print("specchat: no display found; starting the terminal chat instead (specchat chat)", file=sys.stderr)
+        return run_chat(build_parser().parse_args(["chat"]))
+    from .ui.app import run_gui
+
+    return run_gui()
 
 
 def run_chat(args) -> int:

@@ -8,62 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-CORPUS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "Speculative decoding drafts tokens and the target verifies them in one pass.",
-    "Café, naïve, résumé: accents and emoji 🦊🚀 need several bytes each.",
-    "def add(a, b):\n    return a + b\n",
-    "Please summarise the following text in two sentences.",
-] * 20
-
-
-def build_byte_tokenizer(vocab_size: int = 320) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (like GPT-2's and SmolLM2's), trained on a few sentences in milliseconds."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", unk_token="<|endoftext|>")
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
-
-
-def build_tiny_llama(vocab_size: int, seed: int, hidden: int = 64, layers: int = 2, init: float = 0.15,
-                     max_positions: int = 512) -> LlamaForCausalLM:
-    """Random weights; a large init range makes next-token distributions peaked, so greedy choices are not
-    near-ties that float rounding could flip."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=max_positions, initializer_range=init, bos_token_id=1,
-                         eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval()
-    model.generation_config.eos_token_id = 2
-    model.generation_config.pad_token_id = 0
-    return model
-
-
-def perturbed_copy(model: LlamaForCausalLM, noise: float, seed: int) -> LlamaForCausalLM:
-    """The same model with noisy weights: a draft that agrees with the target often but not always."""
-    copy = LlamaForCausalLM(model.config).eval()
-    copy.load_state_dict(model.state_dict())
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in copy.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * noise * parameter.std())
-    return copy
-
+from tiny_models import build_byte_tokenizer, build_tiny_llama, perturbed_copy
 
 @pytest.fixture(scope="session")
 def tokenizer():

@@ -79,7 +79,7 @@ def test_prompt_longer_than_the_context_window(capsys, folders):
 
 
 def test_incompatible_pair(capsys, folders, tmp_path, unrelated_draft):
-    from conftest import build_byte_tokenizer
+    from tiny_models import build_byte_tokenizer
 
     build_byte_tokenizer(vocab_size=300).save_pretrained(tmp_path)
     unrelated_draft.save_pretrained(tmp_path)

@@ -79,7 +79,7 @@ def test_compatible_pair(saved_pair):
 
 
 def test_incompatible_pair_says_why(tmp_path, saved_pair, unrelated_draft):
-    from conftest import build_byte_tokenizer
+    from tiny_models import build_byte_tokenizer
 
     other = build_byte_tokenizer(vocab_size=300)
     other.save_pretrained(tmp_path)
@@ -94,7 +94,7 @@ def test_incompatible_pair_says_why(tmp_path, saved_pair, unrelated_draft):
 
 
 def test_special_token_mismatch(tokenizer):
-    from conftest import build_byte_tokenizer
+    from tiny_models import build_byte_tokenizer
 
     other = build_byte_tokenizer()
     other.eos_token = "<|endoftext|>"

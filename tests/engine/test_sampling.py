@@ -77,7 +77,7 @@ def test_residual_of_a_point_mass_removes_the_drafted_token():
 
 @pytest.fixture(scope="module")
 def small_world():
-    from conftest import build_tiny_llama
+    from tiny_models import build_tiny_llama
 
     target = build_tiny_llama(VOCAB, seed=11, hidden=16, layers=1, init=0.6)
     draft = build_tiny_llama(VOCAB, seed=12, hidden=16, layers=1, init=0.6)

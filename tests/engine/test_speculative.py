@@ -50,7 +50,7 @@ def test_a_perfect_draft_is_fully_accepted(target, tokenizer, prompt_ids):
 
 
 def test_partially_right_draft_rolls_back_and_stays_lossless(target, tokenizer, prompt_ids):
-    from conftest import perturbed_copy
+    from tiny_models import perturbed_copy
 
     draft = perturbed_copy(target, noise=0.05, seed=3)
     reference = plain(target, tokenizer, prompt_ids, max_new_tokens=60)

@@ -1,0 +1,16 @@
+"""Chat history and statistics in SQLite (SQLAlchemy 2.0, Alembic migrations); no Qt, no torch.
+
+    store = Store.open()                      # or Store(open_database(path))
+    chat = store.create_conversation()
+    store.add_message(chat.id, "user", "Hello")
+"""
+
+from .db import Database, default_database_path, open_database
+from .errors import StorageError
+from .records import ConversationInfo, MessageInfo, RunAggregate, RunInfo
+from .store import Store
+
+__all__ = [
+    "ConversationInfo", "Database", "MessageInfo", "RunAggregate", "RunInfo", "Store", "StorageError",
+    "default_database_path", "open_database",
+]

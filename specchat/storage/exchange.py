@@ -1,0 +1,174 @@
+"""Conversation export (Markdown, JSON) and import (JSON): pure functions on records, no database access.
+
+The JSON format is versioned ({"format": "specchat-conversation", "version": 1, ...}) so that a later specchat
+can still read files written today, and so that an unrelated JSON file is refused with a clear message instead
+of being imported as garbage.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import StorageError
+from .records import ROLES, SPAN_ORIGINS, ConversationInfo, MessageInfo, Span
+
+FORMAT = "specchat-conversation"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class ImportedMessage:
+    role: str
+    text: str
+    created_at: datetime | None
+    stopped: bool
+    spans: tuple[Span, ...] | None
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class ImportedConversation:
+    title: str
+    system_prompt: str | None
+    created_at: datetime | None
+    messages: tuple[ImportedMessage, ...]
+
+
+def validate_spans(spans: Any, text_length: int, where: str = "spans") -> tuple[Span, ...] | None:
+    """Check [[start, end, origin], ...] against the text it describes, so the GUI can slice the text safely."""
+    if spans is None:
+        return None
+    if not isinstance(spans, (list, tuple)):
+        raise StorageError(f"{where} must be a list of [start, end, origin], not {type(spans).__name__}")
+    return tuple(_validate_span(span, text_length, f"{where}[{i}]") for i, span in enumerate(spans))
+
+
+def _validate_span(span: Any, text_length: int, where: str) -> Span:
+    if not isinstance(span, (list, tuple)) or len(span) != 3:
+        raise StorageError(f"{where} must be [start, end, origin]")
+    start, end, origin = span
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+        raise StorageError(f"{where}: start and end must be integers")
+    if not 0 <= start <= end <= text_length:
+        raise StorageError(f"{where}: [{start}, {end}] is outside the text (length {text_length})")
+    if origin not in SPAN_ORIGINS:
+        raise StorageError(f"{where}: origin must be one of {', '.join(SPAN_ORIGINS)}, not {origin!r}")
+    return (start, end, origin)
+
+
+def spans_to_json(spans: tuple[Span, ...] | None) -> list[list] | None:
+    return None if spans is None else [list(span) for span in spans]
+
+
+def to_markdown(conversation: ConversationInfo, messages: list[MessageInfo]) -> str:
+    """A readable transcript: the title as a heading, then one bold-labelled section per message."""
+    title = " ".join(conversation.title.split()) or "Untitled"
+    parts = [f"# {title}"]
+    if conversation.system_prompt:
+        parts.append(f"**System prompt**\n\n{conversation.system_prompt}")
+    for message in messages:
+        label = f"**{message.role.capitalize()}**" + (" (stopped)" if message.stopped else "")
+        parts.append(f"{label}\n\n{message.text}")
+    return "\n\n".join(parts) + "\n"
+
+
+def to_json(conversation: ConversationInfo, messages: list[MessageInfo]) -> dict:
+    """The exchange format: everything needed to rebuild the conversation, nothing tied to this database (ids)."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "created_at": conversation.created_at.isoformat(),
+        "messages": [
+            {
+                "role": m.role,
+                "text": m.text,
+                "created_at": m.created_at.isoformat(),
+                "stopped": m.stopped,
+                "spans": spans_to_json(m.spans),
+                "finish_reason": m.finish_reason,
+            }
+            for m in messages
+        ],
+    }
+
+
+def parse_json(data: Any) -> ImportedConversation:
+    """Validate an exported conversation (a dict, or JSON text/bytes); StorageError says what is wrong."""
+    if isinstance(data, (str, bytes, bytearray)):
+        try:
+            data = json.loads(data)
+        except (ValueError, RecursionError) as error:
+            raise StorageError(f"not a specchat conversation: the file is not valid JSON ({error})") from error
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise StorageError(f'not a specchat conversation: expected a JSON object with "format": "{FORMAT}"')
+    version = data.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise StorageError(f"unsupported specchat conversation version {version!r} (this specchat reads {VERSION})")
+    messages = _field(data, "messages", list, "conversation")
+    return ImportedConversation(
+        title=_title(data),
+        system_prompt=_optional_str(data, "system_prompt", "conversation"),
+        created_at=_optional_time(data, "conversation"),
+        messages=tuple(_parse_message(m, f"messages[{i}]") for i, m in enumerate(messages)),
+    )
+
+
+def _parse_message(data: Any, where: str) -> ImportedMessage:
+    if not isinstance(data, dict):
+        raise StorageError(f"{where} must be an object")
+    role = data.get("role")
+    if role not in ROLES:
+        raise StorageError(f"{where}: role must be one of {', '.join(ROLES)}, not {role!r}")
+    text = _field(data, "text", str, where)
+    stopped = data.get("stopped", False)
+    if not isinstance(stopped, bool):
+        raise StorageError(f"{where}: stopped must be true or false")
+    return ImportedMessage(
+        role=role,
+        text=text,
+        created_at=_optional_time(data, where),
+        stopped=stopped,
+        spans=validate_spans(data.get("spans"), len(text), f"{where}.spans"),
+        finish_reason=_optional_str(data, "finish_reason", where),
+    )
+
+
+def _title(data: dict) -> str:
+    title = _field(data, "title", str, "conversation").strip()
+    if not title:
+        raise StorageError("conversation: title must not be empty")
+    return title
+
+
+def _field(data: dict, name: str, kind: type, where: str) -> Any:
+    value = data.get(name)
+    if not isinstance(value, kind):
+        raise StorageError(f'{where}: "{name}" is missing or is not a {"list" if kind is list else "string"}')
+    return value
+
+
+def _optional_str(data: dict, name: str, where: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise StorageError(f'{where}: "{name}" must be a string or null')
+    return value
+
+
+def _optional_time(data: dict, where: str) -> datetime | None:
+    """An ISO 8601 timestamp (naive ones are taken as UTC), or None when absent (the import time is used)."""
+    value = data.get("created_at")
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise StorageError(f'{where}: "created_at" must be an ISO 8601 timestamp, not {value!r}')
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+

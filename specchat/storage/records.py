@@ -1,0 +1,83 @@
+"""Plain, frozen results of Store methods.
+
+The GUI thread and the generation thread both call the Store; handing them ORM objects would tie those objects to
+a Session that is already closed (lazy loads would fail, or worse, touch SQLite from the wrong thread). These
+records hold only ints, floats, strings, datetimes and tuples, so they can be passed around and compared freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+ROLES = ("system", "user", "assistant")
+SPAN_ORIGINS = ("draft", "target")
+
+Span = tuple[int, int, str]  # (start, end, origin): text[start:end] came from the drafter or from the target
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation as listed in the sidebar; timestamps are timezone-aware UTC."""
+
+    id: int
+    title: str
+    system_prompt: str | None
+    created_at: datetime
+    updated_at: datetime
+    message_count: int = 0
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    """One message; `spans` is None when the origin of the text is unknown (user messages, imports)."""
+
+    id: int
+    conversation_id: int
+    position: int
+    role: str
+    text: str
+    created_at: datetime
+    stopped: bool = False
+    spans: tuple[Span, ...] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunAggregate:
+    """Statistics summed over generation runs (a conversation, an app session, or all of them).
+
+    Ratios are computed from sums, not averaged per run, so a long reply weighs more than a short one:
+    mean_alpha = accepted / proposed draft tokens, tau = new tokens / target passes, tokens_per_s = new tokens /
+    wall time. mean_speedup is the plain mean of the runs that have a speedup, None when none has one.
+    """
+
+    runs: int = 0
+    new_tokens: int = 0
+    draft_proposed: int = 0
+    draft_accepted: int = 0
+    target_passes: int = 0
+    wall_s: float = 0.0
+    mean_alpha: float = 0.0
+    tau: float = 0.0
+    tokens_per_s: float = 0.0
+    mean_speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The settings and headline statistics of one reply's generation, for the line under the reply."""
+
+    id: int
+    message_id: int | None
+    drafter: str
+    k: int
+    adaptive: bool
+    new_tokens: int
+    target_passes: int
+    draft_proposed: int
+    draft_accepted: int
+    tokens_per_s: float
+    speedup: float | None
+    speedup_basis: str | None
+    finish_reason: str | None

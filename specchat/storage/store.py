@@ -1,0 +1,365 @@
+"""The Store: everything the app reads from and writes to the chat database.
+
+Each public method opens one short Session, commits, and returns plain frozen records (records.py), never ORM
+objects. Sessions are never shared, so the GUI thread and a generation thread can call the same Store at once;
+SQLite's WAL mode and the busy timeout (db.py) serialise their writes.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import delete, exists, func, or_, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from . import exchange
+from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
+from .errors import StorageError
+from .models import AppSession, Calibration, Conversation, GenerationRun, Message, utcnow
+from .records import ROLES, ConversationInfo, MessageInfo, RunAggregate, RunInfo
+
+SPEEDUP_BASES = ("calibrated", "measured")
+_RUN_COLUMNS = frozenset(c.key for c in GenerationRun.__table__.columns if not c.primary_key)
+_RUN_REQUIRED = frozenset(
+    c.key for c in GenerationRun.__table__.columns
+    if not (c.primary_key or c.nullable or c.default is not None or c.server_default is not None)
+)
+
+
+class Store:
+    """Conversations, messages, generation statistics and calibrations, on top of an open Database."""
+
+    def __init__(self, database: Database):
+        self.database = database
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Store:
+        """Open the database at `path` (default: default_database_path()), migrated to the current schema."""
+        return cls(open_database(path or default_database_path()))
+
+    def close(self) -> None:
+        self.database.close()
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[Session]:
+        """A write transaction (BEGIN IMMEDIATE), committed on success; locked/damaged → StorageError."""
+        with translate_errors(self.database.path), self.database.write_session.begin() as session:
+            yield session
+
+    @contextmanager
+    def _reading(self) -> Iterator[Session]:
+        """A read transaction: one consistent snapshot, so a list and its counts agree with each other."""
+        with translate_errors(self.database.path), self.database.read_session.begin() as session:
+            yield session
+
+    # --- app sessions ---------------------------------------------------------------------------------------
+
+    def start_app_session(self, app_version: str) -> int:
+        """Record an app launch; runs recorded with its id can be summed per session ("this session" stats)."""
+        with self._writing() as session:
+            row = AppSession(app_version=app_version)
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def end_app_session(self, app_session_id: int) -> None:
+        with self._writing() as session:
+            _get(session, AppSession, app_session_id, "app session").ended_at = utcnow()
+
+    # --- conversations --------------------------------------------------------------------------------------
+
+    def create_conversation(self, title: str = "New chat", system_prompt: str | None = None) -> ConversationInfo:
+        with self._writing() as session:
+            row = Conversation(title=_clean_title(title), system_prompt=_optional_text(system_prompt))
+            session.add(row)
+            session.flush()
+            return _conversation_info(row, 0)
+
+    def conversation(self, conversation_id: int) -> ConversationInfo:
+        with self._reading() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            return _conversation_info(row, _message_count(session, conversation_id))
+
+    def rename_conversation(self, conversation_id: int, title: str) -> ConversationInfo:
+        """Rename without touching updated_at: renaming an old chat should not move it to the top of the list."""
+        with self._writing() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            row.title = _clean_title(title)
+            return _conversation_info(row, _message_count(session, conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, text: str | None) -> ConversationInfo:
+        """Set (or clear, with None or blank text) the conversation's system prompt."""
+        with self._writing() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            row.system_prompt = _optional_text(text)
+            return _conversation_info(row, _message_count(session, conversation_id))
+
+    def delete_conversation(self, conversation_id: int) -> bool:
+        """Delete it and its messages (ON DELETE CASCADE); its runs stay in the statistics, detached.
+
+        Returns False when it did not exist (already deleted, e.g. from another window): nothing to do.
+        """
+        with self._writing() as session:
+            result = session.execute(delete(Conversation).where(Conversation.id == conversation_id))
+            return result.rowcount > 0
+
+    def list_conversations(self, search: str | None = None) -> list[ConversationInfo]:
+        """All conversations, most recently updated first; `search` matches titles and message text, any case."""
+        count = (select(func.count(Message.id)).where(Message.conversation_id == Conversation.id)
+                 .correlate(Conversation).scalar_subquery())
+        query = select(Conversation, count).order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+        needle = (search or "").strip()
+        if needle:
+            query = query.where(_matches(needle))
+        with self._reading() as session:
+            return [_conversation_info(row, n) for row, n in session.execute(query)]
+
+    # --- messages -------------------------------------------------------------------------------------------
+
+    def add_message(self, conversation_id: int, role: str, text: str, stopped: bool = False,
+                    spans: list | None = None, finish_reason: str | None = None) -> MessageInfo:
+        """Append a message at the next position; the conversation moves to the top of the list.
+
+        For a streamed reply, add it (empty text) when generation starts and update_message as it grows.
+        """
+        _check_role(role)
+        _check_text(text)
+        with self._writing() as session:
+            conversation = _get(session, Conversation, conversation_id, "conversation")
+            position = session.scalar(select(func.coalesce(func.max(Message.position) + 1, 0))
+                                      .where(Message.conversation_id == conversation_id))
+            row = Message(conversation_id=conversation_id, position=position, role=role, text=text,
+                          stopped=bool(stopped), spans=_spans_column(spans, text), finish_reason=finish_reason)
+            session.add(row)
+            conversation.updated_at = utcnow()
+            session.flush()
+            return _message_info(row)
+
+    def update_message(self, message_id: int, text: str | None = None, spans: list | None = None,
+                       stopped: bool | None = None, finish_reason: str | None = None) -> MessageInfo:
+        """Change the given fields (None leaves a field as it is).
+
+        The GUI saves a partial reply this way while it streams, so that nothing is lost if the app is killed.
+        """
+        with self._writing() as session:
+            row = _get(session, Message, message_id, "message")
+            if text is not None:
+                _check_text(text)
+                row.text = text
+            if spans is not None:
+                row.spans = _spans_column(spans, row.text)
+            if stopped is not None:
+                row.stopped = bool(stopped)
+            if finish_reason is not None:
+                row.finish_reason = finish_reason
+            session.get(Conversation, row.conversation_id).updated_at = utcnow()
+            session.flush()
+            return _message_info(row)
+
+    def delete_messages_from(self, conversation_id: int, position: int) -> int:
+        """Delete the messages at `position` and after (regenerate, edit-and-resend); returns how many went."""
+        with self._writing() as session:
+            conversation = _get(session, Conversation, conversation_id, "conversation")
+            result = session.execute(delete(Message).where(Message.conversation_id == conversation_id,
+                                                           Message.position >= position))
+            conversation.updated_at = utcnow()
+            return result.rowcount
+
+    def messages(self, conversation_id: int) -> list[MessageInfo]:
+        """The conversation's messages in order."""
+        with self._reading() as session:
+            _get(session, Conversation, conversation_id, "conversation")
+            rows = session.scalars(select(Message).where(Message.conversation_id == conversation_id)
+                                   .order_by(Message.position))
+            return [_message_info(row) for row in rows]
+
+    # --- generation runs and statistics ---------------------------------------------------------------------
+
+    def record_run(self, run: dict[str, Any]) -> int:
+        """Store one generation's settings and statistics; keys are generation_runs columns, others are ignored.
+
+        So a run can be built as {**stats.to_dict(), "target": ..., "k": ..., ...} without filtering.
+        """
+        values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
+        missing = sorted(_RUN_REQUIRED - values.keys())
+        if missing:
+            raise StorageError(f"a generation run needs {', '.join(missing)}")
+        if values.get("speedup_basis") not in (None, *SPEEDUP_BASES):
+            raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
+                               f"not {values['speedup_basis']!r}")
+        if values.get("acceptance_by_position") is not None:
+            values["acceptance_by_position"] = list(values["acceptance_by_position"])
+        try:
+            with self._writing() as session:
+                row = GenerationRun(**values)
+                session.add(row)
+                session.flush()
+                return row.id
+        except sa_exc.IntegrityError as error:
+            raise StorageError("the generation run refers to a message, conversation or app session that does "
+                               f"not exist, or misses a value ({error.orig})") from error
+
+    def run_for_message(self, message_id: int) -> RunInfo | None:
+        """The latest generation run that produced this message, if any."""
+        with self._reading() as session:
+            row = session.scalars(select(GenerationRun).where(GenerationRun.message_id == message_id)
+                                  .order_by(GenerationRun.id.desc()).limit(1)).first()
+            if row is None:
+                return None
+            return RunInfo(id=row.id, message_id=row.message_id, drafter=row.drafter, k=row.k, adaptive=row.adaptive,
+                           new_tokens=row.new_tokens, target_passes=row.target_passes,
+                           draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted,
+                           tokens_per_s=row.tokens_per_s, speedup=row.speedup, speedup_basis=row.speedup_basis,
+                           finish_reason=row.finish_reason)
+
+    def conversation_stats(self, conversation_id: int) -> RunAggregate:
+        return self._aggregate(GenerationRun.conversation_id == conversation_id)
+
+    def app_session_stats(self, app_session_id: int) -> RunAggregate:
+        return self._aggregate(GenerationRun.app_session_id == app_session_id)
+
+    def overall_stats(self) -> RunAggregate:
+        return self._aggregate()
+
+    def _aggregate(self, *criteria) -> RunAggregate:
+        """Sum the runs matching `criteria` in SQL (one row back, however many runs there are)."""
+        r = GenerationRun
+        query = select(func.count(r.id), *(func.coalesce(func.sum(c), 0) for c in (
+            r.new_tokens, r.draft_proposed, r.draft_accepted, r.target_passes, r.wall_s)), func.avg(r.speedup))
+        with self._reading() as session:
+            runs, new_tokens, proposed, accepted, passes, wall_s, speedup = session.execute(
+                query.where(*criteria)).one()
+        return RunAggregate(
+            runs=runs, new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
+            target_passes=passes, wall_s=float(wall_s),
+            mean_alpha=accepted / proposed if proposed else 0.0,
+            tau=new_tokens / passes if passes else 0.0,
+            tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
+            mean_speedup=float(speedup) if speedup is not None else None,
+        )
+
+    # --- calibrations ---------------------------------------------------------------------------------------
+
+    def save_calibration(self, target: str, device: str, dtype: str, tokens_per_s: float) -> None:
+        """Keep a measured plain-decoding speed; older ones stay as history, latest_calibration picks the newest."""
+        if isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float)) \
+                or not math.isfinite(tokens_per_s) or tokens_per_s <= 0:
+            raise StorageError(f"a calibration needs a positive tokens/s, not {tokens_per_s!r}")
+        with self._writing() as session:
+            session.add(Calibration(target=target, device=device, dtype=dtype, tokens_per_s=float(tokens_per_s)))
+
+    def latest_calibration(self, target: str, device: str, dtype: str) -> float | None:
+        """The newest plain-decoding tokens/s for this target, device and dtype, or None if never calibrated."""
+        c = Calibration
+        query = (select(c.tokens_per_s).where(c.target == target, c.device == device, c.dtype == dtype)
+                 .order_by(c.measured_at.desc(), c.id.desc()).limit(1))
+        with self._reading() as session:
+            return session.scalar(query)
+
+    # --- export / import ------------------------------------------------------------------------------------
+
+    def export_markdown(self, conversation_id: int) -> str:
+        conversation, messages = self._snapshot(conversation_id)
+        return exchange.to_markdown(conversation, messages)
+
+    def export_json(self, conversation_id: int) -> dict:
+        """The conversation in the versioned exchange format (json.dump it to save a file)."""
+        conversation, messages = self._snapshot(conversation_id)
+        return exchange.to_json(conversation, messages)
+
+    def import_json(self, data: dict | str | bytes) -> ConversationInfo:
+        """Create a new conversation from exported data (dict or JSON text), all or nothing.
+
+        Invalid input raises StorageError saying what is wrong; nothing is written then.
+        """
+        parsed = exchange.parse_json(data)
+        with self._writing() as session:
+            conversation = Conversation(title=parsed.title, system_prompt=parsed.system_prompt)
+            if parsed.created_at is not None:
+                conversation.created_at = parsed.created_at
+            session.add(conversation)
+            session.flush()
+            for position, m in enumerate(parsed.messages):
+                session.add(Message(
+                    conversation_id=conversation.id, position=position, role=m.role, text=m.text,
+                    created_at=m.created_at or utcnow(), stopped=m.stopped,
+                    spans=exchange.spans_to_json(m.spans), finish_reason=m.finish_reason))
+            session.flush()
+            return _conversation_info(conversation, len(parsed.messages))
+
+    def _snapshot(self, conversation_id: int) -> tuple[ConversationInfo, list[MessageInfo]]:
+        """A conversation and its messages read in one transaction, so an export never mixes two states."""
+        with self._reading() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            rows = session.scalars(select(Message).where(Message.conversation_id == conversation_id)
+                                   .order_by(Message.position)).all()
+            return _conversation_info(row, len(rows)), [_message_info(m) for m in rows]
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+def _get(session: Session, model: type, row_id: int, what: str):
+    """The row with this id, or a StorageError (it may have been deleted from another window)."""
+    row = session.get(model, row_id)
+    if row is None:
+        raise StorageError(f"{what} {row_id} does not exist")
+    return row
+
+
+def _message_count(session: Session, conversation_id: int) -> int:
+    return session.scalar(select(func.count(Message.id)).where(Message.conversation_id == conversation_id))
+
+
+def _matches(needle: str):
+    """Title or any message text contains `needle`, compared case-folded (Unicode-aware, unlike SQLite's LIKE)."""
+    folded = needle.casefold()
+
+    def contains(column):
+        return getattr(func, CASEFOLD_FUNCTION)(column).contains(folded, autoescape=True)
+
+    in_messages = exists().where(Message.conversation_id == Conversation.id, contains(Message.text))
+    return or_(contains(Conversation.title), in_messages)
+
+
+def _clean_title(title: str) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise StorageError("a conversation title must not be empty")
+    return " ".join(title.split())
+
+
+def _optional_text(text: str | None) -> str | None:
+    if text is not None and not isinstance(text, str):
+        raise StorageError(f"expected text or None, not {type(text).__name__}")
+    return text if text and text.strip() else None
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise StorageError(f"a message role must be one of {', '.join(ROLES)}, not {role!r}")
+
+
+def _check_text(text: str) -> None:
+    if not isinstance(text, str):
+        raise StorageError(f"message text must be a string, not {type(text).__name__}")
+
+
+def _spans_column(spans: Any, text: str) -> list[list] | None:
+    return exchange.spans_to_json(exchange.validate_spans(spans, len(text)))
+
+
+def _conversation_info(row: Conversation, message_count: int) -> ConversationInfo:
+    return ConversationInfo(id=row.id, title=row.title, system_prompt=row.system_prompt,
+                            created_at=row.created_at, updated_at=row.updated_at, message_count=message_count)
+
+
+def _message_info(row: Message) -> MessageInfo:
+    spans = None if row.spans is None else tuple((s, e, o) for s, e, o in row.spans)
+    return MessageInfo(id=row.id, conversation_id=row.conversation_id, position=row.position, role=row.role,
+                       text=row.text, created_at=row.created_at, stopped=row.stopped, spans=spans,
+                       finish_reason=row.finish_reason)

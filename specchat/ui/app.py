@@ -1,0 +1,70 @@
+"""Starting the desktop app: QApplication, palette, the database, and the asyncio-driven Qt event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, Qt
+from PySide6.QtWidgets import QApplication, QMessageBox, QStyleFactory
+
+from .. import __version__
+from .theme import dark_palette
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance() or QApplication(argv or sys.argv)
+    QCoreApplication.setOrganizationName("specchat")
+    QCoreApplication.setApplicationName("specchat")
+    QCoreApplication.setApplicationVersion(__version__)
+    app.setStyle(QStyleFactory.create("Fusion"))
+    if _wants_dark(app):
+        app.setPalette(dark_palette())
+    return app
+
+
+def _wants_dark(app: QApplication) -> bool:
+    """SPECCHAT_THEME=dark|light overrides; otherwise the system's colour scheme."""
+    choice = os.environ.get("SPECCHAT_THEME", "").lower()
+    if choice in ("dark", "light"):
+        return choice == "dark"
+    return app.styleHints().colorScheme() == Qt.ColorScheme.Dark
+
+
+def open_store():
+    """The user's database; if it cannot be opened, a temporary one so the app stays usable (and a message)."""
+    from ..storage import Store, StorageError, default_database_path, open_database
+
+    path = default_database_path()
+    try:
+        return Store(open_database(path)), None
+    except StorageError as error:
+        fallback = Path(tempfile.mkdtemp(prefix="specchat-")) / "specchat.db"
+        message = (f"{error}\n\nspecchat is running with a temporary database for now; chats of this session "
+                   f"will not be kept.")
+        return Store(open_database(fallback)), message
+
+
+def run_gui(argv: list[str] | None = None) -> int:
+    import qasync
+
+    from .main_window import MainWindow
+    from .session import ChatSession
+
+    app = create_application(argv)
+    store, problem = open_store()
+    session = ChatSession(store)
+    window = MainWindow(session)
+    window.show()
+    if problem:
+        QMessageBox.warning(window, "specchat", problem)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+    with loop:
+        loop.run_until_complete(closed.wait())
+    return 0

@@ -1,0 +1,451 @@
+"""The main window: conversations on the left, the live transcript and the composer on the right."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
+                               QSplitter, QVBoxLayout, QWidget)
+
+from .. import __version__
+from ..engine import Message, SpecchatError, build_prompt_ids
+from ..engine.events import GenerationResult, StepEvent
+from .composer import Composer
+from .session import ChatSession
+from .settings import AppSettings, SettingsDialog
+from .spans import ReplySpans
+from .theme import current_theme
+from .transcript import MessageView, Transcript, code_blocks
+from .workers import BackgroundThread, GenerationWorker
+
+FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
+SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
+
+
+@dataclass
+class ActiveReply:
+    conversation_id: int
+    message_id: int
+    cancel: threading.Event
+    thread: BackgroundThread
+    started: float
+    last_saved: float = 0.0
+
+
+class MainWindow(QMainWindow):
+    reply_finished = Signal()  # for tests: a reply (finished, stopped or failed) is on screen and on disk
+
+    def __init__(self, session: ChatSession):
+        super().__init__()
+        self.session = session
+        self.setWindowTitle("specchat")
+        self.conversation_id: int | None = None
+        self.active: ActiveReply | None = None
+        self._pending_events: list[StepEvent] = []
+        self._editing_position: int | None = None
+        self._rejected: dict[int, list[tuple[int, str]]] = {}  # message id -> rejected proposals, this session
+        self._build()
+        self._frame_timer = QTimer(self, interval=FRAME_MS)
+        self._frame_timer.timeout.connect(self._flush_events)
+        session.status_changed.connect(self._on_model_status)
+        session.stats_changed.connect(self._refresh_session_stats)
+        self._restore_geometry()
+        self.refresh_conversations()
+        self._on_model_status()
+
+    # -- layout ---------------------------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.search = QLineEdit(placeholderText="Search chats…", clearButtonEnabled=True)
+        self.search.textChanged.connect(self.refresh_conversations)
+        new_button = QPushButton("+  New chat")
+        new_button.clicked.connect(self.new_conversation)
+        self.conversation_list = QListWidget()
+        self.conversation_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.conversation_list.customContextMenuRequested.connect(self._conversation_menu)
+        self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
+        sidebar = QWidget()
+        side = QVBoxLayout(sidebar)
+        side.setContentsMargins(8, 8, 4, 8)
+        side.addWidget(new_button)
+        side.addWidget(self.search)
+        side.addWidget(self.conversation_list, 1)
+
+        self.highlight_box = QCheckBox("Highlight drafts", checked=True)
+        self.rejected_box = QCheckBox("Show rejected", checked=False)
+        for box in (self.highlight_box, self.rejected_box):
+            box.toggled.connect(self._on_highlight_options)
+        legend = QLabel()
+        legend.setTextFormat(Qt.TextFormat.RichText)
+        legend.setText(self._legend_html())
+        legend.setToolTip("Green: tokens a draft proposed and the target accepted. Plain: tokens the target "
+                          "generated itself. Struck through: draft proposals the target rejected.")
+        self.system_button = QPushButton("System prompt…")
+        self.system_button.clicked.connect(self.edit_system_prompt)
+        bar = QHBoxLayout()
+        bar.addWidget(legend)
+        bar.addStretch(1)
+        bar.addWidget(self.highlight_box)
+        bar.addWidget(self.rejected_box)
+        bar.addWidget(self.system_button)
+
+        self.transcript = Transcript()
+        self.transcript.action_requested.connect(self._on_transcript_action)
+        self.composer = Composer()
+        self.composer.submitted.connect(self.send)
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.setVisible(False)
+        composer_row = QHBoxLayout()
+        composer_row.addWidget(self.composer, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        composer_row.addLayout(buttons)
+
+        chat = QWidget()
+        chat_layout = QVBoxLayout(chat)
+        chat_layout.setContentsMargins(4, 8, 8, 8)
+        chat_layout.addLayout(bar)
+        chat_layout.addWidget(self.transcript, 1)
+        chat_layout.addLayout(composer_row)
+
+        self.splitter = QSplitter()
+        self.splitter.addWidget(sidebar)
+        self.splitter.addWidget(chat)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([240, 760])
+        self.setCentralWidget(self.splitter)
+
+        self.model_label = QLabel()
+        self.load_progress = QProgressBar(maximumWidth=160, textVisible=False)
+        self.load_progress.setRange(0, 0)
+        self.session_label = QLabel()
+        self.statusBar().addWidget(self.model_label)
+        self.statusBar().addWidget(self.load_progress)
+        self.statusBar().addPermanentWidget(self.session_label)
+        self._build_actions()
+
+    def _build_actions(self) -> None:
+        def action(text, shortcut, slot, menu):
+            item = QAction(text, self)
+            item.setShortcut(QKeySequence(shortcut))
+            item.triggered.connect(slot)
+            menu.addAction(item)
+            return item
+
+        chat_menu = self.menuBar().addMenu("&Chat")
+        action("&New chat", "Ctrl+N", self.new_conversation, chat_menu)
+        action("&Search chats", "Ctrl+F", lambda: self.search.setFocus(), chat_menu)
+        action("S&top reply", "Esc", self.stop, chat_menu)
+        action("&Regenerate last reply", "Ctrl+R", self.regenerate, chat_menu)
+        chat_menu.addSeparator()
+        action("Export as &Markdown…", "Ctrl+Shift+M", lambda: self._export("md"), chat_menu)
+        action("Export as &JSON…", "Ctrl+Shift+J", lambda: self._export("json"), chat_menu)
+        action("&Import JSON…", "Ctrl+I", self._import, chat_menu)
+        chat_menu.addSeparator()
+        action("&Quit", "Ctrl+Q", self.close, chat_menu)
+        settings_menu = self.menuBar().addMenu("&Settings")
+        action("&Preferences…", "Ctrl+,", self.open_settings, settings_menu)
+
+    def _legend_html(self) -> str:
+        theme = current_theme()
+        return (f"<span style='background:{theme.draft_background.name()}'>&nbsp;accepted draft&nbsp;</span>"
+                f"&nbsp;&nbsp;target&nbsp;&nbsp;<span style='color:{theme.rejected_text.name()};"
+                f"text-decoration:line-through'>rejected</span>")
+
+    # -- conversations --------------------------------------------------------------------------------------------
+
+    def refresh_conversations(self) -> None:
+        current = self.conversation_id
+        self.conversation_list.blockSignals(True)
+        self.conversation_list.clear()
+        for info in self.session.store.list_conversations(self.search.text().strip() or None):
+            item = QListWidgetItem(info.title)
+            item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setToolTip(info.title)
+            self.conversation_list.addItem(item)
+            if info.id == current:
+                self.conversation_list.setCurrentItem(item)
+        self.conversation_list.blockSignals(False)
+
+    def new_conversation(self) -> None:
+        if self._busy():
+            return
+        self.conversation_id = None
+        self.conversation_list.clearSelection()
+        self.transcript.set_messages([])
+        self.composer.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        views = [self._message_view(m) for m in self.session.store.messages(conversation_id)]
+        self.transcript.set_messages(views)
+        self._refresh_session_stats()
+
+    def _message_view(self, message) -> MessageView:
+        run = self.session.run_footer(message.id) if message.role == "assistant" else ""
+        spans = ReplySpans.from_json(message.spans, self._rejected.get(message.id))
+        return MessageView(message.id, message.role, message.text, spans, message.stopped, run)
+
+    def _on_conversation_selected(self, item, _previous=None) -> None:
+        if item is None or self._busy():
+            return
+        self.open_conversation(item.data(Qt.ItemDataRole.UserRole))
+
+    def _conversation_menu(self, point) -> None:
+        item = self.conversation_list.itemAt(point)
+        if item is None:
+            return
+        conversation_id = item.data(Qt.ItemDataRole.UserRole)
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.rename_conversation(conversation_id, item.text()))
+        menu.addAction("Delete…", lambda: self.delete_conversation(conversation_id, item.text()))
+        menu.exec(self.conversation_list.mapToGlobal(point))
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        new_title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=title)
+        if ok and new_title.strip():
+            self.session.store.rename_conversation(conversation_id, new_title.strip())
+            self.refresh_conversations()
+
+    def delete_conversation(self, conversation_id: int, title: str, confirm: bool = True) -> None:
+        if self.active and self.active.conversation_id == conversation_id:
+            return
+        if confirm and QMessageBox.question(self, "Delete chat", f"Delete “{title}” and all its messages?"
+                                            ) != QMessageBox.StandardButton.Yes:
+            return
+        self.session.store.delete_conversation(conversation_id)
+        if self.conversation_id == conversation_id:
+            self.new_conversation()
+        self.refresh_conversations()
+
+    def edit_system_prompt(self) -> None:
+        if self.conversation_id is None:
+            self.conversation_id = self.session.store.create_conversation("New chat").id
+            self.refresh_conversations()
+        current = self.session.system_prompt(self.conversation_id) or ""
+        text, ok = QInputDialog.getMultiLineText(self, "System prompt", "Instructions for this chat:", current)
+        if ok:
+            self.session.store.set_system_prompt(self.conversation_id, text.strip() or None)
+
+    # -- sending and streaming ------------------------------------------------------------------------------------
+
+    def send(self) -> None:
+        text = self.composer.toPlainText().strip()
+        if not text or self._busy():
+            return
+        if not self.session.ready:
+            self.statusBar().showMessage("The model is still loading; your message stays in the box.", 4000)
+            return
+        store = self.session.store
+        if self.conversation_id is None:
+            title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
+            self.conversation_id = store.create_conversation(title).id
+        if self._editing_position is not None:
+            store.delete_messages_from(self.conversation_id, self._editing_position)
+            self._editing_position = None
+        store.add_message(self.conversation_id, "user", text)
+        self.composer.clear()
+        self.refresh_conversations()
+        self.open_conversation(self.conversation_id)
+        self._start_reply()
+
+    def _start_reply(self) -> None:
+        store = self.session.store
+        history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
+        try:
+            prompt_ids = build_prompt_ids(self.session.tokenizer, history, self.session.system_prompt(self.conversation_id))
+            engine = self.session.engine()
+        except SpecchatError as error:
+            self._show_error(str(error))
+            return
+        placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
+        cancel = threading.Event()
+        worker = GenerationWorker(engine, prompt_ids, self.session.settings.generation_config(), cancel)
+        thread = BackgroundThread(worker, [worker.finished, worker.failed])
+        worker.step.connect(self._on_step)
+        worker.finished.connect(self._on_finished)
+        worker.failed.connect(self._on_failed)
+        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, thread, time.perf_counter())
+        self.transcript.begin_reply()
+        self._set_generating(True)
+        self._frame_timer.start()
+        thread.start()
+
+    def _on_step(self, event: StepEvent) -> None:
+        self._pending_events.append(event)
+
+    def _flush_events(self) -> None:
+        """Draws the steps that arrived since the last frame in one go, and saves the partial reply now and then."""
+        if not self._pending_events or self.active is None:
+            return
+        events, self._pending_events = self._pending_events, []
+        for event in events:
+            self.transcript.append_stream(event.text_delta, event.text_offset, event.spans, event.origins,
+                                          event.rejected_text)
+        now = time.perf_counter()
+        if now - self.active.last_saved > SAVE_PARTIAL_S:
+            text, spans = self.transcript.streaming_text()
+            self.session.store.update_message(self.active.message_id, text=text, spans=spans.to_json())
+            self.active.last_saved = now
+        self.statusBar().showMessage(f"{events[-1].stats.new_tokens} tokens · {events[-1].stats.tokens_per_s:.1f} tok/s")
+
+    def _on_finished(self, result: GenerationResult) -> None:
+        self._flush_events()
+        active = self.active
+        spans = ReplySpans()
+        spans.add_tokens(result.spans, result.origins)
+        _, streamed = self.transcript.streaming_text()
+        self._rejected[active.message_id] = streamed.rejected
+        stopped = result.finish_reason == "cancelled"
+        store = self.session.store
+        store.update_message(active.message_id, text=result.text, spans=spans.to_json(), stopped=stopped,
+                             finish_reason=result.finish_reason)
+        self.session.record_run(active.conversation_id, active.message_id, result)
+        self._end_reply()
+        if self.conversation_id == active.conversation_id:
+            self.open_conversation(active.conversation_id)
+        self.reply_finished.emit()
+
+    def _on_failed(self, message: str) -> None:
+        self._flush_events()
+        active = self.active
+        text, spans = self.transcript.streaming_text()
+        self.session.store.update_message(active.message_id, text=text, spans=spans.to_json(), stopped=True,
+                                          finish_reason="error")
+        self._end_reply()
+        self.open_conversation(active.conversation_id)
+        self._show_error(message)
+        self.reply_finished.emit()
+
+    def _end_reply(self) -> None:
+        self._frame_timer.stop()
+        if self.active is not None:
+            self.active.thread.stop()
+        self.active = None
+        self._set_generating(False)
+        self.statusBar().clearMessage()
+
+    def stop(self) -> None:
+        if self.active is not None:
+            self.active.cancel.set()
+
+    def regenerate(self) -> None:
+        if self._busy() or self.conversation_id is None or not self.session.ready:
+            return
+        messages = self.session.store.messages(self.conversation_id)
+        if messages and messages[-1].role == "assistant":
+            self.session.store.delete_messages_from(self.conversation_id, messages[-1].position)
+            self.open_conversation(self.conversation_id)
+        if self.session.store.messages(self.conversation_id):
+            self._start_reply()
+
+    def _on_transcript_action(self, action: str, message_id: int) -> None:
+        message = next((m for m in self.session.store.messages(self.conversation_id or -1) if m.id == message_id), None)
+        if action == "regenerate":
+            self.regenerate()
+        elif message is None:
+            return
+        elif action == "copy":
+            QGuiApplication.clipboard().setText(message.text)
+            self.statusBar().showMessage("Copied the message.", 2000)
+        elif action.startswith("copy-code:"):
+            blocks = code_blocks(message.text)
+            index = int(action.split(":")[1])
+            if index < len(blocks):
+                QGuiApplication.clipboard().setText(blocks[index])
+                self.statusBar().showMessage(f"Copied code block {index + 1}.", 2000)
+        elif action == "edit" and not self._busy():
+            self.composer.setPlainText(message.text)
+            self._editing_position = message.position
+            self.composer.setFocus()
+            self.statusBar().showMessage("Editing: sending replaces this message and everything after it.", 5000)
+
+    # -- settings, status, errors ---------------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = SettingsDialog(self.session.settings, self.session.check_pair, self)
+        dialog.download_requested.connect(lambda hub_id: self.session.download(hub_id, dialog.download_progress))
+        if dialog.exec():
+            self.session.apply_settings(dialog.settings())
+
+    def _on_model_status(self) -> None:
+        self.model_label.setText(self.session.status_text())
+        self.load_progress.setVisible(self.session.loading)
+        self.send_button.setEnabled(self.session.ready and self.active is None)
+        if self.session.error:
+            self._show_error(self.session.error)
+            self.session.error = None
+
+    def _refresh_session_stats(self) -> None:
+        self.session_label.setText(self.session.stats_text(self.conversation_id))
+
+    def _on_highlight_options(self) -> None:
+        self.transcript.set_highlighting(self.highlight_box.isChecked(), self.rejected_box.isChecked())
+
+    def _set_generating(self, generating: bool) -> None:
+        self.send_button.setVisible(not generating)
+        self.stop_button.setVisible(generating)
+        self.send_button.setEnabled(self.session.ready and not generating)
+
+    def _busy(self) -> bool:
+        return self.active is not None
+
+    def _show_error(self, message: str) -> None:
+        self.statusBar().showMessage(message, 10000)
+        QMessageBox.warning(self, "specchat", message)
+
+    def _export(self, kind: str) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        if self.conversation_id is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{kind}")
+        if path:
+            self.session.export(self.conversation_id, path, kind)
+
+    def _import(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Import chat", filter="JSON (*.json)")
+        if path:
+            try:
+                self.conversation_id = self.session.import_file(path)
+            except (SpecchatError, OSError, ValueError) as error:
+                self._show_error(f"Could not import {path}: {error}")
+                return
+            self.refresh_conversations()
+            self.open_conversation(self.conversation_id)
+
+    # -- window state ---------------------------------------------------------------------------------------------
+
+    def _restore_geometry(self) -> None:
+        settings = QSettings()
+        geometry = settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1100, 720)
+        splitter = settings.value("window/splitter")
+        if splitter is not None:
+            self.splitter.restoreState(splitter)
+
+    def closeEvent(self, event) -> None:
+        settings = QSettings()
+        settings.setValue("window/geometry", self.saveGeometry())
+        settings.setValue("window/splitter", self.splitter.saveState())
+        if self.active is not None:
+            self.active.cancel.set()
+            self.active.thread.stop()
+        self.session.shutdown()
+        super().closeEvent(event)

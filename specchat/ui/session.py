@@ -1,0 +1,222 @@
+"""What the window works with: the store, the settings, the loaded models and the speed calibration."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QSettings, Signal
+
+from .. import __version__
+from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
+from ..engine.events import GenerationResult
+from ..engine.pair import ModelPair, check_sources, load_pair
+from .settings import AppSettings
+from .workers import BackgroundThread, CallWorker
+
+CALIBRATION_PROMPT = "Write three sentences about the sea."
+CALIBRATION_TOKENS = 24
+
+
+class ChatSession(QObject):
+    """Loads models in the background, keeps the plain-decoding calibration fresh and records every run."""
+
+    status_changed = Signal()
+    stats_changed = Signal()
+
+    def __init__(self, store, settings: AppSettings | None = None, load_models: bool = True,
+                 pair: ModelPair | None = None):
+        super().__init__()
+        self.store = store
+        self.settings = settings or AppSettings.load(QSettings())
+        self.app_session_id = store.start_app_session(__version__)
+        self.pair = pair
+        self.loading = False
+        self.error: str | None = None
+        self.plain_tokens_per_s: float | None = None
+        self._threads: list[BackgroundThread] = []
+        if pair is None and load_models:
+            self.load_models()
+
+    # -- models ---------------------------------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self.pair is not None and not self.loading
+
+    @property
+    def tokenizer(self):
+        return self.pair.target.tokenizer
+
+    def engine(self):
+        return self.pair.engine(self.settings.drafter)
+
+    def load_models(self) -> None:
+        settings = self.settings
+        self.loading = True
+        self.status_changed.emit()
+
+        def load():
+            target = ModelSource.parse(settings.target)
+            draft = ModelSource.parse(settings.draft) if settings.drafter == "model" and settings.draft else None
+            if settings.drafter == "model" and draft is None:
+                raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
+            pair = load_pair(target, draft, LoadOptions(device=settings.device))
+            return pair, self._calibrate(pair)
+
+        self._run_in_background(load, self._on_loaded, self._on_load_failed)
+
+    def _calibrate(self, pair: ModelPair) -> float:
+        """Plain decoding speed of this target on this device: the baseline of every reply's speedup."""
+        prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
+        engine = pair.engine("none")
+        engine.generate(prompt, GenerationConfig(max_new_tokens=4))  # warm-up
+        result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS))
+        speed = result.stats.new_tokens / max(result.stats.wall_s - result.stats.prefill_s, 1e-9)
+        return speed
+
+    def _on_loaded(self, value) -> None:
+        self.pair, speed = value
+        self.loading = False
+        self.plain_tokens_per_s = speed
+        self.store.save_calibration(self.pair.target.name, str(self.pair.target.device), str(self.pair.target.dtype),
+                                    speed)
+        self.status_changed.emit()
+
+    def _on_load_failed(self, message: str) -> None:
+        self.loading = False
+        self.pair = None
+        self.error = f"The model could not be loaded: {message}\nChoose another model in Settings (Ctrl+,)."
+        self.status_changed.emit()
+
+    def _run_in_background(self, function, on_done, on_failed) -> None:
+        worker = CallWorker(function)
+        thread = BackgroundThread(worker, [worker.done, worker.failed])
+        worker.done.connect(on_done)
+        worker.failed.connect(on_failed)
+        self._threads = [t for t in self._threads if t.is_running()] + [thread]
+        thread.start()
+
+    def check_pair(self, target: str, draft: str) -> tuple[bool, str]:
+        try:
+            report = check_sources(ModelSource.parse(target), ModelSource.parse(draft))
+        except SpecchatError as error:
+            return False, str(error)
+        return report.compatible, report.summary().capitalize()
+
+    def apply_settings(self, settings: AppSettings) -> None:
+        reload = settings.model_key() != self.settings.model_key() or self.pair is None
+        self.settings = settings
+        settings.save(QSettings())
+        if reload:
+            self.pair = None
+            self.load_models()
+        self.status_changed.emit()
+
+    def download(self, hub_id: str, progress_bar) -> None:
+        """Downloads a Hub model in the background; the dialog's progress bar shows it."""
+        from ..engine.models import download_from_hub
+
+        progress_bar.setVisible(True)
+        progress_bar.setRange(0, 0)
+
+        def done(path):
+            progress_bar.setRange(0, 1)
+            progress_bar.setValue(1)
+            progress_bar.setFormat(f"Downloaded to {path}")
+
+        def failed(message):
+            progress_bar.setVisible(False)
+            self.error = message
+            self.status_changed.emit()
+
+        self._run_in_background(lambda: download_from_hub(hub_id), done, failed)
+
+    def status_text(self) -> str:
+        if self.loading:
+            return f"Loading {ModelSource.parse(self.settings.target).describe()}…"
+        if self.pair is None:
+            return "No model loaded"
+        drafter = {"model": "draft model", "pld": "prompt lookup", "none": "plain decoding"}[self.settings.drafter]
+        k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
+        return f"{self.pair.target.name} · {drafter} · {k} · {self.pair.target.device}"
+
+    # -- runs and statistics --------------------------------------------------------------------------------------
+
+    def record_run(self, conversation_id: int, message_id: int, result: GenerationResult) -> None:
+        stats = result.stats
+        settings = self.settings
+        if settings.drafter == "none" and stats.wall_s > 0:
+            # a plain reply is itself a fresh measurement of the baseline
+            measured = stats.new_tokens / max(stats.wall_s - stats.prefill_s, 1e-9)
+            base = self.plain_tokens_per_s
+            self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
+        speedup = stats.tokens_per_s / self.plain_tokens_per_s if self.plain_tokens_per_s else None
+        pair = self.pair
+        self.store.record_run({
+            "message_id": message_id, "conversation_id": conversation_id, "app_session_id": self.app_session_id,
+            "target": pair.target.name, "draft": pair.draft.name if pair.draft else None,
+            "drafter": settings.drafter, "k": settings.k, "adaptive": settings.adaptive_k,
+            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
+            "seed": result.seed, "device": str(pair.target.device), "prompt_tokens": stats.prompt_tokens,
+            "new_tokens": stats.new_tokens, "target_passes": stats.target_passes,
+            "draft_proposed": stats.draft_proposed, "draft_accepted": stats.draft_accepted,
+            "tokens_per_s": stats.tokens_per_s, "prefill_s": stats.prefill_s, "draft_s": stats.draft_s,
+            "verify_s": stats.verify_s, "wall_s": stats.wall_s,
+            "acceptance_by_position": json.dumps(stats.acceptance_by_position),
+            "speedup": speedup, "speedup_basis": "calibrated" if speedup else None,
+            "baseline_tokens_per_s": self.plain_tokens_per_s, "predicted_speedup": stats.predicted_speedup,
+            "finish_reason": result.finish_reason,
+        })
+        self.stats_changed.emit()
+
+    def run_footer(self, message_id: int) -> str:
+        run = self.store.run_for_message(message_id)
+        if run is None:
+            return ""
+        parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
+        if run.drafter != "none" and run.draft_proposed:
+            parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
+                      f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
+        parts.append(f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
+        if run.speedup:
+            parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
+        ending = {"context": "reached the model's context window: start a new chat to go on",
+                  "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
+        if run.finish_reason in ending:
+            parts.append(ending[run.finish_reason])
+        return " · ".join(parts)
+
+    def stats_text(self, conversation_id: int | None) -> str:
+        session = self.store.app_session_stats(self.app_session_id)
+        text = f"This session: {session.runs} replies"
+        if session.runs:
+            text += f", {session.tokens_per_s:.1f} tok/s, accepted {session.mean_alpha:.0%}, τ {session.tau:.2f}"
+            if session.mean_speedup:
+                text += f", {session.mean_speedup:.2f}× vs plain"
+        if conversation_id is not None:
+            chat = self.store.conversation_stats(conversation_id)
+            if chat.runs:
+                text = f"This chat: {chat.runs} replies" + (
+                    f", {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
+        return text
+
+    def system_prompt(self, conversation_id: int) -> str | None:
+        return self.store.conversation(conversation_id).system_prompt
+
+    def export(self, conversation_id: int, path: str, kind: str) -> None:
+        if kind == "md":
+            Path(path).write_text(self.store.export_markdown(conversation_id), encoding="utf-8")
+        else:
+            Path(path).write_text(json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False,
+                                             default=str), encoding="utf-8")
+
+    def import_file(self, path: str) -> int:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return self.store.import_json(data).id
+
+    def shutdown(self) -> None:
+        for thread in self._threads:
+            thread.stop()
+        self.store.end_app_session(self.app_session_id)

@@ -1,0 +1,203 @@
+"""User settings, persisted with QSettings, and the dialog that edits them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSettings, Qt, QThread, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
+                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from ..engine import GenerationConfig, SamplingParams
+
+
+@dataclass
+class AppSettings:
+    target: str = "embedded"
+    draft: str = ""
+    drafter: str = "pld"  # "model", "pld" or "none"
+    k: int = 5
+    adaptive_k: bool = True
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 512
+    device: str = "auto"
+
+    def generation_config(self, seed: int | None = None) -> GenerationConfig:
+        return GenerationConfig(max_new_tokens=self.max_new_tokens, k=self.k, adaptive_k=self.adaptive_k, seed=seed,
+                                sampling=SamplingParams(self.temperature, self.top_p, self.top_k))
+
+    def model_key(self) -> tuple:
+        """Settings that need the models reloaded when they change."""
+        return (self.target, self.draft if self.drafter == "model" else "", self.device)
+
+    @classmethod
+    def load(cls, store: QSettings) -> AppSettings:
+        values = {}
+        for field in dataclasses.fields(cls):
+            raw = store.value(f"generation/{field.name}")
+            if raw is None:
+                continue
+            try:
+                values[field.name] = _convert(raw, type(field.default))
+            except (TypeError, ValueError):
+                pass  # a damaged value falls back to the default
+        return cls(**values)
+
+    def save(self, store: QSettings) -> None:
+        for field in dataclasses.fields(self):
+            store.setValue(f"generation/{field.name}", getattr(self, field.name))
+
+
+def _convert(raw, kind):
+    if kind is bool:
+        return raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes")
+    return kind(raw)
+
+
+class SourcePicker(QWidget):
+    """A model source: the embedded model, a folder, a .gguf file or a Hub id."""
+
+    changed = Signal()
+
+    def __init__(self, allow_empty: bool, parent=None):
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText("none" if allow_empty else "embedded")
+        self.edit.textChanged.connect(self.changed)
+        layout.addWidget(self.edit, 1)
+        for label, handler in (("Folder…", self._pick_folder), ("GGUF…", self._pick_file)):
+            button = QPushButton(label)
+            button.clicked.connect(handler)
+            layout.addWidget(button)
+
+    def text(self) -> str:
+        return self.edit.text().strip()
+
+    def set_text(self, text: str) -> None:
+        self.edit.setText(text)
+
+    def _pick_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Model folder")
+        if folder:
+            self.edit.setText(folder)
+
+    def _pick_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "GGUF model file", filter="GGUF models (*.gguf)")
+        if path:
+            self.edit.setText(path)
+
+
+class SettingsDialog(QDialog):
+    """Edits AppSettings; checks the draft/target pair as the user picks it and can download Hub models."""
+
+    download_requested = Signal(str)
+
+    def __init__(self, settings: AppSettings, check_pair, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setMinimumWidth(560)
+        self._check_pair = check_pair  # (target, draft) -> message; may be slow, so it runs on edits only
+        form = QFormLayout()
+        self.target = SourcePicker(allow_empty=False)
+        self.target.set_text("" if settings.target == "embedded" else settings.target)
+        self.draft = SourcePicker(allow_empty=True)
+        self.draft.set_text(settings.draft)
+        self.drafter = QComboBox()
+        for label, value in (("Draft model", "model"), ("Prompt lookup (n-grams)", "pld"), ("None (plain)", "none")):
+            self.drafter.addItem(label, value)
+        self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
+        self.compat = QLabel()
+        self.compat.setWordWrap(True)
+        self.k = QSpinBox()
+        self.k.setRange(1, 16)
+        self.k.setValue(settings.k)
+        self.adaptive = QCheckBox("Adapt K to the acceptance rate")
+        self.adaptive.setChecked(settings.adaptive_k)
+        self.temperature = _double(0.0, 2.0, 0.05, settings.temperature)
+        self.top_p = _double(0.05, 1.0, 0.05, settings.top_p)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1000)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setValue(settings.top_k)
+        self.max_new = QSpinBox()
+        self.max_new.setRange(1, 8192)
+        self.max_new.setValue(settings.max_new_tokens)
+        self.device = QComboBox()
+        self.device.addItems(["auto", "cpu", "cuda", "mps"])
+        self.device.setCurrentText(settings.device)
+        self.hub_id = QLineEdit()
+        self.hub_id.setPlaceholderText("org/name, e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
+        download = QPushButton("Download")
+        download.clicked.connect(lambda: self.download_requested.emit(self.hub_id.text().strip()))
+        self.download_progress = QProgressBar()
+        self.download_progress.setVisible(False)
+        hub_row = QHBoxLayout()
+        hub_row.addWidget(self.hub_id, 1)
+        hub_row.addWidget(download)
+
+        form.addRow("Target model", self.target)
+        form.addRow("Drafter", self.drafter)
+        form.addRow("Draft model", self.draft)
+        form.addRow("", self.compat)
+        form.addRow("Draft length K", self.k)
+        form.addRow("", self.adaptive)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Top-k", self.top_k)
+        form.addRow("Max new tokens", self.max_new)
+        form.addRow("Device", self.device)
+        form.addRow("Download from the Hub", hub_row)
+        form.addRow("", self.download_progress)
+        hint = QLabel("Temperature 0 is greedy decoding: the reply is identical with or without drafting.")
+        hint.setWordWrap(True)
+        hint.setEnabled(False)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(hint)
+        layout.addWidget(buttons)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        for signal in (self.target.changed, self.draft.changed, self.drafter.currentIndexChanged):
+            signal.connect(self.recheck)
+        self.recheck()
+
+    def recheck(self) -> None:
+        uses_draft = self.drafter.currentData() == "model"
+        self.draft.setEnabled(uses_draft)
+        if not uses_draft:
+            self.compat.setText("")
+            self.ok_button.setEnabled(True)
+            return
+        if not self.draft.text():
+            self._show_compat(False, "Choose a draft model: a folder or GGUF file with the target's tokenizer.")
+            return
+        ok, message = self._check_pair(self.target.text() or "embedded", self.draft.text())
+        self._show_compat(ok, message)
+
+    def _show_compat(self, ok: bool, message: str) -> None:
+        self.compat.setText(("✔ " if ok else "✖ ") + message)
+        self.compat.setStyleSheet("color: #2e8b57;" if ok else "color: #c0392b;")
+        self.ok_button.setEnabled(ok)
+
+    def settings(self) -> AppSettings:
+        return AppSettings(target=self.target.text() or "embedded", draft=self.draft.text(),
+                           drafter=self.drafter.currentData(), k=self.k.value(), adaptive_k=self.adaptive.isChecked(),
+                           temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
+                           max_new_tokens=self.max_new.value(), device=self.device.currentText())
+
+
+def _double(low: float, high: float, step: float, value: float) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    box.setDecimals(2)
+    box.setValue(value)
+    return box

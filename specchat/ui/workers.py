@@ -1,0 +1,92 @@
+"""Background work for the window: loading models and generating, each in a QThread.
+
+The engine is Qt-free and generator-based; these workers turn its yields into Qt signals (queued to the GUI
+thread). Only plain data crosses: StepEvents, GenerationResults and the loaded ModelPair.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Callable
+
+import torch
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ..engine import GenerationConfig, SpecchatError
+from ..engine.speculative import SpeculativeEngine
+
+
+def describe_failure(error: BaseException) -> str:
+    """A message for the user: what happened and what to do."""
+    if isinstance(error, SpecchatError):
+        return str(error)
+    if isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower():
+        return ("The device ran out of memory. Choose a smaller model, lower the maximum reply length, "
+                "or switch the device to CPU in Settings.")
+    if isinstance(error, MemoryError):
+        return "The computer ran out of memory. Close other programs or choose a smaller model."
+    return f"Unexpected error: {type(error).__name__}: {error}"
+
+
+class GenerationWorker(QObject):
+    step = Signal(object)  # StepEvent
+    finished = Signal(object)  # GenerationResult
+    failed = Signal(str)
+
+    def __init__(self, engine: SpeculativeEngine, prompt_ids: list[int], config: GenerationConfig,
+                 cancel: threading.Event):
+        super().__init__()
+        self.engine, self.prompt_ids, self.config, self.cancel = engine, prompt_ids, config, cancel
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            for event in self.engine.stream(self.prompt_ids, self.config, self.cancel):
+                self.step.emit(event)
+                if event.result is not None:
+                    self.finished.emit(event.result)
+        except Exception as error:  # reported in the window; the app stays usable
+            traceback.print_exc()
+            self.failed.emit(describe_failure(error))
+
+
+class CallWorker(QObject):
+    """Runs one function in the background (model loading, calibration) and reports its value or failure."""
+
+    done = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, function: Callable[[], object]):
+        super().__init__()
+        self.function = function
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            self.done.emit(self.function())
+        except Exception as error:
+            traceback.print_exc()
+            self.failed.emit(describe_failure(error))
+
+
+class BackgroundThread:
+    """A QThread owning one worker; quits when the worker reports, and can be waited for at shutdown."""
+
+    def __init__(self, worker: QObject, end_signals: list):
+        self.worker = worker
+        self.thread = QThread()
+        worker.moveToThread(self.thread)
+        self.thread.started.connect(worker.run)
+        for signal in end_signals:
+            signal.connect(self.thread.quit)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def is_running(self) -> bool:
+        return self.thread.isRunning()
+
+    def stop(self, timeout_ms: int = 10000) -> None:
+        self.thread.quit()
+        self.thread.wait(timeout_ms)

@@ -1,0 +1,156 @@
+"""Opening the database: migrations (fresh and from an old schema), permissions, pragmas, damaged/locked files."""
+
+import os
+import sqlite3
+import sys
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect
+
+from specchat.storage import StorageError, Store, default_database_path, open_database
+from specchat.storage.db import HEAD_REVISION, alembic_config
+from specchat.storage.models import Base
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+
+
+def revision_of(path) -> str:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+def columns_of(path, table) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def test_default_path_honours_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path))
+    assert default_database_path() == tmp_path / "specchat.db"
+    monkeypatch.delenv("SPECCHAT_DATA_DIR")
+    assert default_database_path().name == "specchat.db"
+
+
+def test_empty_file_is_migrated_to_head(tmp_path):
+    path = tmp_path / "specchat.db"
+    path.touch()
+    open_database(path).close()
+    assert revision_of(path) == HEAD_REVISION
+    tables = set(inspect(create_engine(f"sqlite:///{path}")).get_table_names())
+    assert {"conversations", "messages", "app_sessions", "generation_runs", "calibrations"} <= tables
+
+
+def test_head_constant_and_models_match_the_migrations(store):
+    config = alembic_config(None)
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
+    with store.database.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_old_schema_is_migrated_in_place(tmp_path):
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0001_initial")
+        conn.exec_driver_sql("INSERT INTO conversations VALUES (1, 'Old chat', 'Be brief.', "
+                             "'2024-01-01 10:00:00', '2024-01-01 10:05:00')")
+        conn.exec_driver_sql("INSERT INTO messages VALUES (1, 1, 0, 'user', 'hi', '2024-01-01 10:00:00', 0, NULL)")
+        conn.exec_driver_sql("INSERT INTO messages VALUES (2, 1, 1, 'assistant', 'hello', '2024-01-01 10:00:01', "
+                             "1, '[[0, 5, \"draft\"]]')")
+        conn.exec_driver_sql("INSERT INTO app_sessions VALUES (1, '2024-01-01 09:59:00', NULL, '0.0.1')")
+        conn.exec_driver_sql(
+            "INSERT INTO generation_runs (id, message_id, conversation_id, app_session_id, created_at, target, "
+            "drafter, k, adaptive, temperature, top_p, top_k, seed, device, new_tokens, target_passes, "
+            "draft_proposed, draft_accepted, wall_s, speedup) VALUES (1, 2, 1, 1, '2024-01-01 10:00:01', "
+            "'embedded', 'pld', 4, 1, 0.0, 1.0, 0, 0, 'cpu', 12, 4, 8, 6, 1.5, 1.8)")
+    engine.dispose()
+    assert "finish_reason" not in columns_of(path, "generation_runs")
+
+    store = Store(open_database(path))
+    try:
+        assert revision_of(path) == HEAD_REVISION
+        assert {"finish_reason", "speedup_basis", "baseline_tokens_per_s", "predicted_speedup"} <= \
+            columns_of(path, "generation_runs")
+        assert "finish_reason" in columns_of(path, "messages")
+        assert columns_of(path, "calibrations") >= {"target", "device", "dtype", "tokens_per_s", "measured_at"}
+        [chat] = store.list_conversations()
+        assert (chat.title, chat.system_prompt, chat.message_count) == ("Old chat", "Be brief.", 2)
+        reply = store.messages(1)[1]
+        assert (reply.text, reply.stopped, reply.spans, reply.finish_reason) == ("hello", True, ((0, 5, "draft"),),
+                                                                                 None)
+        stats = store.overall_stats()
+        assert (stats.runs, stats.new_tokens, stats.mean_alpha, stats.tau) == (1, 12, 0.75, 3.0)
+        store.record_run({"target": "embedded", "drafter": "pld", "k": 4, "adaptive": True, "temperature": 0.0,
+                          "top_p": 1.0, "top_k": 0, "seed": 0, "device": "cpu", "speedup_basis": "calibrated"})
+        store.save_calibration("embedded", "cpu", "float32", 20.0)
+        assert store.latest_calibration("embedded", "cpu", "float32") == 20.0
+    finally:
+        store.close()
+
+
+def test_reopening_keeps_the_data(db_path):
+    with open_database(db_path) as db:
+        Store(db).add_message(Store(db).create_conversation("Keep me").id, "user", "still here")
+    with open_database(db_path) as db:
+        [chat] = Store(db).list_conversations()
+        assert Store(db).messages(chat.id)[0].text == "still here"
+
+
+@posix_only
+def test_file_and_folder_are_private(db_path):
+    open_database(db_path).close()
+    assert db_path.stat().st_mode & 0o777 == 0o600
+    assert db_path.parent.stat().st_mode & 0o777 == 0o700
+
+
+@posix_only
+def test_existing_file_permissions_are_tightened(tmp_path):
+    path = tmp_path / "loose.db"
+    path.touch()
+    os.chmod(path, 0o644)
+    open_database(path).close()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_pragmas_on_every_connection(store):
+    with store.database.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+
+
+def test_damaged_file_raises_storage_error(tmp_path):
+    path = tmp_path / "specchat.db"
+    path.write_bytes(b"\x13\x37 this is not SQLite " * 300)
+    with pytest.raises(StorageError, match="damaged") as info:
+        open_database(path)
+    assert str(path) in str(info.value) and "move it away" in str(info.value)
+    assert path.read_bytes().startswith(b"\x13\x37")  # left as it was
+
+
+def test_locked_database_raises_storage_error(tmp_path):
+    path = tmp_path / "specchat.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE TABLE t (x)")
+    other.execute("BEGIN EXCLUSIVE")  # another process holding the write lock of a rollback-journal database
+    try:
+        with pytest.raises(StorageError, match="in use by another specchat"):
+            open_database(path, busy_timeout_ms=50)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    open_database(path).close()
+
+
+def test_database_from_a_newer_specchat_is_refused(db_path):
+    open_database(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    with pytest.raises(StorageError, match="newer specchat"):
+        open_database(db_path)
+    assert revision_of(db_path) == "9999_future"

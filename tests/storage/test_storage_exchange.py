@@ -1,0 +1,74 @@
+"""Export to Markdown and JSON, and JSON import: round trip and refusal of malformed input."""
+
+import json
+
+import pytest
+
+from specchat.storage import StorageError
+
+
+@pytest.fixture
+def chat(store):
+    chat = store.create_conversation("Grammar help", system_prompt="Be brief.")
+    store.add_message(chat.id, "user", "Fix: me and him goes")
+    store.add_message(chat.id, "assistant", "He and I go.", spans=[[0, 6, "target"], [6, 12, "draft"]],
+                      finish_reason="eos")
+    store.add_message(chat.id, "user", "Longer please")
+    store.add_message(chat.id, "assistant", "He and I go to", stopped=True, finish_reason="cancelled")
+    return chat
+
+
+def test_export_markdown(store, chat):
+    text = store.export_markdown(chat.id)
+    assert text.startswith("# Grammar help\n")
+    assert "**System prompt**\n\nBe brief." in text
+    assert "**User**\n\nFix: me and him goes" in text
+    assert "**Assistant**\n\nHe and I go." in text
+    assert "**Assistant** (stopped)\n\nHe and I go to" in text
+    assert text.index("me and him") < text.index("He and I go.") < text.index("Longer please")
+
+
+def test_export_json_format(store, chat):
+    data = store.export_json(chat.id)
+    json.dumps(data)  # serialisable as is
+    assert (data["format"], data["version"], data["title"], data["system_prompt"]) == \
+        ("specchat-conversation", 1, "Grammar help", "Be brief.")
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert data["messages"][1]["spans"] == [[0, 6, "target"], [6, 12, "draft"]]
+    assert data["messages"][3]["stopped"] is True and data["messages"][3]["finish_reason"] == "cancelled"
+    assert set(data["messages"][0]) == {"role", "text", "created_at", "stopped", "spans", "finish_reason"}
+
+
+def test_json_round_trip(store, chat):
+    exported = store.export_json(chat.id)
+    imported = store.import_json(json.loads(json.dumps(exported)))
+    assert imported.id != chat.id and imported.message_count == 4
+    assert (imported.title, imported.system_prompt, imported.created_at) == \
+        ("Grammar help", "Be brief.", store.conversation(chat.id).created_at)
+    assert store.export_json(imported.id) == exported
+    assert store.list_conversations()[0].id == imported.id  # an import shows up at the top
+    assert store.import_json(json.dumps(exported)).message_count == 4  # JSON text works too
+
+
+@pytest.mark.parametrize("data, message", [
+    ("{not json", "not valid JSON"),
+    ([1, 2], "specchat-conversation"),
+    ({"format": "something-else", "version": 1}, "specchat-conversation"),
+    ({"format": "specchat-conversation", "version": 2, "title": "t", "messages": []}, "version 2"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": "hi"}, "messages"),
+    ({"format": "specchat-conversation", "version": 1, "title": "", "messages": []}, "title"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": [{"role": "wizard", "text": "x"}]},
+     "role"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": [{"role": "user", "text": 5}]},
+     "text"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t",
+      "messages": [{"role": "user", "text": "x", "spans": [[0, 5, "draft"]]}]}, "outside the text"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t",
+      "messages": [{"role": "user", "text": "x", "created_at": "yesterday"}]}, "ISO 8601"),
+    ({"format": "specchat-conversation", "version": 1, "title": "t",
+      "messages": [{"role": "user", "text": "x", "stopped": "no"}]}, "stopped"),
+])
+def test_malformed_import_is_refused(store, data, message):
+    with pytest.raises(StorageError, match=message):
+        store.import_json(data)
+    assert store.list_conversations() == []  # nothing half-imported

@@ -1,0 +1,104 @@
+"""The window with a tiny model: streaming with highlighted spans, stop, regenerate, reopen, stats on disk."""
+
+import threading
+
+from PySide6.QtCore import QTimer
+
+from specchat.ui.spans import ReplySpans
+from specchat.ui.transcript import MessageView, Transcript
+
+STREAM_TIMEOUT = 20000
+
+
+def send(qtbot, window, text):
+    window.composer.setPlainText(text)
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+
+
+def test_reply_streams_and_draft_spans_match_the_engine(qtbot, make_window, store):
+    window = make_window()
+    seen_during_stream = []
+    window.session.stats_changed.connect(lambda: None)
+    timer = QTimer(interval=5)
+    timer.timeout.connect(lambda: seen_during_stream.append(len(window.transcript.draft_positions())))
+    timer.start()
+    send(qtbot, window, "The quick brown fox")
+    timer.stop()
+    assert any(count > 0 for count in seen_during_stream)  # highlighting appeared while streaming
+
+    messages = store.messages(window.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    reply = messages[1]
+    assert reply.text and not reply.stopped and reply.finish_reason == "length"
+    draft_chars = sum(end - start for start, end, origin in reply.spans if origin == "draft")
+    assert draft_chars > 0
+    stats = store.conversation_stats(window.conversation_id)
+    assert stats.runs == 1 and stats.new_tokens == 40 and stats.mean_alpha == 1.0
+    assert store.app_session_stats(window.session.app_session_id).runs == 1
+
+
+def test_reopening_restores_the_highlighting(qtbot, make_window):
+    window = make_window()
+    send(qtbot, window, "Speculative decoding")
+    before = window.transcript.draft_positions()
+    text_before = window.transcript.toPlainText()
+    window.new_conversation()
+    assert window.transcript.draft_positions() == []
+    window.open_conversation(window.conversation_list.item(0).data(256))
+    assert window.transcript.toPlainText() == text_before
+    assert window.transcript.draft_positions() == before and before
+
+
+def test_stop_keeps_the_partial_reply(qtbot, make_window, store):
+    window = make_window(max_new_tokens=2000)
+    window.composer.setPlainText("The quick brown fox")
+    QTimer.singleShot(300, window.stop)
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+    reply = store.messages(window.conversation_id)[-1]
+    assert reply.stopped and reply.finish_reason == "cancelled"
+    assert 0 < len(reply.text) and window.session.store.run_for_message(reply.id).new_tokens < 2000
+    assert "stopped" in window.transcript.toPlainText()
+
+
+def test_regenerate_replaces_the_last_reply(qtbot, make_window, store):
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    first = store.messages(window.conversation_id)[-1]
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.regenerate()
+    messages = store.messages(window.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[-1].text == first.text  # greedy: the same reply again
+    assert store.conversation_stats(window.conversation_id).runs == 2
+
+
+def test_event_loop_stays_responsive_while_generating(qtbot, make_window):
+    window = make_window(max_new_tokens=300)
+    ticks = []
+    timer = QTimer(interval=10)
+    timer.timeout.connect(lambda: ticks.append(__import__("time").perf_counter()))
+    timer.start()
+    send(qtbot, window, "The quick brown fox")
+    timer.stop()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert len(ticks) > 20
+    assert max(gaps) < 0.25  # never frozen for more than a quarter of a second
+
+
+def test_markdown_rendering_keeps_the_spans(qtbot):
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    text = "## Title\n\nThe **library** opens at nine.\n\n- five books\n- three weeks\n"
+    spans = ReplySpans()
+    for phrase in ("library", "opens at nine", "five books"):
+        start = text.index(phrase)
+        spans.spans.append((start, start + len(phrase), "draft"))
+    transcript.set_messages([MessageView(1, "assistant", text, spans)])
+    document = transcript.toPlainText()
+    highlighted = "".join(document[p] for p in transcript.draft_positions())
+    assert highlighted == "libraryopens at ninefive books"
+    assert "**" not in document and "##" not in document
+    transcript.set_highlighting(False, False)
+    assert transcript.draft_positions()  # still marked as drafts (tooltips), only the colour is off
