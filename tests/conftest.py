@@ -37,6 +37,16 @@ def prompt_ids(tokenizer):
 
 
 @pytest.fixture(scope="session")
+def model_folders(tmp_path_factory, tokenizer, target, unrelated_draft):
+    """The tiny target and an unrelated tiny draft saved as Hugging Face folders: root/target, root/draft."""
+    root = tmp_path_factory.mktemp("models")
+    for name, model in (("target", target), ("draft", unrelated_draft)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root
+
+
+@pytest.fixture(scope="session")
 def embedded_pair():
     """The real embedded model (first use in a fresh environment converts its GGUF file once, ~30 s)."""
     from specchat.engine import ModelSource

@@ -7,15 +7,6 @@ import pytest
 from specchat.cli import main
 
 
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory, tokenizer, target, unrelated_draft):
-    root = tmp_path_factory.mktemp("cli-models")
-    for name, model in (("target", target), ("draft", unrelated_draft)):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    return root
-
-
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -30,8 +21,8 @@ def assert_one_line_error(code, err, fragment):
     assert len(errors) == 1 and fragment in errors[0], err
 
 
-def test_generate_json_record(capsys, folders):
-    code, out, _ = run(capsys, "generate", "--prompt", "The quick brown fox", "--target", str(folders / "target"),
+def test_generate_json_record(capsys, model_folders):
+    code, out, _ = run(capsys, "generate", "--prompt", "The quick brown fox", "--target", str(model_folders / "target"),
                        "--drafter", "pld", "--max-new-tokens", "12", "--seed", "1", "--json")
     assert code == 0
     record = json.loads(out)
@@ -40,9 +31,9 @@ def test_generate_json_record(capsys, folders):
     assert record["stats"]["new_tokens"] == 12 and "predicted_speedup" in record["stats"]
 
 
-def test_generate_streams_plain_text_when_not_a_terminal(capsys, folders):
-    code, out, err = run(capsys, "generate", "--prompt", "hello", "--target", str(folders / "target"),
-                         "--draft", str(folders / "draft"), "--max-new-tokens", "8")
+def test_generate_streams_plain_text_when_not_a_terminal(capsys, model_folders):
+    code, out, err = run(capsys, "generate", "--prompt", "hello", "--target", str(model_folders / "target"),
+                         "--draft", str(model_folders / "draft"), "--max-new-tokens", "8")
     assert code == 0 and "\x1b[" not in out
     assert "drafter model" in err and "8 tokens" in err
 
@@ -73,25 +64,25 @@ def test_corrupt_model_file(capsys, tmp_path):
     assert_one_line_error(code, err, "could not load")
 
 
-def test_prompt_longer_than_the_context_window(capsys, folders):
-    code, _, err = run(capsys, "generate", "--prompt", "fox " * 2000, "--target", str(folders / "target"))
+def test_prompt_longer_than_the_context_window(capsys, model_folders):
+    code, _, err = run(capsys, "generate", "--prompt", "fox " * 2000, "--target", str(model_folders / "target"))
     assert_one_line_error(code, err, "context window")
 
 
-def test_incompatible_pair(capsys, folders, tmp_path, unrelated_draft):
+def test_incompatible_pair(capsys, model_folders, tmp_path, unrelated_draft):
     from tiny_models import build_byte_tokenizer
 
     build_byte_tokenizer(vocab_size=300).save_pretrained(tmp_path)
     unrelated_draft.save_pretrained(tmp_path)
-    code, out, _ = run(capsys, "models", "check", str(folders / "target"), str(tmp_path))
+    code, out, _ = run(capsys, "models", "check", str(model_folders / "target"), str(tmp_path))
     assert code == 2 and out.startswith("incompatible: vocabulary sizes differ")
-    code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(folders / "target"),
+    code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(model_folders / "target"),
                        "--draft", str(tmp_path))
     assert_one_line_error(code, err, "cannot draft for")
 
 
-def test_models_check_compatible(capsys, folders):
-    code, out, _ = run(capsys, "models", "check", str(folders / "target"), str(folders / "draft"))
+def test_models_check_compatible(capsys, model_folders):
+    code, out, _ = run(capsys, "models", "check", str(model_folders / "target"), str(model_folders / "draft"))
     assert code == 0 and out.strip() == "compatible"
 
 

@@ -65,6 +65,13 @@ def new_cache(model, capacity: int = 512) -> DynamicCache:
     return cache
 
 
+def cache_argument(model) -> str:
+    """The forward() keyword for the KV cache: `cache` in transformers 5.24+, `past_key_values` before."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def rollback(cache: DynamicCache, keep: int) -> None:
     """Drop every cached position from `keep` on (the rejected draft tokens), without re-running the prefix.
 

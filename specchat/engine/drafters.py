@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .cache import new_cache, rollback
+from .cache import cache_argument, new_cache, rollback
 from .sampling import Sampler
 
 
@@ -107,6 +107,7 @@ class ModelDrafter(Drafter):
     def __init__(self, model: torch.nn.Module):
         self.model = model
         self.device = next(model.parameters()).device
+        self._cache_argument = cache_argument(model)
         self._cache = None
         self._seen = 0  # context tokens in the cache
         self._last_context_len = 0
@@ -153,7 +154,7 @@ class ModelDrafter(Drafter):
 
     def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         self._forwards += 1
-        out = self.model(input_ids=input_ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        out = self.model(input_ids=input_ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
         return out.logits[0, -1]
 
     def _stack_padded(self, dists: list[torch.Tensor]) -> torch.Tensor:

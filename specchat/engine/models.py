@@ -163,10 +163,21 @@ def _check_weight_format(folder: str, allow_pickle: bool) -> None:
                              "allow them explicitly (--allow-pickle) if you trust the source")
 
 
+def _fast_location(source: ModelSource) -> tuple[str, dict]:
+    """Like _weights_location, but a GGUF file already converted is read from its converted copy (much faster
+    to open than parsing the GGUF file again)."""
+    location, extra = _weights_location(source)
+    if "gguf_file" in extra:
+        converted = _converted_location(Path(location) / extra["gguf_file"])
+        if (converted / "complete").is_file():
+            return str(converted), {}
+    return location, extra
+
+
 def load_tokenizer(source: ModelSource, options: LoadOptions = LoadOptions()):
     from transformers import AutoTokenizer
 
-    location, extra = _weights_location(source)
+    location, extra = _fast_location(source)
     try:
         return AutoTokenizer.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
     except Exception as error:
@@ -176,7 +187,7 @@ def load_tokenizer(source: ModelSource, options: LoadOptions = LoadOptions()):
 def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):
     from transformers import AutoConfig
 
-    location, extra = _weights_location(source)
+    location, extra = _fast_location(source)
     try:
         return AutoConfig.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
     except Exception as error:
@@ -263,6 +274,29 @@ def _save_converted(model, tokenizer, converted: Path, gguf_path: Path) -> None:
     except OSError as error:  # a read-only or full cache only costs the next launch the same conversion
         log.warning("could not keep the converted model in %s: %s", converted, error)
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def progress_tqdm(report):
+    """A tqdm class for download_from_hub that calls report(done_bytes, total_bytes) instead of drawing bars."""
+    from tqdm.auto import tqdm
+
+    class ReportingTqdm(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = False
+            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed with the bar
+            super().__init__(*args, **kwargs)
+
+        def update(self, n=1):
+            result = super().update(n)
+            if self.unit == "B" and self.total:
+                report(int(self.n), int(self.total))
+            return result
+
+        def close(self):
+            super().close()
+            self.fp.close()
+
+    return ReportingTqdm
 
 
 def download_from_hub(repo_id: str, tqdm_class=None) -> str:

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from .adaptive import DraftLengthPolicy
-from .cache import new_cache, rollback
+from .cache import cache_argument, new_cache, rollback
 from .drafters import Drafter, NoDrafter
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
@@ -54,6 +54,7 @@ class SpeculativeEngine:
         self.eos_token_ids = set(eos_token_ids) if eos_token_ids is not None else default_eos_ids(target, tokenizer)
         self.context_window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
         self.vocab_size = target.get_output_embeddings().weight.shape[0]
+        self._cache_argument = cache_argument(target)
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -138,7 +139,7 @@ class SpeculativeEngine:
 
     def _forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
-        out = self.target(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=keep)
+        out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
         return out.logits[0]
 
     def _checked_prompt(self, prompt_ids: Sequence[int]) -> list[int]:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt
-from PySide6.QtWidgets import QApplication, QMessageBox, QStyleFactory
+from PySide6.QtWidgets import QApplication, QStyleFactory
 
 from .. import __version__
 from .theme import dark_palette
@@ -60,7 +60,7 @@ def run_gui(argv: list[str] | None = None) -> int:
     window = MainWindow(session)
     window.show()
     if problem:
-        QMessageBox.warning(window, "specchat", problem)
+        window.banner.show_message(problem)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     closed = asyncio.Event()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
@@ -25,6 +25,29 @@ from .workers import BackgroundThread, GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
 SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
+
+
+class ErrorBanner(QFrame):
+    """A dismissable message above the transcript saying what went wrong and what to do."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        self.setStyleSheet("#errorBanner { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 6px; }"
+                           "#errorBanner QLabel { color: #7a1c16; }")
+        self.label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QPushButton("Dismiss")
+        close.clicked.connect(self.hide)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.addWidget(QLabel("⚠"))
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close)
+        self.hide()
+
+    def show_message(self, message: str) -> None:
+        self.label.setText(message)
+        self.show()
 
 
 @dataclass
@@ -66,6 +89,10 @@ class MainWindow(QMainWindow):
         new_button = QPushButton("+  New chat")
         new_button.clicked.connect(self.new_conversation)
         self.conversation_list = QListWidget()
+        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.conversation_list.setUniformItemSizes(True)
+        self.conversation_list.setStyleSheet("QListWidget::item { padding: 6px 4px; }")
         self.conversation_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conversation_list.customContextMenuRequested.connect(self._conversation_menu)
         self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
@@ -94,6 +121,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.rejected_box)
         bar.addWidget(self.system_button)
 
+        self.banner = ErrorBanner()
         self.transcript = Transcript()
         self.transcript.action_requested.connect(self._on_transcript_action)
         self.composer = Composer()
@@ -116,6 +144,7 @@ class MainWindow(QMainWindow):
         chat_layout = QVBoxLayout(chat)
         chat_layout.setContentsMargins(4, 8, 8, 8)
         chat_layout.addLayout(bar)
+        chat_layout.addWidget(self.banner)
         chat_layout.addWidget(self.transcript, 1)
         chat_layout.addLayout(composer_row)
 
@@ -394,6 +423,7 @@ class MainWindow(QMainWindow):
         self.transcript.set_highlighting(self.highlight_box.isChecked(), self.rejected_box.isChecked())
 
     def _set_generating(self, generating: bool) -> None:
+        self.conversation_list.setEnabled(not generating)  # the reply belongs to the open chat
         self.send_button.setVisible(not generating)
         self.stop_button.setVisible(generating)
         self.send_button.setEnabled(self.session.ready and not generating)
@@ -402,8 +432,8 @@ class MainWindow(QMainWindow):
         return self.active is not None
 
     def _show_error(self, message: str) -> None:
-        self.statusBar().showMessage(message, 10000)
-        QMessageBox.warning(self, "specchat", message)
+        """Errors appear inline above the chat (no modal dialog): the app stays usable while they are shown."""
+        self.banner.show_message(message)
 
     def _export(self, kind: str) -> None:
         from PySide6.QtWidgets import QFileDialog

@@ -24,6 +24,7 @@ class ChatSession(QObject):
 
     status_changed = Signal()
     stats_changed = Signal()
+    download_progress = Signal(int, int)  # bytes done, bytes in all (emitted from the download thread)
 
     def __init__(self, store, settings: AppSettings | None = None, load_models: bool = True,
                  pair: ModelPair | None = None):
@@ -87,7 +88,7 @@ class ChatSession(QObject):
     def _on_load_failed(self, message: str) -> None:
         self.loading = False
         self.pair = None
-        self.error = f"The model could not be loaded: {message}\nChoose another model in Settings (Ctrl+,)."
+        self.error = f"The models could not be loaded: {message}\nChoose another model in Settings (Ctrl+,)."
         self.status_changed.emit()
 
     def _run_in_background(self, function, on_done, on_failed) -> None:
@@ -116,26 +117,39 @@ class ChatSession(QObject):
 
     def download(self, hub_id: str, progress_bar) -> None:
         """Downloads a Hub model in the background; the dialog's progress bar shows it."""
-        from ..engine.models import download_from_hub
+        from ..engine.models import download_from_hub, progress_tqdm
 
         progress_bar.setVisible(True)
-        progress_bar.setRange(0, 0)
+        progress_bar.setRange(0, 0)  # busy until the sizes are known
+
+        def show(done_bytes: int, total_bytes: int) -> None:
+            progress_bar.setRange(0, 1000)
+            progress_bar.setValue(int(1000 * done_bytes / max(total_bytes, 1)))
+            progress_bar.setFormat(f"{done_bytes / 1e6:.0f} of {total_bytes / 1e6:.0f} MB")
+
+        self.download_progress.connect(show)
 
         def done(path):
+            self.download_progress.disconnect(show)
             progress_bar.setRange(0, 1)
             progress_bar.setValue(1)
             progress_bar.setFormat(f"Downloaded to {path}")
 
         def failed(message):
+            self.download_progress.disconnect(show)
             progress_bar.setVisible(False)
             self.error = message
             self.status_changed.emit()
 
-        self._run_in_background(lambda: download_from_hub(hub_id), done, failed)
+        reporting = progress_tqdm(self.download_progress.emit)
+        self._run_in_background(lambda: download_from_hub(hub_id, tqdm_class=reporting), done, failed)
 
     def status_text(self) -> str:
         if self.loading:
-            return f"Loading {ModelSource.parse(self.settings.target).describe()}…"
+            from ..engine.models import EMBEDDED_NAME
+
+            name = EMBEDDED_NAME if self.settings.target in ("", "embedded") else self.settings.target
+            return f"Loading {name}…"
         if self.pair is None:
             return "No model loaded"
         drafter = {"model": "draft model", "pld": "prompt lookup", "none": "plain decoding"}[self.settings.drafter]

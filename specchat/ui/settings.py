@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSettings, Qt, QThread, Signal
+from PySide6.QtCore import QSettings, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -68,7 +68,8 @@ class SourcePicker(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.edit = QLineEdit()
-        self.edit.setPlaceholderText("none" if allow_empty else "embedded")
+        self.edit.setPlaceholderText("a folder or .gguf file" if allow_empty
+                                     else "embedded SmolLM2-135M-Instruct (default), a folder, .gguf file or Hub id")
         self.edit.textChanged.connect(self.changed)
         layout.addWidget(self.edit, 1)
         for label, handler in (("Folder…", self._pick_folder), ("GGUF…", self._pick_file)):
@@ -165,8 +166,11 @@ class SettingsDialog(QDialog):
         layout.addWidget(hint)
         layout.addWidget(buttons)
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        # Checking a pair reads two tokenizers: wait until the user stops typing.
+        self._recheck_timer = QTimer(self, singleShot=True, interval=500)
+        self._recheck_timer.timeout.connect(self.recheck)
         for signal in (self.target.changed, self.draft.changed, self.drafter.currentIndexChanged):
-            signal.connect(self.recheck)
+            signal.connect(self._recheck_timer.start)
         self.recheck()
 
     def recheck(self) -> None:

@@ -64,6 +64,8 @@ class Transcript(QTextBrowser):
     def _render_all(self) -> None:
         self.clear()
         self._stream_start = None
+        if not self.messages:
+            self._insert_welcome()
         for i, message in enumerate(self.messages):
             self._append_message(message, is_last=i == len(self.messages) - 1)
         self.moveCursor(QTextCursor.MoveOperation.End)
@@ -82,9 +84,23 @@ class Transcript(QTextBrowser):
                 links.append(("Regenerate", "regenerate"))
             self._insert_footer(cursor, message, links, stopped=message.stopped)
 
+    def _insert_welcome(self) -> None:
+        theme = current_theme()
+        muted = theme.muted_text.name()
+        self.setHtml(
+            f"<div style='color:{muted}; margin-top:80px' align='center'>"
+            "<p style='font-size:16pt'>Start a conversation</p>"
+            "<p>Replies stream in as the target model verifies them.<br>"
+            f"Text on a <span style='background:{theme.draft_background.name()}'>&nbsp;green background&nbsp;</span> "
+            "was proposed by the drafter and accepted in a batch;<br>plain text the target generated itself. "
+            "The reply is the same either way, only faster.</p>"
+            "<p>Enter sends · Shift+Enter new line · Esc stops · Ctrl+N new chat · Ctrl+, settings</p></div>")
+
     # -- streaming ------------------------------------------------------------------------------------------------
 
     def begin_reply(self) -> None:
+        if not self.messages:
+            self.clear()
         cursor = self._end_cursor()
         self._insert_header(cursor, "Assistant")
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())

@@ -29,6 +29,12 @@ def describe_failure(error: BaseException) -> str:
     return f"Unexpected error: {type(error).__name__}: {error}"
 
 
+def _log_unexpected(error: BaseException) -> None:
+    """Bugs keep their traceback on stderr; errors the user can act on need none."""
+    if not isinstance(error, SpecchatError):
+        traceback.print_exception(error)
+
+
 class GenerationWorker(QObject):
     step = Signal(object)  # StepEvent
     finished = Signal(object)  # GenerationResult
@@ -47,7 +53,7 @@ class GenerationWorker(QObject):
                 if event.result is not None:
                     self.finished.emit(event.result)
         except Exception as error:  # reported in the window; the app stays usable
-            traceback.print_exc()
+            _log_unexpected(error)
             self.failed.emit(describe_failure(error))
 
 
@@ -66,7 +72,7 @@ class CallWorker(QObject):
         try:
             self.done.emit(self.function())
         except Exception as error:
-            traceback.print_exc()
+            _log_unexpected(error)
             self.failed.emit(describe_failure(error))
 
 

@@ -7,15 +7,6 @@ from specchat.engine import IncompatibleDraftError, LoadOptions, ModelLoadError,
 from specchat.engine.pair import check_sources, load_pair
 
 
-@pytest.fixture(scope="module")
-def saved_pair(tmp_path_factory, tokenizer, target, unrelated_draft):
-    root = tmp_path_factory.mktemp("models")
-    for name, model in (("target", target), ("draft", unrelated_draft)):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    return root
-
-
 def test_parse_sources(tmp_path):
     assert ModelSource.parse(None).kind == "embedded"
     assert ModelSource.parse("embedded").kind == "embedded"
@@ -32,8 +23,8 @@ def test_parse_sources(tmp_path):
         ModelSource.parse(str(tmp_path / "notes.txt"))
 
 
-def test_load_a_local_folder(saved_pair, target, prompt_ids):
-    loaded = load_model(ModelSource.parse(str(saved_pair / "target")), LoadOptions(device="cpu"))
+def test_load_a_local_folder(model_folders, target, prompt_ids):
+    loaded = load_model(ModelSource.parse(str(model_folders / "target")), LoadOptions(device="cpu"))
     assert loaded.device.type == "cpu" and loaded.dtype == torch.float32
     with torch.no_grad():
         ids = torch.tensor([prompt_ids])
@@ -70,21 +61,21 @@ def test_unavailable_device():
         load_model(ModelSource.parse("embedded"), LoadOptions(device="cuda"))
 
 
-def test_compatible_pair(saved_pair):
-    report = check_sources(ModelSource.parse(str(saved_pair / "target")), ModelSource.parse(str(saved_pair / "draft")))
+def test_compatible_pair(model_folders):
+    report = check_sources(ModelSource.parse(str(model_folders / "target")), ModelSource.parse(str(model_folders / "draft")))
     assert report.compatible, report.reasons
-    pair = load_pair(ModelSource.parse(str(saved_pair / "target")), ModelSource.parse(str(saved_pair / "draft")),
+    pair = load_pair(ModelSource.parse(str(model_folders / "target")), ModelSource.parse(str(model_folders / "draft")),
                      LoadOptions(device="cpu"))
     assert pair.draft is not None and pair.engine("model").drafter.name == "model"
 
 
-def test_incompatible_pair_says_why(tmp_path, saved_pair, unrelated_draft):
+def test_incompatible_pair_says_why(tmp_path, model_folders, unrelated_draft):
     from tiny_models import build_byte_tokenizer
 
     other = build_byte_tokenizer(vocab_size=300)
     other.save_pretrained(tmp_path)
     unrelated_draft.save_pretrained(tmp_path)
-    target_source = ModelSource.parse(str(saved_pair / "target"))
+    target_source = ModelSource.parse(str(model_folders / "target"))
     report = check_sources(target_source, ModelSource.parse(str(tmp_path)))
     assert not report.compatible
     assert any("vocabulary sizes differ: target 320 tokens, draft 300" in r for r in report.reasons)

@@ -7,7 +7,7 @@ from PySide6.QtCore import QTimer
 from specchat.ui.spans import ReplySpans
 from specchat.ui.transcript import MessageView, Transcript
 
-STREAM_TIMEOUT = 20000
+STREAM_TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
 
 
 def send(qtbot, window, text):
@@ -102,3 +102,89 @@ def test_markdown_rendering_keeps_the_spans(qtbot):
     assert "**" not in document and "##" not in document
     transcript.set_highlighting(False, False)
     assert transcript.draft_positions()  # still marked as drafts (tooltips), only the colour is off
+
+
+def test_a_model_that_fails_to_load_is_reported_inline(qtbot, store):
+    from specchat.ui.main_window import MainWindow
+    from specchat.ui.session import ChatSession
+    from specchat.ui.settings import AppSettings
+
+    session = ChatSession(store, AppSettings(target="/no/such/model"))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: not session.loading, timeout=10000)
+    assert window.banner.isVisible() and "could not be loaded" in window.banner.label.text()
+    assert "/no/such/model" in window.banner.label.text()
+    window.composer.setPlainText("hello")
+    window.send()  # no model: the message stays in the box, nothing crashes
+    assert window.composer.toPlainText() == "hello"
+    window.close()
+
+
+def test_settings_persist(qapp):
+    from PySide6.QtCore import QSettings
+
+    from specchat.ui.settings import AppSettings
+
+    AppSettings(drafter="none", k=7, adaptive_k=False, temperature=0.7).save(QSettings())
+    loaded = AppSettings.load(QSettings())
+    assert (loaded.drafter, loaded.k, loaded.adaptive_k, loaded.temperature) == ("none", 7, False, 0.7)
+
+
+def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, store, tiny_pair, unrelated_draft,
+                                                           model_folders):
+    from tiny_models import build_byte_tokenizer
+
+    from specchat.ui.session import ChatSession
+    from specchat.ui.settings import AppSettings, SettingsDialog
+
+    target_dir, other_dir = model_folders / "target", tmp_path / "other"
+    unrelated_draft.save_pretrained(other_dir)
+    build_byte_tokenizer(vocab_size=300).save_pretrained(other_dir)
+    session = ChatSession(store, AppSettings(), pair=tiny_pair)
+    dialog = SettingsDialog(AppSettings(target=str(target_dir), drafter="model", draft=str(other_dir)),
+                            session.check_pair)
+    qtbot.addWidget(dialog)
+    assert "vocabulary sizes differ" in dialog.compat.text() and not dialog.ok_button.isEnabled()
+    dialog.draft.set_text(str(model_folders / "draft"))
+    dialog.recheck()
+    assert dialog.compat.text().startswith("✔") and dialog.ok_button.isEnabled()
+    dialog.drafter.setCurrentIndex(dialog.drafter.findData("pld"))
+    dialog.recheck()
+    assert not dialog.draft.isEnabled() and dialog.settings().drafter == "pld"
+
+
+def test_partial_reply_is_on_disk_while_streaming(qtbot, make_window, store):
+    window = make_window(max_new_tokens=3000)
+    window.composer.setPlainText("The quick brown fox")
+    window.send()
+    conversation = window.conversation_id
+    assert [m.role for m in store.messages(conversation)] == ["user", "assistant"]  # both saved at once
+    qtbot.waitUntil(lambda: len(store.messages(conversation)[-1].text) > 0, timeout=STREAM_TIMEOUT)
+    partial = store.messages(conversation)[-1]
+    assert partial.stopped  # until it finishes, a crash would leave it marked as unfinished
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.stop()
+
+
+def test_hovering_a_span_tells_its_origin(qtbot):
+    from PySide6.QtCore import QEvent, QPoint
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QToolTip
+
+    from specchat.ui.transcript import DRAFT_TIP
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    transcript.resize(600, 300)
+    transcript.show()
+    text = "Drafted words here."
+    transcript.set_messages([MessageView(1, "assistant", text, ReplySpans(spans=[(0, len(text), "draft")]))])
+    position = transcript.draft_positions()[3]
+    cursor = transcript.textCursor()
+    cursor.setPosition(position)
+    point = transcript.cursorRect(cursor).center()
+    event = QHelpEvent(QEvent.Type.ToolTip, point, transcript.viewport().mapToGlobal(point))
+    transcript.event(event)
+    assert QToolTip.text() == DRAFT_TIP
