@@ -79,6 +79,8 @@ class MainWindow(QMainWindow):
         session.stats_changed.connect(self._refresh_session_stats)
         self._restore_geometry()
         self.refresh_conversations()
+        self.transcript.set_messages([])  # the welcome text
+        self._refresh_session_stats()
         self._on_model_status()
 
     # -- layout ---------------------------------------------------------------------------------------------------
