@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSettings, Signal
@@ -13,10 +13,27 @@ from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, Specch
 from ..engine.events import GenerationResult
 from ..engine.pair import ModelPair, check_sources, load_pair
 from .settings import AppSettings
-from .workers import BackgroundThread, CallWorker
+from .workers import BackgroundThread, CallWorker, log_unexpected, describe_failure
 
 CALIBRATION_PROMPT = "Write three sentences about the sea."
 CALIBRATION_TOKENS = 24
+
+
+def _running_asyncio_loop():
+    try:
+        loop = asyncio.get_event_loop()
+    except RuntimeError:
+        return None
+    return loop if loop.is_running() else None
+
+
+def _deliver(done, on_done, on_failed) -> None:
+    error = done.exception()
+    if error is None:
+        on_done(done.result())
+    else:
+        log_unexpected(error)
+        on_failed(describe_failure(error))
 
 
 class ChatSession(QObject):
@@ -92,6 +109,13 @@ class ChatSession(QObject):
         self.status_changed.emit()
 
     def _run_in_background(self, function, on_done, on_failed) -> None:
+        """On the app's qasync loop: an asyncio executor task whose result comes back as a loop callback. Without
+        a running asyncio loop (tests drive Qt directly): a QThread worker."""
+        loop = _running_asyncio_loop()
+        if loop is not None:
+            task = loop.run_in_executor(None, function)
+            task.add_done_callback(lambda done: _deliver(done, on_done, on_failed))
+            return
         worker = CallWorker(function)
         thread = BackgroundThread(worker, [worker.done, worker.failed])
         worker.done.connect(on_done)

@@ -29,7 +29,7 @@ def describe_failure(error: BaseException) -> str:
     return f"Unexpected error: {type(error).__name__}: {error}"
 
 
-def _log_unexpected(error: BaseException) -> None:
+def log_unexpected(error: BaseException) -> None:
     """Bugs keep their traceback on stderr; errors the user can act on need none."""
     if not isinstance(error, SpecchatError):
         traceback.print_exception(error)
@@ -53,7 +53,7 @@ class GenerationWorker(QObject):
                 if event.result is not None:
                     self.finished.emit(event.result)
         except Exception as error:  # reported in the window; the app stays usable
-            _log_unexpected(error)
+            log_unexpected(error)
             self.failed.emit(describe_failure(error))
 
 
@@ -72,7 +72,7 @@ class CallWorker(QObject):
         try:
             self.done.emit(self.function())
         except Exception as error:
-            _log_unexpected(error)
+            log_unexpected(error)
             self.failed.emit(describe_failure(error))
 
 
