@@ -12,12 +12,11 @@ from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QInputDialog, QLa
                                QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
-from .. import __version__
 from ..engine import Message, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult, StepEvent
 from .composer import Composer
 from .session import ChatSession
-from .settings import AppSettings, SettingsDialog
+from .settings import SettingsDialog
 from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks

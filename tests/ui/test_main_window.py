@@ -1,6 +1,5 @@
 """The window with a tiny model: streaming with highlighted spans, stop, regenerate, reopen, stats on disk."""
 
-import threading
 
 from PySide6.QtCore import QTimer
 
@@ -19,7 +18,6 @@ def send(qtbot, window, text):
 def test_reply_streams_and_draft_spans_match_the_engine(qtbot, make_window, store):
     window = make_window()
     seen_during_stream = []
-    window.session.stats_changed.connect(lambda: None)
     timer = QTimer(interval=5)
     timer.timeout.connect(lambda: seen_during_stream.append(len(window.transcript.draft_positions())))
     timer.start()
@@ -169,7 +167,7 @@ def test_partial_reply_is_on_disk_while_streaming(qtbot, make_window, store):
 
 
 def test_hovering_a_span_tells_its_origin(qtbot):
-    from PySide6.QtCore import QEvent, QPoint
+    from PySide6.QtCore import QEvent
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QToolTip
 
