@@ -186,3 +186,36 @@ def test_hovering_a_span_tells_its_origin(qtbot):
     event = QHelpEvent(QEvent.Type.ToolTip, point, transcript.viewport().mapToGlobal(point))
     transcript.event(event)
     assert QToolTip.text() == DRAFT_TIP
+
+
+def test_edit_and_resend_replaces_the_message_and_what_followed(qtbot, make_window, store):
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    send(qtbot, window, "Speculative decoding")
+    first_user = store.messages(window.conversation_id)[0]
+    window._on_transcript_action("edit", first_user.id)
+    assert window.composer.toPlainText() == "The quick brown fox"
+    window.composer.setPlainText("The lazy dog")
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+    messages = store.messages(window.conversation_id)
+    assert [(m.role, m.text if m.role == "user" else "") for m in messages] == [("user", "The lazy dog"),
+                                                                               ("assistant", "")]
+
+
+def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, store, monkeypatch):
+    import specchat.ui.main_window as main_window
+
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    store.set_system_prompt(window.conversation_id, "Answer briefly.")
+    prompts = []
+    real_build = main_window.build_prompt_ids
+    monkeypatch.setattr(main_window, "build_prompt_ids",
+                        lambda tok, history, system: prompts.append(system) or real_build(tok, history, system))
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.regenerate()
+    assert prompts == ["Answer briefly."]
+    window.new_conversation()
+    send(qtbot, window, "Another chat")
+    assert prompts[-1] is None
