@@ -1,0 +1,34 @@
+"""The terminal chat (used without a display): commands, streaming replies, coloured draft spans on a tty."""
+
+import io
+
+import torch
+
+from specchat.engine import GenerationConfig, LoadedModel, ModelSource, Origin, StepEvent
+from specchat.engine.events import GenerationStats
+from specchat.engine.pair import ModelPair
+from specchat.terminal import DRAFT_STYLE, RESET, StreamPrinter, TerminalChat
+
+
+def test_chat_session_in_the_terminal(tokenizer, target):
+    loaded = LoadedModel(ModelSource("folder", "tiny"), target, tokenizer, torch.device("cpu"), torch.float32)
+    commands = io.StringIO("/help\nThe quick brown fox\n/drafter turbo\n/drafter none\n/new\nhello\n/quit\n")
+    out = io.StringIO()
+    chat = TerminalChat(ModelPair(loaded, loaded), "model", GenerationConfig(max_new_tokens=12), inp=commands,
+                        out=out)
+    chat.loop()
+    text = out.getvalue()
+    assert text.count("assistant> ") == 2
+    assert "drafter model" in text and "(drafter: none)" in text
+    assert "error: unknown drafter 'turbo'" in text
+    assert "(new conversation)" in text
+    assert len(chat.history) == 2  # /new cleared the first exchange
+
+
+def test_draft_tokens_are_coloured_on_a_terminal():
+    out = io.StringIO()
+    printer = StreamPrinter(out, colour=True)
+    printer.show(StepEvent(step=1, token_ids=(5, 6, 7), origins=(Origin.DRAFT, Origin.DRAFT, Origin.TARGET),
+                           spans=((0, 4), (4, 9), (9, 12)), text_delta="The quick fo", text_offset=0,
+                           rejected_ids=(), rejected_text="", stats=GenerationStats()))
+    assert out.getvalue() == f"{DRAFT_STYLE}The quick{RESET} fo"
