@@ -14,6 +14,49 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 
 @dataclass
+class StepCosts:
+    """Measured costs of one step, shared by all generations of an engine: they belong to the hardware and the
+    models, not to the prompt, so a new reply starts with the curve the previous ones measured."""
+
+    verify: dict[int, float] = field(default_factory=dict)  # EMA seconds of a target pass over n tokens
+    draft_per_token: float | None = None  # EMA seconds per drafted token
+    frozen: bool = False  # a fixed model that ignores timings
+
+    @classmethod
+    def fixed(cls, model_drafter: bool) -> StepCosts:
+        """Costs that do not depend on the clock, for seeded sampling: with timings steering K, the same seed
+        could draw its random numbers at different draft positions and give another sample. Relative units:
+        one target pass = 1, +10% per extra token verified, a draft model token 0.1."""
+        return cls(verify={1: 1.0, 2: 1.1}, draft_per_token=0.1 if model_drafter else 0.0, frozen=True)
+
+    def record(self, k: int, verify_s: float, draft_s: float) -> None:
+        if self.frozen:
+            return
+        previous = self.verify.get(k + 1)
+        self.verify[k + 1] = verify_s if previous is None else 0.5 * previous + 0.5 * verify_s
+        if k:
+            per_token = draft_s / k
+            previous = self.draft_per_token
+            self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
+
+    def step(self, k: int) -> float:
+        return self.verify_estimate(k + 1) + k * (self.draft_per_token or 0.0)
+
+    def verify_estimate(self, n: int) -> float:
+        """Measured cost for n tokens, else a line through the two nearest measured sizes (a 10%-per-token slope
+        while only one size has been seen, so that a longer draft must earn its place)."""
+        if n in self.verify:
+            return self.verify[n]
+        points = sorted(self.verify.items())
+        if len(points) == 1:
+            (n0, c0), = points
+            return c0 * (1 + 0.1 * max(n - n0, 0))
+        (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
+        slope = max((c1 - c0) / (n1 - n0), 0.0)
+        return max(c0 + slope * (n - n0), 0.25 * points[0][1])  # a line may not reach zero cost
+
+
+@dataclass
 class _Acceptance:
     """Exponentially weighted Bernoulli counts; each step is k trials cut at the first failure (n successes and
     one failure if n < k). Starts from a prior with the weight of three trials."""
@@ -59,8 +102,7 @@ class DraftLengthPolicy:
     decay: float = 0.7
     probe_every: int = 6
     _acceptance: dict = field(default_factory=dict)  # confidence class -> _Acceptance
-    _verify_cost: dict[int, float] = field(default_factory=dict)  # EMA seconds of a target pass over n tokens
-    _draft_cost: float | None = None  # EMA seconds per drafted token
+    costs: StepCosts = field(default_factory=StepCosts)
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -74,12 +116,12 @@ class DraftLengthPolicy:
         """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own)."""
         if limit <= 0:
             return 0
-        if not self.adaptive or not self._verify_cost:
+        if not self.adaptive or not self.costs.verify:
             return min(self.k, limit)
         acceptance = self._class(confidence)
         best_k, best_rate = 0, 0.0
         for k in range(0, min(self.k_max, limit) + 1):
-            rate = expected_tokens(acceptance.alpha, k) / self._step_cost(k)
+            rate = expected_tokens(acceptance.alpha, k) / self.costs.step(k)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         if best_k == 0:
@@ -94,31 +136,11 @@ class DraftLengthPolicy:
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
                 confidence: int | None = None) -> None:
         """Record one verified step: k proposed, n accepted, and what it cost."""
-        previous = self._verify_cost.get(k + 1)
-        self._verify_cost[k + 1] = verify_s if previous is None else 0.5 * previous + 0.5 * verify_s
-        if k == 0:
-            return
-        self._class(confidence).add(k, n_accepted, self.decay)
-        per_token = draft_s / k
-        self._draft_cost = per_token if self._draft_cost is None else 0.7 * self._draft_cost + 0.3 * per_token
+        self.costs.record(k, verify_s, draft_s)
+        if k:
+            self._class(confidence).add(k, n_accepted, self.decay)
 
     def _class(self, confidence: int | None) -> _Acceptance:
         if confidence not in self._acceptance:
             self._acceptance[confidence] = _Acceptance.with_prior(confidence)
         return self._acceptance[confidence]
-
-    def _step_cost(self, k: int) -> float:
-        return self._verify_estimate(k + 1) + k * (self._draft_cost or 0.0)
-
-    def _verify_estimate(self, n: int) -> float:
-        """Measured cost for n tokens, else a line through the two nearest measured sizes (a 10%-per-token slope
-        while only one size has been seen, so that a longer draft must earn its place)."""
-        if n in self._verify_cost:
-            return self._verify_cost[n]
-        points = sorted(self._verify_cost.items())
-        if len(points) == 1:
-            (n0, c0), = points
-            return c0 * (1 + 0.1 * max(n - n0, 0))
-        (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
-        slope = max((c1 - c0) / (n1 - n0), 0.0)
-        return max(c0 + slope * (n - n0), 0.25 * points[0][1])  # a line may not reach zero cost

@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from .adaptive import DraftLengthPolicy
+from .adaptive import DraftLengthPolicy, StepCosts
 from .cache import cache_argument, new_cache, rollback
 from .drafters import Drafter, NoDrafter
 from .errors import PromptError
@@ -55,6 +55,7 @@ class SpeculativeEngine:
         self.context_window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
         self.vocab_size = target.get_output_embeddings().weight.shape[0]
         self._cache_argument = cache_argument(target)
+        self.step_costs = StepCosts()  # measured per engine, reused by every generation
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -76,7 +77,9 @@ class SpeculativeEngine:
         reply = Reply(self.tokenizer, self.eos_token_ids, config.stop_strings, min(config.max_new_tokens, room),
                       length_reason="context" if room < config.max_new_tokens else "length")
         stats = GenerationStats(prompt_tokens=len(prompt))
-        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k)
+        # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
+        costs = self.step_costs if sampler.greedy else StepCosts.fixed(self.drafter.uses_model)
+        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs)
         started = time.perf_counter()
 
         cache = new_cache(self.target)
