@@ -25,7 +25,7 @@ class StreamPrinter:
 
     def show(self, event: StepEvent) -> None:
         if self.colour:
-            for text, origin in _runs(event):
+            for text, origin in event.runs():
                 self.out.write(f"{DRAFT_STYLE}{text}{RESET}" if origin == Origin.DRAFT else text)
             if self.show_rejected and event.rejected_text:
                 self.out.write(f"{REJECTED_STYLE}{event.rejected_text}{RESET}")
@@ -37,20 +37,6 @@ class StreamPrinter:
         self.out.write("\n")
         self.out.flush()
         print(stats_line(result, drafter, colour=self.colour), file=file)
-
-
-def _runs(event: StepEvent) -> list[tuple[str, Origin]]:
-    """The event's text cut into runs of one origin (spans are offsets into the whole reply)."""
-    runs: list[tuple[str, Origin]] = []
-    for (start, end), origin in zip(event.spans, event.origins):
-        piece = event.text_delta[start - event.text_offset : end - event.text_offset]
-        if not piece:
-            continue
-        if runs and runs[-1][1] == origin:
-            runs[-1] = (runs[-1][0] + piece, origin)
-        else:
-            runs.append((piece, origin))
-    return runs
 
 
 def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> str:

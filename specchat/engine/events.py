@@ -145,3 +145,16 @@ class StepEvent:
     stats: GenerationStats
     finish_reason: str | None = None
     result: GenerationResult | None = None  # set on the last event only
+
+    def runs(self) -> list[tuple[str, Origin]]:
+        """The step's text cut into runs of one origin, in order (spans are offsets into the whole reply)."""
+        runs: list[tuple[str, Origin]] = []
+        for (start, end), origin in zip(self.spans, self.origins):
+            piece = self.text_delta[start - self.text_offset : end - self.text_offset]
+            if not piece:
+                continue
+            if runs and runs[-1][1] == origin:
+                runs[-1] = (runs[-1][0] + piece, origin)
+            else:
+                runs.append((piece, origin))
+        return runs

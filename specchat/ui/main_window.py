@@ -321,8 +321,7 @@ class MainWindow(QMainWindow):
             return
         events, self._pending_events = self._pending_events, []
         for event in events:
-            self.transcript.append_stream(event.text_delta, event.text_offset, event.spans, event.origins,
-                                          event.rejected_text)
+            self.transcript.append_stream(event)
         now = time.perf_counter()
         if now - self.active.last_saved > SAVE_PARTIAL_S:
             text, spans = self.transcript.streaming_text()

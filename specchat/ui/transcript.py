@@ -10,6 +10,7 @@ from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor,
 from PySide6.QtWidgets import QTextBrowser, QToolTip
 
 from .spans import DRAFT, ReplySpans, align_rendered, runs
+from ..engine.events import Origin, StepEvent
 from .code_style import style_code_blocks
 from .theme import current_theme
 
@@ -46,7 +47,7 @@ class Transcript(QTextBrowser):
         self.highlight_drafts = True
         self.show_rejected = False
         self.messages: list[MessageView] = []
-        self._stream_start: int | None = None
+        self._streaming = False  # a reply region is open at the end of the document
         self._stream_spans = ReplySpans()
         self._stream_text = ""
         self.document().setDocumentMargin(18)
@@ -63,7 +64,7 @@ class Transcript(QTextBrowser):
 
     def _render_all(self) -> None:
         self.clear()
-        self._stream_start = None
+        self._streaming = False
         if not self.messages:
             self._insert_welcome()
         for i, message in enumerate(self.messages):
@@ -104,26 +105,24 @@ class Transcript(QTextBrowser):
         cursor = self._end_cursor()
         self._insert_header(cursor, "Assistant")
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-        self._stream_start = cursor.position()
+        self._streaming = True
         self._stream_spans = ReplySpans()
         self._stream_text = ""
 
-    def append_stream(self, text_delta: str, text_offset: int, spans, origins, rejected_text: str = "") -> None:
+    def append_stream(self, event: StepEvent) -> None:
         """Adds one step's text; draft-accepted tokens get their colour at once."""
-        if self._stream_start is None:
+        if not self._streaming:
             return
         theme = current_theme()
         cursor = self._end_cursor()
-        for (start, end), origin in zip(spans, origins):
-            piece = text_delta[start - text_offset:end - text_offset]
-            if piece:
-                cursor.insertText(piece, self._origin_format(DRAFT if int(origin) == 1 else "target", theme))
-        self._stream_spans.add_tokens(spans, origins)
-        self._stream_text += text_delta
-        if rejected_text:
-            self._stream_spans.add_rejected(len(self._stream_text), rejected_text)
+        for piece, origin in event.runs():
+            cursor.insertText(piece, self._origin_format(DRAFT if origin == Origin.DRAFT else "target", theme))
+        self._stream_spans.add_tokens(event.spans, event.origins)
+        self._stream_text += event.text_delta
+        if event.rejected_text:
+            self._stream_spans.add_rejected(len(self._stream_text), event.rejected_text)
             if self.show_rejected:
-                cursor.insertText(rejected_text, self._origin_format("rejected", theme))
+                cursor.insertText(event.rejected_text, self._origin_format("rejected", theme))
         self._scroll_to_end()
 
     def streaming_text(self) -> tuple[str, ReplySpans]:
