@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .cache import cache_argument, new_cache, rollback
+from .lean import LeanLlamaRunner, lean_runner_supported
 from .sampling import Sampler
 
 
@@ -44,6 +45,11 @@ class Drafter(ABC):
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         """`context` is the sequence after verification: the old context, n accepted tokens and the target's one."""
+
+    def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
+        """For a drafter with a model: a proposal that costs no model pass (None: none). The engine uses it instead
+        of `propose` when its class of proposals is expected to yield more tokens per second."""
+        return None
 
     @property
     def forward_count(self) -> int:
@@ -104,18 +110,18 @@ class ModelDrafter(Drafter):
     name = "model"
     uses_model = True
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, lean: bool | None = None):
         self.model = model
         self.device = next(model.parameters()).device
-        self._cache_argument = cache_argument(model)
-        self._cache = None
+        use_lean = lean_runner_supported(model) if lean is None else lean
+        self._runner = LeanLlamaRunner(model) if use_lean else TransformersRunner(model)
         self._seen = 0  # context tokens in the cache
         self._last_context_len = 0
         self._last_k = 0
         self._forwards = 0
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
-        self._cache = new_cache(self.model)
+        self._runner.reset()
         self._seen = 0
         self._forwards = 0
         self._sampler = sampler
@@ -125,10 +131,13 @@ class ModelDrafter(Drafter):
     def forward_count(self) -> int:
         return self._forwards
 
+    @property
+    def cached_tokens(self) -> int:
+        return self._runner.length
+
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
-        unseen = torch.tensor([list(context[self._seen :])], device=self.device)
-        logits = self._forward(unseen)
+        logits = self._forward(context[self._seen :])
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
         for i in range(k):
@@ -140,7 +149,7 @@ class ModelDrafter(Drafter):
                 dists.append(q)
             tokens.append(token)
             if i < k - 1:  # the last proposal need not be fed: its successor is never drafted
-                logits = self._forward(torch.tensor([[token]], device=self.device))
+                logits = self._forward([token])
         self._last_context_len = len(context)
         self._last_k = k
         self._seen = len(context) + k - 1
@@ -149,13 +158,12 @@ class ModelDrafter(Drafter):
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         # The cache holds context + draft[:k-1]; of those draft tokens only the accepted ones are still true.
         agreed = self._last_context_len + min(n_accepted, self._last_k - 1)
-        rollback(self._cache, agreed)
+        self._runner.crop(agreed)
         self._seen = agreed
 
-    def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
         self._forwards += 1
-        out = self.model(input_ids=input_ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
-        return out.logits[0, -1]
+        return self._runner.forward(tokens)
 
     def _stack_padded(self, dists: list[torch.Tensor]) -> torch.Tensor:
         """[K, target vocab]: a draft with a smaller (unpadded) embedding puts no mass on the extra ids."""
@@ -166,7 +174,64 @@ class ModelDrafter(Drafter):
         return q[:, : self._target_vocab]
 
 
-DRAFTER_KINDS = ("model", "pld", "none")
+class HybridDrafter(ModelDrafter):
+    """The draft model, and prompt lookup where the text repeats itself.
+
+    Copying (editing, summarising, extracting, code) is where prompt lookup shines and a small model is weakest;
+    free-form text is the reverse. Each step the engine weighs a lookup match of length n (its own acceptance rate,
+    no drafting cost) against the model (its acceptance rate, plus its cost per token) and takes the better.
+    The model's cache simply lags behind during lookup steps and catches up in one pass at its next proposal.
+    """
+
+    name = "hybrid"
+
+    def __init__(self, model: torch.nn.Module, lean: bool | None = None):
+        super().__init__(model, lean)
+        self._lookup = PromptLookupDrafter()
+        self._model_proposed = False
+
+    def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
+        self._model_proposed = False
+        return self._lookup.propose(context, k)
+
+    def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        self._model_proposed = True
+        return super().propose(context, k)
+
+    def update(self, context: Sequence[int], n_accepted: int) -> None:
+        if self._model_proposed:  # after a lookup step the model's cache holds only agreed tokens already
+            super().update(context, n_accepted)
+
+
+class TransformersRunner:
+    """Any causal LM through transformers' forward, with a preallocated cache cropped on rejection."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self._cache_argument = cache_argument(model)
+        self._cache = None
+
+    def reset(self) -> None:
+        self._cache = new_cache(self.model)
+
+    @property
+    def length(self) -> int:
+        return self._cache.get_seq_length()
+
+    def crop(self, keep: int) -> None:
+        rollback(self._cache, keep)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], device=self.device)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
+        return out.logits[0, -1]
+
+
+DRAFTER_KINDS = ("hybrid", "model", "pld", "none")
+MODEL_DRAFTERS = ("hybrid", "model")  # the kinds that need a draft model
+DRAFTER_LABELS = {"hybrid": "draft model + prompt lookup", "model": "draft model", "pld": "prompt lookup",
+                  "none": "plain decoding"}
 
 
 def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Drafter:
@@ -174,8 +239,8 @@ def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Draft
         return NoDrafter()
     if kind == "pld":
         return PromptLookupDrafter()
-    if kind == "model":
+    if kind in ("model", "hybrid"):
         if draft_model is None:
-            raise ValueError("the model drafter needs a draft model")
-        return ModelDrafter(draft_model)
+            raise ValueError(f"the {kind} drafter needs a draft model")
+        return ModelDrafter(draft_model) if kind == "model" else HybridDrafter(draft_model)
     raise ValueError(f"unknown drafter {kind!r} (choose one of {', '.join(DRAFTER_KINDS)})")

@@ -1,5 +1,6 @@
 """Drafters on their own: prompt lookup proposals and the draft model's cache bookkeeping."""
 
+import pytest
 import torch
 
 from specchat.engine import ModelDrafter, PromptLookupDrafter
@@ -31,14 +32,47 @@ def test_rollback_restores_the_cache_exactly(target, prompt_ids):
     assert torch.allclose(after_rollback, fresh, atol=1e-5)
 
 
-def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt_ids):
-    drafter = ModelDrafter(close_draft)
+@pytest.mark.parametrize("lean", [True, False])
+def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt_ids, lean):
+    drafter = ModelDrafter(close_draft, lean=lean)
     drafter.begin(prompt_ids, Sampler(SamplingParams(), seed=0), target.config.vocab_size)
     context = list(prompt_ids)
     draft = drafter.propose(context, 4)
-    assert len(draft.tokens) == 4 and drafter._cache.get_seq_length() == len(context) + 3
+    assert len(draft.tokens) == 4 and drafter.cached_tokens == len(context) + 3
     context += draft.tokens[:1] + [0]  # one accepted, then the target's correction
     drafter.update(context, 1)
-    assert drafter._cache.get_seq_length() == len(prompt_ids) + 1
+    assert drafter.cached_tokens == len(prompt_ids) + 1
     drafter.propose(context, 3)  # feeds only the unseen correction token, then drafts
-    assert drafter._cache.get_seq_length() == len(context) + 2
+    assert drafter.cached_tokens == len(context) + 2
+
+
+def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target, close_draft):
+    from specchat.engine.drafters import HybridDrafter
+    from specchat.engine.sampling import Sampler, SamplingParams
+
+    drafter = HybridDrafter(close_draft)
+    context = [5, 6, 7, 8, 9, 5, 6, 7]
+    drafter.begin(context, Sampler(SamplingParams(), 0), target.config.vocab_size)
+    free = drafter.free_proposal(context, 2)
+    assert free.tokens == [8, 9] and free.confidence == 3
+    drafter.update(context + [8, 9, 4], 2)  # a lookup step: the model has not run
+    assert drafter.forward_count == 0
+    context += [8, 9, 4]
+    drafter.propose(context, 3)  # catches up on all 11 tokens in one pass, then drafts
+    assert drafter.forward_count == 3
+    drafter.update(context + [1, 2], 1)
+    assert drafter.cached_tokens == len(context) + 1  # the one accepted draft token stays cached
+
+
+def test_policy_prefers_lookup_only_when_it_pays():
+    from specchat.engine.adaptive import DraftLengthPolicy, StepCosts
+
+    costs = StepCosts(verify={1: 1.0, 2: 1.05, 3: 1.1, 4: 1.5, 5: 1.8}, draft_per_token=0.1)
+    policy = DraftLengthPolicy(costs=costs)
+    for _ in range(10):
+        policy.observe(4, 4, 1.5, 0.0, confidence=6, free=True)  # long matches: always right
+        policy.observe(4, 0, 1.5, 0.0, confidence=1, free=True)  # one-token matches: always wrong
+        policy.observe(3, 2, 1.1, 0.3, confidence=None)  # the model: two of three
+    assert policy.free_beats_model(limit=16, confidence=6)
+    assert not policy.free_beats_model(limit=16, confidence=1)
+    assert costs.draft_per_token == pytest.approx(0.1)  # free steps never count as model drafting time

@@ -1,0 +1,50 @@
+"""The lean draft runner computes what transformers' Llama computes."""
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from specchat.engine import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafters import ModelDrafter, TransformersRunner
+from specchat.engine.lean import LeanLlamaRunner, lean_runner_supported
+
+
+def gqa_llama(seed: int = 0, dtype=torch.float32) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         rope_parameters={"rope_type": "default", "rope_theta": 50000.0}, initializer_range=0.1,
+                         tie_word_embeddings=True)
+    return LlamaForCausalLM(config).eval().to(dtype)
+
+
+def test_logits_match_transformers_through_prefill_steps_and_rollback():
+    model = gqa_llama()
+    lean, reference = LeanLlamaRunner(model, capacity=8), TransformersRunner(model)  # small capacity: grows
+    lean.reset(), reference.reset()
+    chunks = [list(range(5, 40)), [7], [8, 9, 10], [11]]
+    for chunk in chunks:
+        torch.testing.assert_close(lean.forward(chunk), reference.forward(chunk), rtol=1e-4, atol=1e-4)
+    for runner in (lean, reference):
+        runner.crop(36)  # drop [8, 9, 10, 11] as if rejected
+    torch.testing.assert_close(lean.forward([12, 13]), reference.forward([12, 13]), rtol=1e-4, atol=1e-4)
+
+
+def test_only_plain_llamas_take_the_lean_path():
+    assert lean_runner_supported(gqa_llama())
+    scaled = gqa_llama()
+    scaled.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+    assert not lean_runner_supported(scaled)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("draft_name", ["close", "self"])
+def test_speculative_output_is_identical_with_either_runner(target, close_draft, tokenizer, prompt_ids, lean,
+                                                            draft_name):
+    config = GenerationConfig(max_new_tokens=40, k=4)
+    draft = close_draft if draft_name == "close" else target
+    plain = SpeculativeEngine(target, tokenizer).generate(prompt_ids, config)
+    drafted = SpeculativeEngine(target, tokenizer, ModelDrafter(draft, lean=lean)).generate(prompt_ids, config)
+    assert drafted.token_ids == plain.token_ids
+    if draft_name == "self":  # the target drafting for itself through either runner is always right
+        assert drafted.stats.draft_accepted == drafted.stats.draft_proposed > 0
