@@ -29,18 +29,19 @@ class StepCosts:
         one target pass = 1, +10% per extra token verified, a draft model token 0.1."""
         return cls(verify={1: 1.0, 2: 1.1}, draft_per_token=0.1 if model_drafter else 0.0, frozen=True)
 
-    def record(self, k: int, verify_s: float, draft_s: float) -> None:
+    def record(self, k: int, verify_s: float, draft_s: float | None) -> None:
+        """draft_s None: a free proposal (prompt lookup inside a model drafter), not a sample of the model's cost."""
         if self.frozen:
             return
         previous = self.verify.get(k + 1)
         self.verify[k + 1] = verify_s if previous is None else 0.5 * previous + 0.5 * verify_s
-        if k:
+        if k and draft_s is not None:
             per_token = draft_s / k
             previous = self.draft_per_token
             self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
 
-    def step(self, k: int) -> float:
-        return self.verify_estimate(k + 1) + k * (self.draft_per_token or 0.0)
+    def step(self, k: int, free: bool = False) -> float:
+        return self.verify_estimate(k + 1) + (0.0 if free else k * (self.draft_per_token or 0.0))
 
     def verify_estimate(self, n: int) -> float:
         """Measured cost for n tokens, else a line through the two nearest measured sizes (a 10%-per-token slope
@@ -112,18 +113,15 @@ class DraftLengthPolicy:
     def alpha(self, confidence: int | None = None) -> float:
         return self._class(confidence).alpha
 
-    def choose(self, limit: int, confidence: int | None = None) -> int:
-        """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own)."""
+    def choose(self, limit: int, confidence: int | None = None, free: bool = False) -> int:
+        """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own).
+        `free`: the proposal is already made and cost nothing (prompt lookup), so only verification is charged."""
         if limit <= 0:
             return 0
         if not self.adaptive or not self.costs.verify:
             return min(self.k, limit)
         acceptance = self._class(confidence)
-        best_k, best_rate = 0, 0.0
-        for k in range(0, min(self.k_max, limit) + 1):
-            rate = expected_tokens(acceptance.alpha, k) / self.costs.step(k)
-            if rate > best_rate:
-                best_k, best_rate = k, rate
+        best_k, _ = self._best(limit, acceptance, free)
         if best_k == 0:
             acceptance.plain_streak += 1
             if acceptance.plain_streak >= self.probe_every:
@@ -133,10 +131,27 @@ class DraftLengthPolicy:
             acceptance.plain_streak = 0
         return best_k
 
+    def free_beats_model(self, limit: int, confidence: int | None) -> bool:
+        """For a drafter with both: is a free proposal of this confidence class worth more tokens per second than
+        running the draft model? Compares the best expected rate of each (alpha per class, measured costs)."""
+        if limit <= 0 or not self.adaptive or not self.costs.verify:
+            return confidence is not None and confidence >= 3  # before any measurement: long matches only
+        free_k, free_rate = self._best(limit, self._class(confidence), free=True)
+        _, model_rate = self._best(limit, self._class(None), free=False)
+        return free_k > 0 and free_rate >= model_rate
+
+    def _best(self, limit: int, acceptance: _Acceptance, free: bool) -> tuple[int, float]:
+        best_k, best_rate = 0, 0.0
+        for k in range(0, min(self.k_max, limit) + 1):
+            rate = expected_tokens(acceptance.alpha, k) / self.costs.step(k, free)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        return best_k, best_rate
+
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
-                confidence: int | None = None) -> None:
+                confidence: int | None = None, free: bool = False) -> None:
         """Record one verified step: k proposed, n accepted, and what it cost."""
-        self.costs.record(k, verify_s, draft_s)
+        self.costs.record(k, verify_s, None if free else draft_s)
         if k:
             self._class(confidence).add(k, n_accepted, self.decay)
 

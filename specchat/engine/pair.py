@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .compat import CompatibilityReport, check_pair
-from .drafters import make_drafter
+from .drafters import MODEL_DRAFTERS, make_drafter
 from .errors import IncompatibleDraftError, SpecchatError
 from .models import LoadedModel, LoadOptions, ModelSource, load_config, load_model, load_tokenizer
 from .speculative import SpeculativeEngine
@@ -17,8 +17,8 @@ class ModelPair:
     draft: LoadedModel | None = None
 
     def engine(self, drafter: str) -> SpeculativeEngine:
-        if drafter == "model" and self.draft is None:
-            raise SpecchatError("the model drafter needs a draft model (give --draft SRC)")
+        if drafter in MODEL_DRAFTERS and self.draft is None:
+            raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
         draft_model = self.draft.model if self.draft is not None else None
         return SpeculativeEngine(self.target.model, self.target.tokenizer, make_drafter(drafter, draft_model))
 

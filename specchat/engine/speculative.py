@@ -110,9 +110,15 @@ class SpeculativeEngine:
         limit = min(reply.remaining - 1, self.context_window - len(context))
         t0 = time.perf_counter()
         forwards_before = self.drafter.forward_count
+        free = False
         if self.drafter.uses_model:
-            k_wanted = policy.choose(limit)
-            draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+            draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
+            if draft is not None and policy.free_beats_model(limit, draft.confidence):
+                free = True
+                k_wanted = policy.choose(limit, draft.confidence, free=True)
+            else:
+                k_wanted = policy.choose(limit)
+                draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
         else:
             draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
             k_wanted = policy.choose(limit, draft.confidence) if draft is not None else 0
@@ -134,7 +140,7 @@ class SpeculativeEngine:
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
-        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0, confidence=confidence)
+        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0, confidence=confidence, free=free)
         _record_step(stats, k, n, draft_s=t1 - t0, verify_s=t2 - t1,
                      draft_forwards=self.drafter.forward_count - forwards_before)
         emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])

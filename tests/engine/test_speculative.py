@@ -7,6 +7,7 @@ import torch
 
 from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
                              SpeculativeEngine)
+from specchat.engine.drafters import HybridDrafter
 
 
 def plain(target, tokenizer, prompt_ids, **config):
@@ -15,10 +16,10 @@ def plain(target, tokenizer, prompt_ids, **config):
 
 def drafters(request_name, target, close_draft, unrelated_draft):
     return {"pld": PromptLookupDrafter(), "self": ModelDrafter(target), "close": ModelDrafter(close_draft),
-            "unrelated": ModelDrafter(unrelated_draft)}[request_name]
+            "unrelated": ModelDrafter(unrelated_draft), "hybrid": HybridDrafter(close_draft)}[request_name]
 
 
-@pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated"])
+@pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated", "hybrid"])
 @pytest.mark.parametrize("k", [1, 3, 6])
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_greedy_output_is_identical_to_plain_decoding(target, tokenizer, close_draft, unrelated_draft, prompt_ids,
