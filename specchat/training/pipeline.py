@@ -1,0 +1,234 @@
+"""`specchat train-draft`: prompts -> the target's replies -> its soft labels -> a small draft model folder.
+
+Every stage writes its result to a work folder and is skipped when that result is already there, so an
+interrupted run resumes where it stopped; a finished run is reproduced exactly by the same command and seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..engine.chat import Message, build_prompt_ids
+from ..engine.models import LoadedModel, ModelSource, converted_cache_dir, load_model
+from ..engine.speculative import default_eos_ids
+from .distill import Example, Labels, generate_replies
+from .prompts import drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
+from .train import DraftShape, TrainOptions, build_draft, train_draft
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    first_round: int = 2400  # self-contained prompts (about 2000 distinct)
+    # Rewriting / summarization / extraction prompts over first-round replies. Their prompts are long, and batched
+    # decoding over long left-padded prompts measured ~6x slower per token here, so this round is smaller, its
+    # passages shorter and its replies capped lower.
+    second_round: int = 600
+    passage_tokens: tuple[int, int] = (40, 130)
+    second_round_max_new_tokens: int = 160
+    max_new_tokens: int = 224
+    generation_batch: int = 64
+    generation_bf16: bool = True  # several times faster on CPUs with AMX/AVX512-BF16; labels differ from fp32 rarely
+    top_k: int = 8
+    heldout_fraction: float = 0.04
+    shape: DraftShape = field(default_factory=DraftShape)
+    train: TrainOptions = field(default_factory=TrainOptions)
+    seed: int = 0
+
+
+PRESETS = {
+    "full": PipelineSettings(),
+    # A few seconds on a tiny model: the whole pipeline, for tests and for trying changes.
+    "quick": PipelineSettings(first_round=24, second_round=12, passage_tokens=(4, 12), max_new_tokens=12,
+                              second_round_max_new_tokens=12, generation_batch=8, top_k=4,
+                              heldout_fraction=0.2, shape=DraftShape(hidden=16, layers=1, intermediate=32, heads=2),
+                              train=TrainOptions(epochs=2, batch_tokens=512)),
+}
+
+
+def settings_for(preset: str, epochs: int | None = None, seed: int | None = None) -> PipelineSettings:
+    settings = PRESETS[preset]
+    if epochs is not None:
+        settings = replace(settings, train=replace(settings.train, epochs=epochs))
+    if seed is not None:
+        settings = replace(settings, seed=seed, train=replace(settings.train, seed=seed))
+    return settings
+
+
+class Pipeline:
+    def __init__(self, target: ModelSource, out: Path, work: Path, settings: PipelineSettings, suite: str,
+                 log: Log = print, progress_bar=None):
+        self.target_source = target
+        self.out, self.work = Path(out), Path(work)
+        self.settings = settings
+        self.suite = suite_texts(suite)
+        self.log = log
+        self.bar = progress_bar or _no_bar
+        self.timings: dict[str, float] = {}
+        self.facts: dict[str, object] = {}
+
+    def run(self) -> dict:
+        self.work.mkdir(parents=True, exist_ok=True)
+        target = self._timed("load target", lambda: load_model(self.target_source))
+        first = self._timed("first-round replies", lambda: self._replies(
+            "round1", target, self._first_prompts(), self.settings.max_new_tokens))
+        second = self._timed("second-round replies", lambda: self._replies(
+            "round2", target, self._second_prompts(target, first), self.settings.second_round_max_new_tokens))
+        examples = [example for example, _ in first + second]
+        labels = [label for _, label in first + second]
+        report = self._timed("training", lambda: self._train(target, examples, labels))
+        return self._save(target, report, examples)
+
+    def _timed(self, stage: str, work):
+        start = time.perf_counter()
+        self.log(f"[{stage}]")
+        result = work()
+        self.timings[stage] = round(time.perf_counter() - start, 1)
+        self.log(f"[{stage}] {self.timings[stage]:.0f} s")
+        return result
+
+    def _first_prompts(self):
+        prompts = first_round_prompts(self.settings.first_round, self.settings.seed)
+        kept, dropped = drop_suite_overlap(prompts, self.suite)
+        self.facts["round1_prompts"], self.facts["round1_dropped_for_suite_overlap"] = len(kept), dropped
+        return kept
+
+    def _second_prompts(self, target: LoadedModel, first: list[tuple[Example, Labels]]):
+        tokenizer = target.tokenizer
+        passages = [tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True) for e, _ in first
+                    if self.settings.passage_tokens[0] <= len(e.ids) - e.prompt_len <= self.settings.passage_tokens[1]]
+        prompts = second_round_prompts(passages, self.settings.second_round, self.settings.seed)
+        kept, dropped = drop_suite_overlap(prompts, self.suite)
+        self.facts["round2_prompts"], self.facts["round2_dropped_for_suite_overlap"] = len(kept), dropped
+        return kept
+
+    def _replies(self, name: str, target: LoadedModel, prompts, max_new_tokens: int) -> list[tuple[Example, Labels]]:
+        examples_path, labels_path = self.work / f"{name}.jsonl", self.work / f"{name}-labels.pt"
+        if examples_path.exists() and labels_path.exists():
+            self.log(f"  reusing {examples_path}")
+            labels = [Labels(*pair) for pair in torch.load(labels_path)]
+            return list(zip(_read_examples(examples_path), labels))
+        tokenizer = target.tokenizer
+        prompt_ids = [build_prompt_ids(tokenizer, [Message("user", p.text)]) for p in prompts]
+        generator = target.model
+        if self.settings.generation_bf16 and target.model.dtype == torch.float32:
+            generator = copy.deepcopy(target.model).to(torch.bfloat16)
+        eos = default_eos_ids(target.model, tokenizer)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+        with self.bar(total=len(prompts), desc=f"{name} replies", unit="prompt") as bar:
+            replies = generate_replies(generator, prompt_ids, eos, pad, max_new_tokens,
+                                       self.settings.generation_batch, self.settings.top_k, bar.update)
+        results = [(Example(ids + reply, len(ids), p.category), labels)
+                   for p, ids, (reply, labels) in zip(prompts, prompt_ids, replies) if reply]
+        _write_atomically(labels_path, lambda path: torch.save([(l.top_ids, l.top_probs) for _, l in results], path))
+        _write_atomically(examples_path, lambda path: _write_examples(path, [e for e, _ in results]))
+        return results
+
+    def _train(self, target: LoadedModel, examples: list[Example], labels: list[Labels]):
+        pairs = list(zip(examples, labels))
+        random.Random(self.settings.seed).shuffle(pairs)
+        n_heldout = max(1, int(len(pairs) * self.settings.heldout_fraction))
+        heldout, train = pairs[:n_heldout], pairs[n_heldout:]
+        self.facts.update(train_replies=len(train), heldout_replies=len(heldout),
+                          train_reply_tokens=sum(len(e.ids) - e.prompt_len for e, _ in train))
+        self.log(f"  {len(train)} training replies ({self.facts['train_reply_tokens']} reply tokens), "
+                 f"{len(heldout)} held out")
+        self.draft = build_draft(target.model, self.settings.shape, self.settings.seed)
+        steps_per_epoch = _count_batches(train, self.settings.train.batch_tokens)
+        with self.bar(total=steps_per_epoch * self.settings.train.epochs, desc="training", unit="step") as bar:
+            def progress(steps: int, info: dict) -> None:
+                if steps:
+                    bar.update(steps)
+                    bar.set_postfix(epoch=info["epoch"], loss=f"{info['loss']:.3f}")
+                else:
+                    self.log("  epoch {epoch}: train loss {train_loss:.3f}, held-out loss {heldout_loss:.3f}, "
+                             "held-out top-1 agreement {heldout_top1:.3f}".format(**info))
+            return train_draft(self.draft, train, heldout, self.settings.train, progress)
+
+    def _save(self, target: LoadedModel, report, examples: list[Example]) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        draft = self.draft.to(torch.float16)
+        draft.generation_config = copy.deepcopy(target.model.generation_config)
+        draft.save_pretrained(self.out, safe_serialization=True)
+        target.tokenizer.save_pretrained(self.out)
+        summary = {
+            "target": self.target_source.describe(),
+            "parameters": sum(p.numel() for p in draft.parameters()),
+            "settings": asdict(self.settings),
+            "facts": self.facts,
+            "timings_s": self.timings,
+            "epochs": report.epochs,
+            "replies_by_category": _count_categories(examples),
+        }
+        (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        self.log(f"draft saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
+        return summary
+
+
+def default_work_dir(out: Path, preset: str) -> Path:
+    """Intermediate data lives in the user cache (never next to a draft inside the package's resources)."""
+    key = hashlib.sha256(f"{Path(out).resolve()}|{preset}".encode()).hexdigest()[:12]
+    return converted_cache_dir().parent / "training" / f"{Path(out).name}-{key}"
+
+
+def folder_megabytes(folder: Path) -> float:
+    return sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file()) / 1e6
+
+
+def _count_batches(pairs, batch_tokens: int) -> int:
+    from .distill import length_sorted_batches
+
+    return len(length_sorted_batches([len(e.ids) for e, _ in pairs], 256, batch_tokens))
+
+
+def _count_categories(examples: list[Example]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for example in examples:
+        counts[example.category] = counts.get(example.category, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    tmp.replace(path)  # a half-written file must never look like a finished stage
+
+
+def _write_examples(path: Path, examples: list[Example]) -> None:
+    lines = (json.dumps({"category": e.category, "prompt_len": e.prompt_len, "ids": e.ids}) for e in examples)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _read_examples(path: Path) -> list[Example]:
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return [Example(row["ids"], row["prompt_len"], row["category"]) for row in rows]
+
+
+class _NoBar:
+    def __init__(self, **_):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **_) -> None:
+        pass
+
+
+_no_bar = _NoBar

@@ -1,0 +1,57 @@
+"""The draft-training pipeline end to end on a tiny target, in its quick setting."""
+
+import json
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from specchat.engine import GenerationConfig, ModelSource
+from specchat.engine.pair import check_sources, load_pair
+from specchat.resources import default_prompt_suite
+from specchat.training.pipeline import Pipeline, folder_megabytes, settings_for
+
+SUITE = default_prompt_suite().read_text(encoding="utf-8")
+
+
+def run_quick(model_folders, tmp_path, **kw):
+    out = tmp_path / "draft"
+    pipeline = Pipeline(ModelSource.parse(str(model_folders / "target")), out, tmp_path / "work",
+                        settings_for("quick", **kw), SUITE, log=lambda line: None)
+    return out, pipeline.run()
+
+
+def test_quick_pipeline_trains_a_compatible_lossless_draft(model_folders, tmp_path, prompt_ids):
+    out, summary = run_quick(model_folders, tmp_path)
+
+    assert (out / "model.safetensors").exists() and (out / "config.json").exists()
+    assert json.loads((out / "training.json").read_text())["epochs"] == summary["epochs"]
+    assert [e["epoch"] for e in summary["epochs"]] == [1, 2]
+    assert 0.0 <= summary["epochs"][-1]["heldout_top1"] <= 1.0
+    assert summary["timings_s"].keys() >= {"first-round replies", "second-round replies", "training"}
+    assert AutoModelForCausalLM.from_pretrained(out).dtype == torch.float16  # shipped as fp16
+
+    target, draft = ModelSource.parse(str(model_folders / "target")), ModelSource.parse(str(out))
+    assert check_sources(target, draft).compatible
+    pair = load_pair(target, draft)
+    config = GenerationConfig(max_new_tokens=24, k=3)
+    plain = pair.engine("none").generate(prompt_ids, config).token_ids
+    assert pair.engine("model").generate(prompt_ids, config).token_ids == plain
+
+
+def test_stages_are_reused_and_the_result_is_reproducible(model_folders, tmp_path):
+    out, first = run_quick(model_folders, tmp_path)
+    weights = (out / "model.safetensors").read_bytes()
+    replies = (tmp_path / "work" / "round1.jsonl").read_text()
+    (out / "model.safetensors").unlink()
+
+    out, second = run_quick(model_folders, tmp_path)  # same work folder: generation and labels are reused
+    assert (tmp_path / "work" / "round1.jsonl").read_text() == replies
+    assert second["epochs"] == first["epochs"]
+    assert (out / "model.safetensors").read_bytes() == weights
+
+
+def test_the_draft_is_small(model_folders, tmp_path):
+    out, summary = run_quick(model_folders, tmp_path)
+    assert summary["parameters"] < 0.5 * sum(p.numel() for p in
+                                             AutoModelForCausalLM.from_pretrained(model_folders / "target").parameters())
+    assert folder_megabytes(out) < 5
