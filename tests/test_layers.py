@@ -1,4 +1,5 @@
-"""specchat/engine and specchat/storage stay Qt-free, so they run headless and are testable without a display."""
+"""specchat/engine, specchat/storage and specchat/training stay Qt-free, so they run headless and are testable
+without a display."""
 
 import ast
 import subprocess
@@ -9,7 +10,7 @@ import specchat
 
 PACKAGE = Path(specchat.__file__).parent
 FORBIDDEN = ("PySide6", "qasync", "shiboken6", "specchat.ui")
-QT_FREE_LAYERS = ("engine", "storage")
+QT_FREE_LAYERS = ("engine", "storage", "training")
 
 
 def imported_modules(path: Path) -> set[str]:
