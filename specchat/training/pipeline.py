@@ -90,11 +90,22 @@ class Pipeline:
         return self._save(target, report, examples)
 
     def _timed(self, stage: str, work):
+        """Runs a stage and records its time; a stage reused from the work folder reports the time it took when it
+        ran, so that `training.json` always tells what the whole pipeline costs."""
         start = time.perf_counter()
         self.log(f"[{stage}]")
+        self._reused = False
         result = work()
-        self.timings[stage] = round(time.perf_counter() - start, 1)
-        self.log(f"[{stage}] {self.timings[stage]:.0f} s")
+        seconds = round(time.perf_counter() - start, 1)
+        times_path = self.work / "stage-times.json"
+        times = json.loads(times_path.read_text(encoding="utf-8")) if times_path.exists() else {}
+        if self._reused and stage in times:
+            seconds = times[stage]
+        else:
+            times[stage] = seconds
+            times_path.write_text(json.dumps(times, indent=1), encoding="utf-8")
+        self.timings[stage] = seconds
+        self.log(f"[{stage}] {seconds:.0f} s" + (" (when it ran; reused now)" if self._reused else ""))
         return result
 
     def _first_prompts(self):
@@ -116,6 +127,7 @@ class Pipeline:
         examples_path, labels_path = self.work / f"{name}.jsonl", self.work / f"{name}-labels.pt"
         if examples_path.exists() and labels_path.exists():
             self.log(f"  reusing {examples_path}")
+            self._reused = True
             labels = [Labels(*pair) for pair in torch.load(labels_path)]
             return list(zip(_read_examples(examples_path), labels))
         tokenizer = target.tokenizer
@@ -171,8 +183,32 @@ class Pipeline:
             "replies_by_category": _count_categories(examples),
         }
         (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (self.out / "README.md").write_text(model_card(summary), encoding="utf-8")
         self.log(f"draft saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
         return summary
+
+
+def model_card(summary: dict) -> str:
+    """A short README for the draft folder: what it is, how it was made, how to use and rebuild it."""
+    final = summary["epochs"][-1] if summary["epochs"] else {}
+    shape = summary["settings"]["shape"]
+    minutes = sum(summary["timings_s"].values()) / 60
+    facts, settings = summary["facts"], summary["settings"]
+    return "\n".join([
+        "---", "license: apache-2.0", "library_name: transformers", "pipeline_tag: text-generation", "---",
+        f"# Draft model for {summary['target']}", "",
+        f"A {summary['parameters'] / 1e6:.1f}M-parameter Llama ({shape['layers']} layers, hidden size "
+        f"{shape['hidden']}, tied embeddings, float16) that proposes tokens for speculative decoding with its target. "
+        "It shares the target's tokenizer and vocabulary, so it also works as `assistant_model` in transformers' "
+        "`generate()`. On its own it is not a useful chat model.", "",
+        f"Trained by self-distillation with `specchat train-draft` (seed {settings['seed']}, {minutes:.0f} minutes end "
+        f"to end on the machine that made it): {facts.get('train_replies')} of the target's own greedy replies "
+        f"({facts.get('train_reply_tokens')} reply tokens) to prompts written for this purpose, none overlapping the "
+        f"benchmark suite, with the target's top-{settings['top_k']} next-token probabilities as soft labels. "
+        f"Held-out top-1 agreement with the target: {final.get('heldout_top1', float('nan')):.3f}. "
+        "Details in `training.json`.", "",
+        "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face) whose outputs it was "
+        "trained on.", ""])
 
 
 def default_work_dir(out: Path, preset: str) -> Path:

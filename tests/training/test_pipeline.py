@@ -47,6 +47,8 @@ def test_stages_are_reused_and_the_result_is_reproducible(model_folders, tmp_pat
     out, second = run_quick(model_folders, tmp_path)  # same work folder: generation and labels are reused
     assert (tmp_path / "work" / "round1.jsonl").read_text() == replies
     assert second["epochs"] == first["epochs"]
+    # a reused stage reports what it cost when it ran, so training.json always describes the whole pipeline
+    assert second["timings_s"]["first-round replies"] == first["timings_s"]["first-round replies"]
     assert (out / "model.safetensors").read_bytes() == weights
 
 
