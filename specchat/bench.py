@@ -14,7 +14,7 @@ import torch
 from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
 from .engine.pair import ModelPair
 
-MODES = ("none", "pld", "model", "hf-none", "hf-pld", "hf-model")
+MODES = ("none", "pld", "model", "hybrid", "hf-none", "hf-pld", "hf-model")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class ModeRecord:
     target_passes: int | None
     draft_proposed: int | None
     draft_accepted: int | None
+    draft_forwards: int | None = None
+    draft_s: float | None = None
+    verify_s: float | None = None  # target passes after the prefill
     token_ids: list[int] = field(repr=False, default_factory=list)
     text: str = ""
     speedup: float | None = None
@@ -118,8 +121,8 @@ def parse_modes(text: str, has_draft: bool) -> list[str]:
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
-    if not has_draft and any(m.endswith("model") for m in modes):
-        raise SpecchatError("the model and hf-model modes need a draft model (give --draft SRC)")
+    if not has_draft and any(m in ("model", "hybrid", "hf-model") for m in modes):
+        raise SpecchatError("the model, hybrid and hf-model modes need a draft model (give --draft SRC)")
     if "none" not in modes:
         modes.insert(0, "none")  # every speedup and identity check is against our plain decoding
     return list(dict.fromkeys(modes))
@@ -174,6 +177,9 @@ class BenchRunner:
             target_passes=sum(s.target_passes for s in ours) if ours else None,
             draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != "none" else None,
             draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != "none" else None,
+            draft_forwards=sum(s.draft_forwards for s in ours) if ours else None,
+            draft_s=sum(s.draft_s for s in ours) if ours else None,
+            verify_s=sum(s.verify_s for s in ours) if ours else None,
             token_ids=[t for o in outputs for t in o.token_ids],
             text="\n\n".join(o.text for o in outputs),
         )
@@ -223,9 +229,17 @@ def summarize(records: list[ModeRecord]) -> dict:
             groups.setdefault(group, {}).setdefault(record.mode, []).append(record)
     summary = {}
     for group, by_mode in groups.items():
-        plain_rate = _throughput(by_mode.get("none", []))
-        summary[group] = {mode: _aggregate(rows, plain_rate) for mode, rows in by_mode.items()}
+        plain = by_mode.get("none", [])
+        plain_rate = _throughput(plain)
+        summary[group] = {mode: _aggregate(rows, plain_rate, _plain_pass_s(plain)) for mode, rows in by_mode.items()}
     return summary
+
+
+def _plain_pass_s(plain: list[ModeRecord]) -> float | None:
+    """Seconds of one target pass over one token, from plain decoding (its passes after the prefill)."""
+    passes = sum((r.target_passes or 1) - 1 for r in plain)
+    seconds = sum(r.verify_s or 0.0 for r in plain)
+    return seconds / passes if passes and seconds else None
 
 
 def _throughput(rows: list[ModeRecord]) -> float:
@@ -233,8 +247,11 @@ def _throughput(rows: list[ModeRecord]) -> float:
     return sum(r.new_tokens for r in rows) / wall if wall else 0.0
 
 
-def _aggregate(rows: list[ModeRecord], plain_rate: float) -> dict:
+def _aggregate(rows: list[ModeRecord], plain_rate: float, plain_pass_s: float | None) -> dict:
+    """`draft_cost`: seconds of one draft-model forward / seconds of one plain target step (c in Leviathan et al.)."""
     rate = _throughput(rows)
+    forwards = sum(r.draft_forwards or 0 for r in rows)
+    draft_s = sum(r.draft_s or 0.0 for r in rows)
     proposed = [r.draft_proposed for r in rows if r.draft_proposed is not None]
     passes = [r.target_passes for r in rows if r.target_passes]
     return {
@@ -247,6 +264,7 @@ def _aggregate(rows: list[ModeRecord], plain_rate: float) -> dict:
         if proposed and sum(proposed) else None,
         "tau": _round(sum(r.new_tokens for r in rows if r.target_passes) / sum(passes)) if passes else None,
         "identical": sum(1 for r in rows if r.identical) / len(rows),
+        "draft_cost": _round(draft_s / forwards / plain_pass_s) if forwards and plain_pass_s else None,
     }
 
 
@@ -264,7 +282,8 @@ def environment() -> dict:
 
 def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    header = f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}{'identical':>11}"
+    header = (f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}"
+              f"{'identical':>11}{'draft c':>9}")
     print(header, file=out)
     print("-" * len(header), file=out)
     groups = sorted(g for g in summary if g != "overall") + ["overall"]
@@ -275,7 +294,7 @@ def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) ->
                 continue
             print(f"{group:<15}{mode:<10}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
                   f"{_fmt(row['speedup'], 'x'):>9}{_fmt(row['alpha']):>8}{_fmt(row['tau']):>7}"
-                  f"{row['identical'] * 100:>10.0f}%", file=out)
+                  f"{row['identical'] * 100:>10.0f}%{_fmt(row.get('draft_cost')):>9}", file=out)
 
 
 def _fmt(value: float | None, suffix: str = "") -> str:

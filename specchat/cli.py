@@ -10,12 +10,14 @@ import threading
 from pathlib import Path
 
 EXIT_USAGE = 2
+DRAFTER_KINDS = ("hybrid", "model", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
+MODEL_DRAFTERS = ("hybrid", "model")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
-    _quiet_libraries(allow_network=downloading)
+    _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command == "train-draft")
     from .engine import SpecchatError
 
     try:
@@ -37,10 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _quiet_libraries(allow_network: bool) -> None:
-    """No network unless the user asked for a download (which keeps its progress bars); no library chatter."""
+def _quiet_libraries(allow_network: bool, progress_bars: bool) -> None:
+    """No network unless the user asked for a download; progress bars only where the command is long and shows
+    its own (downloads, training); no library chatter."""
     if not allow_network:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not progress_bars:
         os.environ.setdefault("TQDM_DISABLE", "1")  # e.g. transformers' GGUF conversion bar; we print one line
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -121,6 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, help="write the JSON report here")
     bench.set_defaults(handler=run_bench)
 
+    train = commands.add_parser("train-draft", help="train a small draft model for a target by self-distillation")
+    train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
+    train.add_argument("--out", type=Path, required=True, help="folder for the trained draft model")
+    train.add_argument("--work", type=Path,
+                       help="folder for intermediate data, reused when rerun (default: in the user cache folder)")
+    train.add_argument("--preset", choices=("full", "quick"), default="full",
+                       help="full (the shipped draft, about 80 min on 2 CPU cores) or quick (a smoke test)")
+    train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
+    train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
+    train.set_defaults(handler=run_train_draft)
+
     models = commands.add_parser("models", help="list, check and download models")
     models_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     listing = models_commands.add_parser("list", help="models available offline")
@@ -139,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="embedded",
                         help="target model: embedded (default), a folder, a .gguf file or a downloaded Hub id")
-    parser.add_argument("--draft", help="draft model for --drafter model (same forms as --target)")
+    parser.add_argument("--draft", help="draft model for --drafter model (same forms as --target; default: the shipped "
+                                        "draft when the target is the embedded model)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
@@ -147,8 +163,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _decoding_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drafter", choices=("model", "pld", "none"), default=None,
-                        help="model (needs --draft), pld (prompt lookup) or none; default: model with --draft, else pld")
+    parser.add_argument("--drafter", choices=DRAFTER_KINDS, default=None,
+                        help="hybrid (draft model + prompt lookup), model (draft model), pld (prompt lookup) or none; "
+                             "default: hybrid when there is a draft model (given or shipped), else pld")
     parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     parser.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
     parser.add_argument("--temperature", type=non_negative, default=0.0, help="0 (default) is greedy")
@@ -158,7 +175,15 @@ def _decoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=positive_int, default=256)
 
 
-def _load(args):
+def _draft_source(args):
+    """--draft, else the default draft of the target (the shipped one for the embedded model), else None."""
+    from .engine import ModelSource
+    from .engine.models import default_draft_for
+
+    return ModelSource.parse(args.draft) if args.draft else default_draft_for(ModelSource.parse(args.target))
+
+
+def _load(args, with_draft: bool):
     from .engine import LoadOptions, ModelSource
     from .engine.models import needs_conversion
     from .engine.pair import load_pair
@@ -166,7 +191,7 @@ def _load(args):
     options = LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                           allow_pickle=args.allow_pickle)
     target = ModelSource.parse(args.target)
-    draft = ModelSource.parse(args.draft) if args.draft else None
+    draft = _draft_source(args) if with_draft else None
     for source in (target, draft):
         if source is not None and needs_conversion(source):
             print(f"Preparing {source.describe()} for its first use (dequantising, about 30 s)…", file=sys.stderr,
@@ -175,10 +200,11 @@ def _load(args):
 
 
 def _drafter_choice(args) -> str:
-    drafter = getattr(args, "drafter", None) or ("model" if args.draft else "pld")
-    if drafter == "model" and not args.draft:
+    has_draft = _draft_source(args) is not None
+    drafter = getattr(args, "drafter", None) or ("hybrid" if has_draft else "pld")
+    if drafter in MODEL_DRAFTERS and not has_draft:
         from .engine import SpecchatError
-        raise SpecchatError("the model drafter needs a draft model (give --draft SRC)")
+        raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
     return drafter
 
 
@@ -212,7 +238,7 @@ def run_chat(args) -> int:
     config = _generation_config(args)
     drafter = _drafter_choice(args)
     print("Loading the model…", file=sys.stderr, flush=True)
-    pair = _load(args)
+    pair = _load(args, with_draft=drafter in MODEL_DRAFTERS)
     TerminalChat(pair, drafter, config, system=args.system).loop()
     return 0
 
@@ -226,7 +252,7 @@ def run_generate(args) -> int:
         raise PromptError("the prompt is empty")
     config = _generation_config(args)
     drafter = _drafter_choice(args)
-    pair = _load(args)
+    pair = _load(args, with_draft=drafter in MODEL_DRAFTERS)
     engine = pair.engine(drafter)
     prompt_ids = build_prompt_ids(pair.target.tokenizer, [Message("user", args.prompt)], args.system)
     if args.json:
@@ -247,7 +273,7 @@ def run_bench(args) -> int:
     from . import bench
     from .resources import default_prompt_suite
 
-    modes = bench.parse_modes(args.modes, has_draft=bool(args.draft))
+    modes = bench.parse_modes(args.modes, has_draft=_draft_source(args) is not None)
     categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
     if args.prompts:
         try:
@@ -259,7 +285,7 @@ def run_bench(args) -> int:
     else:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
     prompts = bench.load_prompts(lines, source, args.limit, categories)
-    pair = _load(args)
+    pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes))
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats)
     runner = bench.BenchRunner(pair, settings)
@@ -304,4 +330,23 @@ def run_models_download(args) -> int:
 
     path = download_from_hub(args.hub_id)
     print(f"downloaded {args.hub_id} to {path}")
+    return 0
+
+
+def run_train_draft(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .engine import ModelSource
+    from .resources import default_prompt_suite
+    from .training.pipeline import Pipeline, default_work_dir, settings_for
+
+    settings = settings_for(args.preset, args.epochs, args.seed)
+    work = args.work or default_work_dir(args.out, args.preset)
+    pipeline = Pipeline(ModelSource.parse(args.target), args.out, work, settings,
+                        default_prompt_suite().read_text(encoding="utf-8"),
+                        log=lambda line: print(line, file=sys.stderr, flush=True), progress_bar=tqdm)
+    summary = pipeline.run()
+    final = summary["epochs"][-1] if summary["epochs"] else {}
+    print(f"trained {summary['parameters'] / 1e6:.1f}M-parameter draft in {sum(summary['timings_s'].values()) / 60:.0f}"
+          f" min; held-out top-1 agreement {final.get('heldout_top1', float('nan')):.3f}; saved to {args.out}")
     return 0

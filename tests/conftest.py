@@ -48,8 +48,11 @@ def model_folders(tmp_path_factory, tokenizer, target, unrelated_draft):
 
 @pytest.fixture(scope="session")
 def embedded_pair():
-    """The real embedded model (first use in a fresh environment converts its GGUF file once, ~30 s)."""
+    """The real embedded model with its shipped draft (first use in a fresh environment converts the GGUF file
+    once, ~30 s)."""
     from specchat.engine import ModelSource
+    from specchat.engine.models import default_draft_for
     from specchat.engine.pair import load_pair
 
-    return load_pair(ModelSource.parse("embedded"))
+    target = ModelSource.parse("embedded")
+    return load_pair(target, default_draft_for(target))

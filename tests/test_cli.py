@@ -35,18 +35,18 @@ def test_generate_streams_plain_text_when_not_a_terminal(capsys, model_folders):
     code, out, err = run(capsys, "generate", "--prompt", "hello", "--target", str(model_folders / "target"),
                          "--draft", str(model_folders / "draft"), "--max-new-tokens", "8")
     assert code == 0 and "\x1b[" not in out
-    assert "drafter model" in err and "8 tokens" in err
+    assert "drafter hybrid" in err and "8 tokens" in err  # a given draft model means the hybrid drafter
 
 
 @pytest.mark.parametrize("argv, fragment", [
     (["generate", "--prompt", "  "], "the prompt is empty"),
     (["generate", "--prompt", "hi", "--target", "/no/such/model"], "no model at /no/such/model"),
     (["generate", "--prompt", "hi", "--target", "someone/not-downloaded"], "not downloaded"),
-    (["generate", "--prompt", "hi", "--drafter", "model"], "needs a draft model"),
+    (["generate", "--prompt", "hi", "--target", "{target}", "--drafter", "model"], "needs a draft model"),
     (["bench", "--modes", "none,turbo"], "unknown mode turbo"),
 ])
-def test_bad_input_gives_one_line_and_exit_2(capsys, argv, fragment):
-    code, _, err = run(capsys, *argv)
+def test_bad_input_gives_one_line_and_exit_2(capsys, model_folders, argv, fragment):
+    code, _, err = run(capsys, *[a.format(target=model_folders / "target") for a in argv])
     assert_one_line_error(code, err, fragment)
 
 

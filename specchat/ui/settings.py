@@ -10,14 +10,15 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from ..engine import GenerationConfig, SamplingParams
+from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
+from ..engine.drafters import MODEL_DRAFTERS
 
 
 @dataclass
 class AppSettings:
     target: str = "embedded"
-    draft: str = ""
-    drafter: str = "pld"  # "model", "pld" or "none"
+    draft: str = ""  # empty: the target's default draft (the shipped one for the embedded model)
+    drafter: str = "hybrid"  # "hybrid", "model", "pld" or "none"
     k: int = 5
     adaptive_k: bool = True
     temperature: float = 0.0
@@ -32,7 +33,8 @@ class AppSettings:
 
     def model_key(self) -> tuple:
         """Settings that need the models reloaded when they change."""
-        return (self.target, self.draft if self.drafter == "model" else "", self.device)
+        return (self.target, self.draft if self.drafter in MODEL_DRAFTERS else "", self.drafter in MODEL_DRAFTERS,
+                self.device)
 
     @classmethod
     def load(cls, store: QSettings) -> AppSettings:
@@ -68,8 +70,9 @@ class SourcePicker(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.edit = QLineEdit()
-        self.edit.setPlaceholderText("a folder or .gguf file" if allow_empty
-                                     else "embedded SmolLM2-135M-Instruct (default), a folder, .gguf file or Hub id")
+        self.edit.setPlaceholderText("the shipped draft for the embedded model (default), a folder or .gguf file"
+                                     if allow_empty else
+                                     "embedded SmolLM2-135M-Instruct (default), a folder, .gguf file or Hub id")
         self.edit.textChanged.connect(self.changed)
         layout.addWidget(self.edit, 1)
         for label, handler in (("Folder…", self._pick_folder), ("GGUF…", self._pick_file)):
@@ -110,7 +113,8 @@ class SettingsDialog(QDialog):
         self.draft = SourcePicker(allow_empty=True)
         self.draft.set_text(settings.draft)
         self.drafter = QComboBox()
-        for label, value in (("Draft model", "model"), ("Prompt lookup (n-grams)", "pld"), ("None (plain)", "none")):
+        for label, value in (("Draft model + prompt lookup", "hybrid"), ("Draft model", "model"),
+                             ("Prompt lookup (n-grams)", "pld"), ("None (plain)", "none")):
             self.drafter.addItem(label, value)
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
         self.compat = QLabel()
@@ -174,17 +178,28 @@ class SettingsDialog(QDialog):
         self.recheck()
 
     def recheck(self) -> None:
-        uses_draft = self.drafter.currentData() == "model"
+        uses_draft = self.drafter.currentData() in MODEL_DRAFTERS
         self.draft.setEnabled(uses_draft)
         if not uses_draft:
             self.compat.setText("")
             self.ok_button.setEnabled(True)
             return
-        if not self.draft.text():
+        draft = self.draft.text() or self._default_draft(self.target.text() or "embedded")
+        if not draft:
             self._show_compat(False, "Choose a draft model: a folder or GGUF file with the target's tokenizer.")
             return
-        ok, message = self._check_pair(self.target.text() or "embedded", self.draft.text())
+        ok, message = self._check_pair(self.target.text() or "embedded", draft)
         self._show_compat(ok, message)
+
+    @staticmethod
+    def _default_draft(target: str) -> str:
+        from ..engine.models import default_draft_for
+
+        try:
+            default = default_draft_for(ModelSource.parse(target))
+        except SpecchatError:
+            return ""
+        return default.spec if default else ""
 
     def _show_compat(self, ok: bool, message: str) -> None:
         self.compat.setText(("✔ " if ok else "✖ ") + message)
