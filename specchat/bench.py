@@ -54,6 +54,8 @@ class ModeRecord:
     draft_forwards: int | None = None
     draft_s: float | None = None
     verify_s: float | None = None  # target passes after the prefill
+    proposed_by_position: list[int] = field(default_factory=list)
+    accepted_by_position: list[int] = field(default_factory=list)
     token_ids: list[int] = field(repr=False, default_factory=list)
     text: str = ""
     speedup: float | None = None
@@ -180,6 +182,8 @@ class BenchRunner:
             draft_forwards=sum(s.draft_forwards for s in ours) if ours else None,
             draft_s=sum(s.draft_s for s in ours) if ours else None,
             verify_s=sum(s.verify_s for s in ours) if ours else None,
+            proposed_by_position=_add_lists(s.proposed_by_position for s in ours),
+            accepted_by_position=_add_lists(s.accepted_by_position for s in ours),
             token_ids=[t for o in outputs for t in o.token_ids],
             text="\n\n".join(o.text for o in outputs),
         )
@@ -235,6 +239,15 @@ def summarize(records: list[ModeRecord]) -> dict:
     return summary
 
 
+def _add_lists(lists: Iterable[list[int]]) -> list[int]:
+    total: list[int] = []
+    for values in lists:
+        total += [0] * (len(values) - len(total))
+        for i, value in enumerate(values):
+            total[i] += value
+    return total
+
+
 def _plain_pass_s(plain: list[ModeRecord]) -> float | None:
     """Seconds of one target pass over one token, from plain decoding (its passes after the prefill)."""
     passes = sum((r.target_passes or 1) - 1 for r in plain)
@@ -265,6 +278,10 @@ def _aggregate(rows: list[ModeRecord], plain_rate: float, plain_pass_s: float | 
         "tau": _round(sum(r.new_tokens for r in rows if r.target_passes) / sum(passes)) if passes else None,
         "identical": sum(1 for r in rows if r.identical) / len(rows),
         "draft_cost": _round(draft_s / forwards / plain_pass_s) if forwards and plain_pass_s else None,
+        # P(draft token i accepted | proposed). Position 0 is the first-token acceptance, the closest to Leviathan's
+        # per-token alpha; accepted / proposed ("alpha" above) also counts the tokens proposed past a rejection.
+        "acceptance_by_position": [_round(a / p) for a, p in zip(_add_lists(r.accepted_by_position for r in rows),
+                                                                  _add_lists(r.proposed_by_position for r in rows)) if p],
     }
 
 
@@ -283,7 +300,7 @@ def environment() -> dict:
 def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     header = (f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}"
-              f"{'identical':>11}{'draft c':>9}")
+              f"{'identical':>11}{'draft c':>9}{'1st acc':>9}")
     print(header, file=out)
     print("-" * len(header), file=out)
     groups = sorted(g for g in summary if g != "overall") + ["overall"]
@@ -294,7 +311,8 @@ def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) ->
                 continue
             print(f"{group:<15}{mode:<10}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
                   f"{_fmt(row['speedup'], 'x'):>9}{_fmt(row['alpha']):>8}{_fmt(row['tau']):>7}"
-                  f"{row['identical'] * 100:>10.0f}%{_fmt(row.get('draft_cost')):>9}", file=out)
+                  f"{row['identical'] * 100:>10.0f}%{_fmt(row.get('draft_cost')):>9}"
+                  f"{_fmt((row.get('acceptance_by_position') or [None])[0]):>9}", file=out)
 
 
 def _fmt(value: float | None, suffix: str = "") -> str:

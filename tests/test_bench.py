@@ -27,14 +27,14 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     ]))
     report_path = tmp_path / "report.json"
     code = main(["bench", "--prompts", str(prompts), "--target", str(tmp_path / "target"), "--draft",
-                 str(tmp_path / "draft"), "--modes", "none,pld,model,hf-none,hf-pld,hf-model",
+                 str(tmp_path / "draft"), "--modes", "none,pld,model,hybrid,hf-none,hf-pld,hf-model",
                  "--max-new-tokens", "16", "--out", str(report_path)])
     assert code == 0
     table = capsys.readouterr().out
     assert "overall" in table and "hf-model" in table
     report = json.loads(report_path.read_text())
     records = report["records"]
-    assert len(records) == 2 * 6
+    assert len(records) == 2 * 7
     required = {"question_id", "category", "mode", "new_tokens", "wall_s", "tokens_per_s", "speedup", "alpha",
                 "tau", "identical", "text"}
     assert all(required <= set(r) for r in records)
@@ -43,4 +43,6 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     assert two_turns["new_tokens"] == 32  # both turns counted
     assert set(report["summary"]) == {"rewriting", "chat", "overall"}
     assert report["summary"]["overall"]["none"]["speedup"] == 1.0
-    assert report["summary"]["overall"]["model"]["alpha"] is not None
+    model = report["summary"]["overall"]["model"]
+    assert model["alpha"] is not None and model["draft_cost"] > 0
+    assert model["acceptance_by_position"] and all(0 <= a <= 1 for a in model["acceptance_by_position"])
