@@ -79,6 +79,7 @@ class Pipeline:
 
     def run(self) -> dict:
         self.work.mkdir(parents=True, exist_ok=True)
+        self._forget_data_made_with_other_settings()
         target = self._timed("load target", lambda: load_model(self.target_source))
         first = self._timed("first-round replies", lambda: self._replies(
             "round1", target, self._first_prompts(), self.settings.max_new_tokens))
@@ -88,6 +89,19 @@ class Pipeline:
         labels = [label for _, label in first + second]
         report = self._timed("training", lambda: self._train(target, examples, labels))
         return self._save(target, report, examples)
+
+    def _forget_data_made_with_other_settings(self) -> None:
+        """Generated data is reused only if it was made from the same target with the same data settings; anything
+        else in the work folder is stale and is removed (training settings may change freely)."""
+        wanted = {"target": self.target_source.spec, **{name: value for name, value in asdict(self.settings).items()
+                                                        if name not in ("shape", "train", "heldout_fraction")}}
+        record = self.work / "data-settings.json"
+        recorded = json.loads(record.read_text(encoding="utf-8")) if record.exists() else None
+        if recorded is not None and recorded != json.loads(json.dumps(wanted)):
+            self.log("  the data settings changed: generating again")
+            for stale in (*self.work.glob("round*"), self.work / "stage-times.json"):
+                stale.unlink(missing_ok=True)
+        record.write_text(json.dumps(wanted, indent=1), encoding="utf-8")
 
     def _timed(self, stage: str, work):
         """Runs a stage and records its time; a stage reused from the work folder reports the time it took when it

@@ -57,3 +57,16 @@ def test_the_draft_is_small(model_folders, tmp_path):
     assert summary["parameters"] < 0.5 * sum(p.numel() for p in
                                              AutoModelForCausalLM.from_pretrained(model_folders / "target").parameters())
     assert folder_megabytes(out) < 5
+
+
+def test_data_made_with_other_settings_is_not_reused(model_folders, tmp_path):
+    run_quick(model_folders, tmp_path)
+    first = (tmp_path / "work" / "round1.jsonl").read_text()
+    from dataclasses import replace
+
+    settings = replace(settings_for("quick"), max_new_tokens=5)
+    Pipeline(ModelSource.parse(str(model_folders / "target")), tmp_path / "draft", tmp_path / "work", settings,
+             SUITE, log=lambda line: None).run()
+    replies = [json.loads(line) for line in (tmp_path / "work" / "round1.jsonl").read_text().splitlines()]
+    assert (tmp_path / "work" / "round1.jsonl").read_text() != first
+    assert all(len(r["ids"]) - r["prompt_len"] <= 5 for r in replies)
