@@ -70,9 +70,10 @@ class SourcePicker(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.edit = QLineEdit()
-        self.edit.setPlaceholderText("the shipped draft for the embedded model (default), a folder or .gguf file"
-                                     if allow_empty else
+        self.edit.setPlaceholderText("default (shipped draft), a folder or .gguf" if allow_empty else
                                      "embedded SmolLM2-135M-Instruct (default), a folder, .gguf file or Hub id")
+        self.edit.setToolTip("Empty: the target's default draft (for the embedded model, the draft shipped with "
+                             "specchat)" if allow_empty else "Empty: the embedded SmolLM2-135M-Instruct")
         self.edit.textChanged.connect(self.changed)
         layout.addWidget(self.edit, 1)
         for label, handler in (("Folder…", self._pick_folder), ("GGUF…", self._pick_file)):
@@ -105,7 +106,7 @@ class SettingsDialog(QDialog):
     def __init__(self, settings: AppSettings, check_pair, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(660)  # room for the model pickers' hints
         self._check_pair = check_pair  # (target, draft) -> message; may be slow, so it runs on edits only
         form = QFormLayout()
         self.target = SourcePicker(allow_empty=False)
