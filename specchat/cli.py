@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--work", type=Path,
                        help="folder for intermediate data, reused when rerun (default: in the user cache folder)")
     train.add_argument("--preset", choices=("full", "quick"), default="full",
-                       help="full (the shipped draft, about 80 min on 2 CPU cores) or quick (a smoke test)")
+                       help="full (the shipped draft, about 55 min on 2 CPU cores) or quick (a smoke test)")
     train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
     train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
     train.set_defaults(handler=run_train_draft)

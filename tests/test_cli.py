@@ -117,3 +117,12 @@ def test_download_when_offline_says_so(capsys, monkeypatch):
 def test_download_rejects_a_malformed_id(capsys):
     code, _, err = run(capsys, "models", "download", "not a repo id")
     assert_one_line_error(code, err, "not a Hugging Face Hub id")
+
+
+def test_the_cli_knows_the_engines_drafters():
+    """cli.py repeats the drafter names so that `specchat --help` does not import torch; they must not drift."""
+    from specchat import cli
+    from specchat.engine import drafters
+
+    assert cli.DRAFTER_KINDS == drafters.DRAFTER_KINDS
+    assert cli.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS

@@ -239,7 +239,7 @@ def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Draft
         return NoDrafter()
     if kind == "pld":
         return PromptLookupDrafter()
-    if kind in ("model", "hybrid"):
+    if kind in MODEL_DRAFTERS:
         if draft_model is None:
             raise ValueError(f"the {kind} drafter needs a draft model")
         return ModelDrafter(draft_model) if kind == "model" else HybridDrafter(draft_model)

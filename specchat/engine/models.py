@@ -76,7 +76,7 @@ class ModelSource:
 
 def default_draft_for(target: ModelSource) -> ModelSource | None:
     """The draft model used when the user names none: the shipped one for the embedded target."""
-    return ModelSource("shipped", SHIPPED_DRAFT) if target.kind == "embedded" else None
+    return ModelSource.parse(SHIPPED_DRAFT_SPEC) if target.kind == "embedded" else None
 
 
 def shipped_draft_folder() -> Path:

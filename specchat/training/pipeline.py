@@ -22,7 +22,7 @@ from ..engine.models import LoadedModel, ModelSource, converted_cache_dir, load_
 from ..engine.speculative import default_eos_ids
 from .distill import Example, Labels, generate_replies
 from .prompts import drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
-from .train import DraftShape, TrainOptions, build_draft, train_draft
+from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
 
 Log = Callable[[str], None]
 
@@ -170,7 +170,7 @@ class Pipeline:
         self.log(f"  {len(train)} training replies ({self.facts['train_reply_tokens']} reply tokens), "
                  f"{len(heldout)} held out")
         self.draft = build_draft(target.model, self.settings.shape, self.settings.seed)
-        steps_per_epoch = _count_batches(train, self.settings.train.batch_tokens)
+        steps_per_epoch = len(training_batches(train, self.settings.train))
         with self.bar(total=steps_per_epoch * self.settings.train.epochs, desc="training", unit="step") as bar:
             def progress(steps: int, info: dict) -> None:
                 if steps:
@@ -233,12 +233,6 @@ def default_work_dir(out: Path, preset: str) -> Path:
 
 def folder_megabytes(folder: Path) -> float:
     return sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file()) / 1e6
-
-
-def _count_batches(pairs, batch_tokens: int) -> int:
-    from .distill import length_sorted_batches
-
-    return len(length_sorted_batches([len(e.ids) for e, _ in pairs], 256, batch_tokens))
 
 
 def _count_categories(examples: list[Example]) -> dict[str, int]:

@@ -30,18 +30,10 @@ class DraftShape:
     intermediate: int = 768
     heads: int = 3
 
-    def parameters(self, vocab: int) -> int:
-        per_layer = 4 * self.hidden * self.hidden + 3 * self.hidden * self.intermediate + 2 * self.hidden
-        return vocab * self.hidden + self.layers * per_layer + self.hidden
-
 
 @dataclass
 class TrainReport:
     epochs: list[dict] = field(default_factory=list)  # per epoch: train_loss, heldout_loss, heldout_top1
-
-    @property
-    def final(self) -> dict:
-        return self.epochs[-1] if self.epochs else {}
 
 
 def draft_config(target_config, shape: DraftShape) -> LlamaConfig:
@@ -130,13 +122,17 @@ class TrainOptions:
     bf16: bool = True  # autocast matmuls (AMX/AVX512-BF16 CPUs run them much faster); master weights stay fp32
 
 
+def training_batches(train: Sequence[tuple[Example, Labels]], options: TrainOptions) -> list[list[int]]:
+    """Indices of each epoch's batches (their order is shuffled per epoch)."""
+    return length_sorted_batches([len(e.ids) for e, _ in train], 256, options.batch_tokens)
+
+
 def train_draft(draft: LlamaForCausalLM, train: Sequence[tuple[Example, Labels]],
                 heldout: Sequence[tuple[Example, Labels]], options: TrainOptions,
                 progress: Callable[[int, dict], None] | None = None) -> TrainReport:
     rng = random.Random(options.seed)
     torch.manual_seed(options.seed)
-    lengths = [len(e.ids) for e, _ in train]
-    batches = length_sorted_batches(lengths, 256, options.batch_tokens)
+    batches = training_batches(train, options)
     total = options.epochs * len(batches)
     optimizer = torch.optim.AdamW(draft.parameters(), lr=options.peak_lr, weight_decay=options.weight_decay,
                                   betas=(0.9, 0.98))

@@ -82,8 +82,8 @@ class ChatSession(QObject):
             draft = None
             if settings.drafter in MODEL_DRAFTERS:
                 draft = ModelSource.parse(settings.draft) if settings.draft else default_draft_for(target)
-            if settings.drafter in MODEL_DRAFTERS and draft is None:
-                raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
+                if draft is None:
+                    raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             pair = load_pair(target, draft, LoadOptions(device=settings.device))
             return pair, self._calibrate(pair)
 
