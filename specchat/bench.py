@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, TextIO
@@ -199,21 +200,25 @@ class BenchRunner:
                             max_new_tokens=self.settings.warmup_tokens)
 
     def run(self, prompts: list[BenchPrompt], modes: list[str],
-            progress: Callable[[int, int, ModeRecord], None] | None = None) -> list[ModeRecord]:
+            progress: Callable[[int, int, ModeRecord], None] | None = None,
+            cancel: threading.Event | None = None) -> list[ModeRecord]:
         """Prompt-major order (every mode of one prompt, then the next) so that drifts in machine load hit all
-        modes alike."""
+        modes alike. A set `cancel` ends the run after the current prompt's mode; only whole prompts (every mode
+        measured, so comparable) are returned."""
         self.warm_up(modes, prompts[0])
         records = []
         total = len(prompts) * len(modes)
         for prompt in prompts:
             by_mode = {}
             for mode in modes:
+                if cancel is not None and cancel.is_set():
+                    return records
                 record = self.run_prompt(prompt, mode)
                 by_mode[mode] = record
-                records.append(record)
                 if progress:
-                    progress(len(records), total, record)
+                    progress(len(records) + len(by_mode), total, record)
             _compare_with_plain(by_mode)
+            records.extend(by_mode.values())
         return records
 
 
@@ -317,3 +322,32 @@ def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) ->
 
 def _fmt(value: float | None, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.2f}{suffix}"
+
+
+def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSettings,
+                     app_session_id: int | None) -> dict | None:
+    """One benchmark prompt-mode as a generation run for Store.record_run (source "bench"), so the dashboard charts
+    benchmarks beside chat replies and races; None for the hf-* modes (transformers' generate() is a reference
+    here, not one of our drafters, and has no per-step statistics to store).
+
+    Benchmarks decode greedily with seed 0. The speedup is measured against plain decoding of the same prompt in
+    the same run; plain decoding itself gets none (it is the baseline), as the race's plain lane."""
+    if record.mode.startswith("hf-"):
+        return None
+    speedup = record.speedup if record.mode != "none" else None
+    proposed, accepted = list(record.proposed_by_position), list(record.accepted_by_position)
+    return {
+        "app_session_id": app_session_id, "source": "bench", "category": record.category,
+        "target": pair.target.name,
+        "draft": pair.draft.name if pair.draft is not None and record.mode in ("model", "hybrid") else None,
+        "drafter": record.mode, "k": settings.k, "adaptive": settings.adaptive,
+        "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "device": str(pair.target.device),
+        "new_tokens": record.new_tokens, "target_passes": record.target_passes or 0,
+        "draft_proposed": record.draft_proposed or 0, "draft_accepted": record.draft_accepted or 0,
+        "tokens_per_s": record.tokens_per_s, "wall_s": record.wall_s,
+        "draft_s": record.draft_s or 0.0, "verify_s": record.verify_s or 0.0,
+        "proposed_by_position": proposed, "accepted_by_position": accepted,
+        "acceptance_by_position": [a / p if p else 0.0 for a, p in zip(accepted, proposed)],
+        "speedup": speedup, "speedup_basis": "measured" if speedup is not None else None,
+        "baseline_tokens_per_s": record.tokens_per_s / speedup if speedup else None,
+    }

@@ -16,6 +16,8 @@ MODEL_DRAFTERS = ("hybrid", "model")
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "stats":  # reads SQLite only: no torch, no transformers, instant
+        return _run_without_models(args)
     downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
     _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command == "train-draft")
     from .engine import SpecchatError
@@ -37,6 +39,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specchat: unexpected error: {type(error).__name__}: {error} (set SPECCHAT_DEBUG=1 for details)",
               file=sys.stderr)
         return 1
+
+
+def _run_without_models(args) -> int:
+    from .storage import StorageError
+
+    try:
+        return args.handler(args)
+    except StorageError as error:
+        print(f"specchat: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _quiet_libraries(allow_network: bool, progress_bars: bool) -> None:
@@ -135,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
     train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
     train.set_defaults(handler=run_train_draft)
+
+    stats = commands.add_parser("stats", help="speedup statistics from the chat database, per session and model pair")
+    stats.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    stats.add_argument("--db", type=Path, help="database file (default: the app's)")
+    stats.set_defaults(handler=run_stats)
 
     models = commands.add_parser("models", help="list, check and download models")
     models_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -350,3 +370,67 @@ def run_train_draft(args) -> int:
     print(f"trained {summary['parameters'] / 1e6:.1f}M-parameter draft in {sum(summary['timings_s'].values()) / 60:.0f}"
           f" min; held-out top-1 agreement {final.get('heldout_top1', float('nan')):.3f}; saved to {args.out}")
     return 0
+
+
+STATS_GROUPS = (("app_session", "Per app session"), ("pair", "Per model pair and drafter"))
+
+
+def run_stats(args) -> int:
+    """The database's runs summed per app session and per model pair and drafter (chat replies, races and
+    benchmarks alike; the JSON says how many of each)."""
+    from .storage import Store, StorageError, default_database_path, open_database
+
+    path = args.db or default_database_path()
+    if args.db is not None and not path.exists():
+        raise StorageError(f"{path} does not exist")
+    store = Store(open_database(path))
+    try:
+        overall = store.overall_stats()
+        groups = {by: store.run_groups(by) for by, _ in STATS_GROUPS}
+        sources = {source: len(store.runs(_source_filter(source))) for source in store.run_choices()["sources"]}
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"database": str(path), "overall": _aggregate_json(overall), "runs_by_source": sources,
+                          **{by: [_group_json(g) for g in found] for by, found in groups.items()}}, indent=1))
+        return 0
+    print(f"{path}: {overall.runs} runs ({', '.join(f'{n} {s}' for s, n in sources.items()) or 'none yet'})")
+    for by, title in STATS_GROUPS:
+        print(f"\n{title}")
+        _print_groups(groups[by])
+    return 0
+
+
+def _source_filter(source: str):
+    from .storage.records import RunFilter
+
+    return RunFilter(source=source)
+
+
+def _aggregate_json(a) -> dict:
+    return {"runs": a.runs, "new_tokens": a.new_tokens, "tokens_per_s": round(a.tokens_per_s, 3),
+            "mean_speedup": None if a.mean_speedup is None else round(a.mean_speedup, 3),
+            "alpha": round(a.mean_alpha, 4), "tau": round(a.tau, 4), "draft_proposed": a.draft_proposed,
+            "draft_accepted": a.draft_accepted, "target_passes": a.target_passes, "wall_s": round(a.wall_s, 3)}
+
+
+def _group_json(g) -> dict:
+    return {"key": g.key, "label": g.label, **_aggregate_json(g.aggregate),
+            "acceptance_by_position": [round(a, 4) for a in g.acceptance_by_position],
+            "first_at": g.first_at.isoformat() if g.first_at else None,
+            "last_at": g.last_at.isoformat() if g.last_at else None}
+
+
+def _print_groups(groups) -> None:
+    if not groups:
+        print("  (no runs)")
+        return
+    width = min(max(len(g.label) for g in groups), 60)
+    print(f"  {'':<{width}} {'runs':>5} {'tokens':>8} {'tok/s':>7} {'speedup':>8} {'alpha':>6} {'tau':>5}  last run")
+    for g in groups:
+        a = g.aggregate
+        speedup = f"{a.mean_speedup:.2f}x" if a.mean_speedup is not None else "-"
+        alpha = f"{a.mean_alpha:.2f}" if a.draft_proposed else "-"
+        last = g.last_at.astimezone().strftime("%Y-%m-%d %H:%M") if g.last_at else ""
+        print(f"  {g.label[:width]:<{width}} {a.runs:>5} {a.new_tokens:>8} {a.tokens_per_s:>7.1f} {speedup:>8} "
+              f"{alpha:>6} {a.tau:>5.2f}  {last}")

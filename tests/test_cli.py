@@ -126,3 +126,41 @@ def test_the_cli_knows_the_engines_drafters():
 
     assert cli.DRAFTER_KINDS == drafters.DRAFTER_KINDS
     assert cli.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS
+
+
+def _seeded_database(path):
+    from specchat.storage import Store, open_database
+
+    store = Store(open_database(path))
+    session = store.start_app_session("test")
+    base = dict(target="embedded", k=4, adaptive=True, temperature=0.0, top_p=1.0, top_k=0, seed=0, device="cpu",
+                app_session_id=session, new_tokens=50, target_passes=25, wall_s=2.5)
+    store.record_run({**base, "drafter": "none", "speedup": None})
+    store.record_run({**base, "drafter": "pld", "draft_proposed": 40, "draft_accepted": 30, "speedup": 1.5,
+                      "speedup_basis": "measured", "source": "race"})
+    store.close()
+
+
+def test_stats_prints_per_session_and_per_pair_tables(capsys, tmp_path):
+    _seeded_database(tmp_path / "chats.db")
+    code, out, _ = run(capsys, "stats", "--db", str(tmp_path / "chats.db"))
+    assert code == 0
+    assert "2 runs (1 chat, 1 race)" in out and "Per app session" in out and "Per model pair and drafter" in out
+    pld = next(line for line in out.splitlines() if "embedded · pld" in line)
+    assert pld.split()[3:8] == ["1", "50", "20.0", "1.50x", "0.75"]
+
+
+def test_stats_json_parses_back(capsys, tmp_path):
+    _seeded_database(tmp_path / "chats.db")
+    code, out, _ = run(capsys, "stats", "--json", "--db", str(tmp_path / "chats.db"))
+    data = json.loads(out)
+    assert code == 0 and data["overall"]["runs"] == 2 and data["runs_by_source"] == {"chat": 1, "race": 1}
+    [session] = data["app_session"]
+    assert session["runs"] == 2 and session["tokens_per_s"] == 20.0
+    pairs = {g["label"]: g for g in data["pair"]}
+    assert pairs["embedded · pld"]["alpha"] == 0.75 and pairs["embedded · none"]["mean_speedup"] is None
+
+
+def test_stats_on_a_missing_database_is_a_one_line_error(capsys, tmp_path):
+    code, _, err = run(capsys, "stats", "--db", str(tmp_path / "nowhere.db"))
+    assert_one_line_error(code, err, "does not exist")

@@ -28,6 +28,8 @@ NAMING_CONVENTION = {
 
 ZERO = text("0")  # module level: inside Message, `text` is the column
 EMPTY_LIST = text("'[]'")
+EMPTY_OBJECT = text("'{}'")
+CHAT = text("'chat'")
 
 
 def utcnow() -> datetime:
@@ -115,7 +117,7 @@ class GenerationRun(Base):
     conversation_id: Mapped[int | None] = mapped_column(
         ForeignKey("conversations.id", ondelete="SET NULL"), index=True)
     app_session_id: Mapped[int | None] = mapped_column(ForeignKey("app_sessions.id"), index=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     target: Mapped[str] = mapped_column(String)
     draft: Mapped[str | None] = mapped_column(String)
     drafter: Mapped[str] = mapped_column(String)
@@ -143,6 +145,47 @@ class GenerationRun(Base):
     speedup_basis: Mapped[str | None] = mapped_column(String)  # "calibrated" or "measured"
     baseline_tokens_per_s: Mapped[float | None] = mapped_column(Float)
     predicted_speedup: Mapped[float | None] = mapped_column(Float)
+    # 0003
+    source: Mapped[str] = mapped_column(String, default="chat", server_default=CHAT)
+    comparison_id: Mapped[int | None] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))
+    category: Mapped[str | None] = mapped_column(String)
+    proposed_by_position: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    accepted_by_position: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+
+
+class Comparison(Base):
+    """One prompt raced by several drafters, one after the other on the same device (0003)."""
+
+    __tablename__ = "comparisons"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    app_session_id: Mapped[int | None] = mapped_column(ForeignKey("app_sessions.id"))
+    prompt: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(String)
+    draft: Mapped[str | None] = mapped_column(String)
+    settings: Mapped[dict] = mapped_column(JSONText, default=dict, server_default=EMPTY_OBJECT)
+    greedy: Mapped[bool] = mapped_column(Boolean)
+    identical: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class ComparisonTrack(Base):
+    """One pane of a comparison: the reply and, per token, its character span, origin and time (for the replay)."""
+
+    __tablename__ = "comparison_tracks"
+    __table_args__ = (UniqueConstraint("comparison_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    drafter: Mapped[str] = mapped_column(String)
+    text: Mapped[str] = mapped_column(Text)
+    finish_reason: Mapped[str | None] = mapped_column(String)
+    token_ids: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    token_spans: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    token_origins: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    token_times: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    stats: Mapped[dict] = mapped_column(JSONText, default=dict, server_default=EMPTY_OBJECT)
 
 
 class Calibration(Base):

@@ -81,3 +81,108 @@ class RunInfo:
     speedup: float | None
     speedup_basis: str | None
     finish_reason: str | None
+
+
+RUN_SOURCES = ("chat", "race", "bench")
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs the dashboard looks at; None means any. `since`/`until` are aware datetimes (until exclusive)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    target: str | None = None
+    draft: str | None = None  # "" = runs without a draft model
+    drafter: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One generation run with what the dashboard charts: per reply, over time."""
+
+    id: int
+    created_at: datetime
+    source: str
+    target: str
+    draft: str | None
+    drafter: str
+    k: int
+    adaptive: bool
+    conversation_id: int | None
+    conversation_title: str | None
+    app_session_id: int | None
+    comparison_id: int | None
+    category: str | None
+    new_tokens: int
+    target_passes: int
+    draft_proposed: int
+    draft_accepted: int
+    wall_s: float
+    tokens_per_s: float
+    speedup: float | None
+    speedup_basis: str | None
+    proposed_by_position: tuple[int, ...] = ()
+    accepted_by_position: tuple[int, ...] = ()
+
+    @property
+    def pair(self) -> str:
+        """"target + draft" (or the target alone): the model pair the run used."""
+        return f"{self.target} + {self.draft}" if self.draft else self.target
+
+    @property
+    def alpha(self) -> float | None:
+        return self.draft_accepted / self.draft_proposed if self.draft_proposed else None
+
+    @property
+    def tau(self) -> float | None:
+        return self.new_tokens / self.target_passes if self.target_passes else None
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Runs summed per group (an app session, a model pair and drafter, a conversation)."""
+
+    key: str
+    label: str
+    aggregate: RunAggregate
+    first_at: datetime | None
+    last_at: datetime | None
+    proposed_by_position: tuple[int, ...] = ()
+    accepted_by_position: tuple[int, ...] = ()
+
+    @property
+    def acceptance_by_position(self) -> tuple[float, ...]:
+        return tuple(a / p if p else 0.0 for a, p in zip(self.accepted_by_position, self.proposed_by_position))
+
+
+@dataclass(frozen=True)
+class TrackRecord:
+    """One pane of a saved comparison, with everything a replay needs."""
+
+    position: int
+    drafter: str
+    text: str
+    finish_reason: str | None
+    token_ids: tuple[int, ...]
+    token_spans: tuple[tuple[int, int], ...]
+    token_origins: tuple[int, ...]
+    token_times: tuple[float, ...]
+    stats: dict
+
+
+@dataclass(frozen=True)
+class ComparisonInfo:
+    """A saved comparison as listed in the race window's history."""
+
+    id: int
+    created_at: datetime
+    prompt: str
+    target: str
+    draft: str | None
+    drafters: tuple[str, ...]
+    greedy: bool
+    identical: bool | None
+    settings: dict
+    tracks: tuple[TrackRecord, ...] = ()

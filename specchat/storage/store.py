@@ -19,11 +19,15 @@ from sqlalchemy.orm import Session
 from . import exchange
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
 from .errors import StorageError
-from .models import AppSession, Calibration, Conversation, GenerationRun, Message, utcnow
-from .records import ROLES, ConversationInfo, MessageInfo, RunAggregate, RunInfo
+from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
+from .records import (ROLES, RUN_SOURCES, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate,
+                      RunFilter, RunInfo, RunRow, TrackRecord)
 
 SPEEDUP_BASES = ("calibrated", "measured")
 _RUN_COLUMNS = frozenset(c.key for c in GenerationRun.__table__.columns if not c.primary_key)
+GROUPINGS = ("app_session", "pair", "conversation", "category")  # what run_groups can sum by
+_TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
+                           if c.key not in ("id", "comparison_id", "position"))
 _RUN_REQUIRED = frozenset(
     c.key for c in GenerationRun.__table__.columns
     if not (c.primary_key or c.nullable or c.default is not None or c.server_default is not None)
@@ -186,21 +190,10 @@ class Store:
 
         So a run can be built as {**stats.to_dict(), "target": ..., "k": ..., ...} without filtering.
         """
-        values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
-        missing = sorted(_RUN_REQUIRED - values.keys())
-        if missing:
-            raise StorageError(f"a generation run needs {', '.join(missing)}")
-        if values.get("speedup_basis") not in (None, *SPEEDUP_BASES):
-            raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
-                               f"not {values['speedup_basis']!r}")
-        if values.get("acceptance_by_position") is not None:
-            values["acceptance_by_position"] = list(values["acceptance_by_position"])
+        values = _run_values(run)
         try:
             with self._writing() as session:
-                row = GenerationRun(**values)
-                session.add(row)
-                session.flush()
-                return row.id
+                return _add_run(session, values)
         except sa_exc.IntegrityError as error:
             raise StorageError("the generation run refers to a message, conversation or app session that does "
                                f"not exist, or misses a value ({error.orig})") from error
@@ -243,6 +236,96 @@ class Store:
             tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
             mean_speedup=float(speedup) if speedup is not None else None,
         )
+
+    def runs(self, where: RunFilter = RunFilter()) -> list[RunRow]:
+        """The runs matching `where`, oldest first, with their conversation's title (for the dashboard)."""
+        r = GenerationRun
+        query = (select(r, Conversation.title).outerjoin(Conversation, Conversation.id == r.conversation_id)
+                 .where(*_run_criteria(where)).order_by(r.created_at, r.id))
+        with self._reading() as session:
+            return [_run_row(row, title) for row, title in session.execute(query)]
+
+    def run_groups(self, by: str, where: RunFilter = RunFilter()) -> list[GroupStats]:
+        """Runs summed per app session, model pair and drafter, conversation or benchmark category (newest first)."""
+        if by not in GROUPINGS:
+            raise StorageError(f"runs can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
+        groups: dict[str, list[RunRow]] = {}
+        labels: dict[str, str] = {}
+        for row in self.runs(where):
+            key, label = _group_of(row, by)
+            if key is None:
+                continue
+            groups.setdefault(key, []).append(row)
+            labels[key] = label
+        result = [_group_stats(key, labels[key], rows) for key, rows in groups.items()]
+        return sorted(result, key=lambda g: (g.last_at is not None, g.last_at), reverse=True)
+
+    def run_choices(self) -> dict[str, list]:
+        """The distinct targets, (target, draft) pairs, drafters and sources, for the dashboard's filters."""
+        r = GenerationRun
+        with self._reading() as session:
+            pairs = session.execute(select(r.target, r.draft).distinct().order_by(r.target, r.draft)).all()
+            drafters = session.scalars(select(r.drafter).distinct().order_by(r.drafter)).all()
+            sources = session.scalars(select(r.source).distinct().order_by(r.source)).all()
+        return {"pairs": [(t, d) for t, d in pairs], "drafters": list(drafters), "sources": list(sources)}
+
+    # --- comparisons ----------------------------------------------------------------------------------------
+
+    def save_comparison(self, comparison: dict[str, Any], tracks: list[dict[str, Any]],
+                        runs: list[dict[str, Any]] | None = None) -> int:
+        """Save a race: `comparison` has prompt, target, draft, settings, greedy, identical (and app_session_id);
+        `tracks` are comparison_tracks columns, in pane order; `runs[i]` (optional) is track i's generation run,
+        stored with source "race" so the dashboard counts it. All or nothing."""
+        if not tracks:
+            raise StorageError("a comparison needs at least one track")
+        try:
+            with self._writing() as session:
+                row = Comparison(**{key: comparison.get(key) for key in (
+                    "prompt", "target", "draft", "greedy", "identical", "app_session_id")},
+                    settings=dict(comparison.get("settings") or {}))
+                session.add(row)
+                session.flush()
+                for position, track in enumerate(tracks):
+                    session.add(ComparisonTrack(comparison_id=row.id, position=position, **{
+                        key: _plain_json(value) for key, value in track.items() if key in _TRACK_COLUMNS}))
+                for run in runs or []:
+                    _add_run(session, _run_values({**run, "source": "race", "comparison_id": row.id}))
+                session.flush()
+                return row.id
+        except sa_exc.IntegrityError as error:
+            raise StorageError(f"the comparison could not be saved: {error.orig}") from error
+
+    def list_comparisons(self, limit: int | None = None) -> list[ComparisonInfo]:
+        """Saved comparisons, newest first, without their tracks' tokens (drafters listed)."""
+        query = select(Comparison).order_by(Comparison.created_at.desc(), Comparison.id.desc())
+        if limit:
+            query = query.limit(limit)
+        with self._reading() as session:
+            rows = session.scalars(query).all()
+            drafters: dict[int, list[str]] = {}
+            if rows:
+                for comparison_id, drafter in session.execute(
+                        select(ComparisonTrack.comparison_id, ComparisonTrack.drafter)
+                        .where(ComparisonTrack.comparison_id.in_([row.id for row in rows]))
+                        .order_by(ComparisonTrack.comparison_id, ComparisonTrack.position)):
+                    drafters.setdefault(comparison_id, []).append(drafter)
+            return [_comparison_info(row, tuple(drafters.get(row.id, ()))) for row in rows]
+
+    def comparison(self, comparison_id: int) -> ComparisonInfo:
+        """A saved comparison with its tracks, ready to replay."""
+        with self._reading() as session:
+            row = _get(session, Comparison, comparison_id, "comparison")
+            tracks = session.scalars(select(ComparisonTrack).where(ComparisonTrack.comparison_id == comparison_id)
+                                     .order_by(ComparisonTrack.position)).all()
+            records = tuple(_track_record(track) for track in tracks)
+            return _comparison_info(row, tuple(t.drafter for t in records), records)
+
+    def delete_comparison(self, comparison_id: int) -> bool:
+        """Delete it, its tracks and its runs (they were measurements of this comparison only)."""
+        with self._writing() as session:
+            session.execute(delete(GenerationRun).where(GenerationRun.comparison_id == comparison_id))
+            result = session.execute(delete(Comparison).where(Comparison.id == comparison_id))
+            return result.rowcount > 0
 
     # --- calibrations ---------------------------------------------------------------------------------------
 
@@ -363,3 +446,126 @@ def _message_info(row: Message) -> MessageInfo:
     return MessageInfo(id=row.id, conversation_id=row.conversation_id, position=row.position, role=row.role,
                        text=row.text, created_at=row.created_at, stopped=row.stopped, spans=spans,
                        finish_reason=row.finish_reason)
+
+
+def _run_values(run: dict[str, Any]) -> dict[str, Any]:
+    values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
+    missing = sorted(_RUN_REQUIRED - values.keys())
+    if missing:
+        raise StorageError(f"a generation run needs {', '.join(missing)}")
+    if values.get("speedup_basis") not in (None, *SPEEDUP_BASES):
+        raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
+                           f"not {values['speedup_basis']!r}")
+    if values.setdefault("source", "chat") not in RUN_SOURCES:
+        raise StorageError(f"a run's source must be one of {', '.join(RUN_SOURCES)}, not {values['source']!r}")
+    for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
+        if values.get(key) is not None:
+            values[key] = _number_list(values[key], key)
+    return values
+
+
+def _number_list(value: Any, what: str) -> list:
+    if isinstance(value, (str, bytes)) or not all(isinstance(x, (int, float)) for x in value):
+        raise StorageError(f"{what} must be a list of numbers, not {value!r}")
+    return list(value)
+
+
+def _add_run(session: Session, values: dict[str, Any]) -> int:
+    row = GenerationRun(**values)
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def _plain_json(value: Any) -> Any:
+    """Tuples (as records and engine results hold them) become lists, so that what is stored reads back equal."""
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(item) for item in value]
+    return value
+
+
+def _run_criteria(where: RunFilter) -> list:
+    r = GenerationRun
+    criteria = []
+    if where.since is not None:
+        criteria.append(r.created_at >= where.since)
+    if where.until is not None:
+        criteria.append(r.created_at < where.until)
+    if where.target is not None:
+        criteria.append(r.target == where.target)
+    if where.draft is not None:
+        criteria.append(r.draft.is_(None) if where.draft == "" else r.draft == where.draft)
+    if where.drafter is not None:
+        criteria.append(r.drafter == where.drafter)
+    if where.source is not None:
+        criteria.append(r.source == where.source)
+    return criteria
+
+
+def _run_row(row: GenerationRun, title: str | None) -> RunRow:
+    return RunRow(
+        id=row.id, created_at=row.created_at, source=row.source, target=row.target, draft=row.draft,
+        drafter=row.drafter, k=row.k, adaptive=row.adaptive, conversation_id=row.conversation_id,
+        conversation_title=title, app_session_id=row.app_session_id, comparison_id=row.comparison_id,
+        category=row.category, new_tokens=row.new_tokens, target_passes=row.target_passes,
+        draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted, wall_s=row.wall_s,
+        tokens_per_s=row.tokens_per_s, speedup=row.speedup, speedup_basis=row.speedup_basis,
+        proposed_by_position=tuple(int(x) for x in row.proposed_by_position or ()),
+        accepted_by_position=tuple(int(x) for x in row.accepted_by_position or ()))
+
+
+def _group_of(row: RunRow, by: str) -> tuple[str | None, str]:
+    if by == "app_session":
+        if row.app_session_id is None:
+            return None, ""
+        return f"session:{row.app_session_id}", f"Session {row.app_session_id}"
+    if by == "pair":
+        return f"pair:{row.pair}|{row.drafter}", f"{row.pair} · {row.drafter}"
+    if by == "conversation":
+        if row.conversation_id is None:
+            return None, ""
+        return f"chat:{row.conversation_id}", row.conversation_title or f"Chat {row.conversation_id} (deleted)"
+    if row.category is None:
+        return None, ""
+    return f"category:{row.category}|{row.drafter}", f"{row.category} · {row.drafter}"
+
+
+def _group_stats(key: str, label: str, rows: list[RunRow]) -> GroupStats:
+    """Sums as in Store._aggregate: ratios from totals, so long replies weigh more than short ones."""
+    new_tokens = sum(r.new_tokens for r in rows)
+    proposed = sum(r.draft_proposed for r in rows)
+    accepted = sum(r.draft_accepted for r in rows)
+    passes = sum(r.target_passes for r in rows)
+    wall = sum(r.wall_s for r in rows)
+    speedups = [r.speedup for r in rows if r.speedup is not None]
+    aggregate = RunAggregate(
+        runs=len(rows), new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
+        target_passes=passes, wall_s=wall, mean_alpha=accepted / proposed if proposed else 0.0,
+        tau=new_tokens / passes if passes else 0.0, tokens_per_s=new_tokens / wall if wall > 0 else 0.0,
+        mean_speedup=sum(speedups) / len(speedups) if speedups else None)
+    return GroupStats(key=key, label=label, aggregate=aggregate, first_at=rows[0].created_at,
+                      last_at=rows[-1].created_at,
+                      proposed_by_position=_sum_lists(r.proposed_by_position for r in rows),
+                      accepted_by_position=_sum_lists(r.accepted_by_position for r in rows))
+
+
+def _sum_lists(lists) -> tuple[int, ...]:
+    total: list[int] = []
+    for values in lists:
+        total += [0] * (len(values) - len(total))
+        for i, value in enumerate(values):
+            total[i] += value
+    return tuple(total)
+
+
+def _comparison_info(row: Comparison, drafters: tuple[str, ...], tracks: tuple = ()) -> ComparisonInfo:
+    return ComparisonInfo(id=row.id, created_at=row.created_at, prompt=row.prompt, target=row.target,
+                          draft=row.draft, drafters=drafters, greedy=row.greedy, identical=row.identical,
+                          settings=dict(row.settings or {}), tracks=tracks)
+
+
+def _track_record(row: ComparisonTrack) -> TrackRecord:
+    return TrackRecord(position=row.position, drafter=row.drafter, text=row.text, finish_reason=row.finish_reason,
+                       token_ids=tuple(row.token_ids), token_spans=tuple((a, b) for a, b in row.token_spans),
+                       token_origins=tuple(row.token_origins), token_times=tuple(row.token_times),
+                       stats=dict(row.stats or {}))

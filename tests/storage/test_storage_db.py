@@ -1,5 +1,6 @@
 """Opening the database: migrations (fresh and from an old schema), permissions, pragmas, damaged/locked files."""
 
+import json
 import os
 import sqlite3
 import sys
@@ -154,3 +155,26 @@ def test_database_from_a_newer_specchat_is_refused(db_path):
     with pytest.raises(StorageError, match="newer specchat"):
         open_database(db_path)
     assert revision_of(db_path) == "9999_future"
+
+
+def test_0003_repairs_acceptance_by_position_written_character_by_character(tmp_path):
+    """0.x stored json.dumps(list(json.dumps(ratios))): the list of the characters of the JSON text."""
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    broken = json.dumps(list(json.dumps([0.5, 0.25])))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0002_speedup_basis")
+        for row_id, value in ((1, broken), (2, "[0.75]"), (3, "not json")):
+            conn.exec_driver_sql(
+                "INSERT INTO generation_runs (id, created_at, target, drafter, k, adaptive, temperature, top_p, "
+                "top_k, seed, device, acceptance_by_position) VALUES "
+                f"({row_id}, '2024-01-01 10:00:01', 'embedded', 'pld', 4, 1, 0.0, 1.0, 0, 0, 'cpu', ?)", (value,))
+    engine.dispose()
+    store = Store(open_database(path))
+    try:
+        with store.database.engine.connect() as conn:
+            values = conn.exec_driver_sql("SELECT acceptance_by_position FROM generation_runs ORDER BY id").scalars()
+            assert [json.loads(v) for v in values] == [[0.5, 0.25], [0.75], []]
+        assert [r.source for r in store.runs()] == ["chat"] * 3  # old runs were all chat replies
+    finally:
+        store.close()

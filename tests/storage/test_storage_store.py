@@ -171,3 +171,99 @@ def test_calibrations_latest_wins(store):
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(StorageError, match="tokens/s"):
             store.save_calibration("embedded", "cpu", "float32", bad)
+
+
+# --- dashboard queries and comparisons ------------------------------------------------------------------------
+
+def _seed_runs(store):
+    from datetime import datetime, timezone
+
+    session = store.start_app_session("test")
+    chat = store.create_conversation("Fox chat")
+    made = []
+    for drafter, accepted, speedup in (("none", 0, None), ("pld", 6, 1.2), ("model", 8, 1.5), ("model", 2, 0.9)):
+        made.append(store.record_run(make_run(
+            drafter=drafter, app_session_id=session, conversation_id=chat.id, draft="draft" if drafter == "model"
+            else None, draft_proposed=10 if drafter != "none" else 0, draft_accepted=accepted, speedup=speedup,
+            proposed_by_position=[5, 5] if drafter != "none" else [], accepted_by_position=[accepted // 2 + 1,
+                                                                                            accepted // 2 - 1]
+            if drafter != "none" else [])))
+    store.record_run(make_run(drafter="pld", source="bench", category="coding", speedup=2.0,
+                              created_at=datetime(2020, 5, 1, tzinfo=timezone.utc)))
+    return session, chat
+
+
+def test_runs_are_filtered_and_carry_what_the_dashboard_needs(store):
+    from datetime import datetime, timezone
+
+    from specchat.storage.records import RunFilter
+
+    session, chat = _seed_runs(store)
+    runs = store.runs()
+    assert len(runs) == 5 and runs[0].source == "bench"  # oldest first
+    assert [r.drafter for r in store.runs(RunFilter(drafter="model"))] == ["model", "model"]
+    assert len(store.runs(RunFilter(source="chat"))) == 4
+    assert len(store.runs(RunFilter(since=datetime(2021, 1, 1, tzinfo=timezone.utc)))) == 4
+    assert len(store.runs(RunFilter(until=datetime(2021, 1, 1, tzinfo=timezone.utc)))) == 1
+    assert {r.draft for r in store.runs(RunFilter(draft=""))} == {None}
+    model = store.runs(RunFilter(drafter="model"))[0]
+    assert (model.pair, model.alpha, model.conversation_title) == ("embedded + draft", 0.8, "Fox chat")
+    assert model.proposed_by_position == (5, 5) and model.accepted_by_position == (5, 3)
+    choices = store.run_choices()
+    assert choices["drafters"] == ["model", "none", "pld"] and choices["sources"] == ["bench", "chat"]
+    assert ("embedded", "draft") in choices["pairs"]
+
+
+def test_run_groups_sum_per_session_pair_conversation_and_category(store):
+    session, chat = _seed_runs(store)
+    by_pair = {g.label: g for g in store.run_groups("pair")}
+    model = by_pair["embedded + draft · model"]
+    assert model.aggregate.runs == 2 and model.aggregate.mean_alpha == 0.5
+    assert model.aggregate.mean_speedup == pytest.approx(1.2)
+    assert model.proposed_by_position == (10, 10) and model.acceptance_by_position == (0.7, 0.3)
+    [by_session] = store.run_groups("app_session")
+    assert by_session.aggregate.runs == 4  # the benchmark run belongs to no app session
+    [by_chat] = store.run_groups("conversation")
+    assert by_chat.label == "Fox chat"
+    [by_category] = store.run_groups("category")
+    assert by_category.label == "coding · pld"
+    with pytest.raises(StorageError, match="grouped by"):
+        store.run_groups("colour")
+
+
+def test_a_run_with_an_unknown_source_or_broken_counts_is_refused(store):
+    with pytest.raises(StorageError, match="source"):
+        store.record_run(make_run(source="dream"))
+    with pytest.raises(StorageError, match="list of numbers"):
+        store.record_run(make_run(acceptance_by_position="[0.5]"))
+
+
+def test_a_comparison_saves_its_tracks_and_runs_together_and_reopens(store):
+    track = {"drafter": "none", "text": "Hi there", "finish_reason": "length", "token_ids": (5, 6),
+             "token_spans": ((0, 2), (2, 8)), "token_origins": (0, 0), "token_times": (0.1, 0.2),
+             "stats": {"wall_s": 0.2}}
+    other = {**track, "drafter": "pld", "token_origins": (0, 1), "token_times": (0.1, 0.1)}
+    comparison_id = store.save_comparison(
+        {"prompt": "Say hi", "target": "embedded", "draft": None, "settings": {"seed": 3}, "greedy": True,
+         "identical": True}, [track, other],
+        [make_run(drafter="none"), make_run(drafter="pld", speedup=2.0, speedup_basis="measured")])
+    [info] = store.list_comparisons()
+    assert (info.id, info.prompt, info.drafters, info.identical, info.settings) == (
+        comparison_id, "Say hi", ("none", "pld"), True, {"seed": 3})
+    loaded = store.comparison(comparison_id)
+    assert [t.drafter for t in loaded.tracks] == ["none", "pld"]
+    assert loaded.tracks[1].token_spans == ((0, 2), (2, 8)) and loaded.tracks[1].token_times == (0.1, 0.1)
+    assert [(r.source, r.comparison_id) for r in store.runs()] == [("race", comparison_id)] * 2
+    assert store.delete_comparison(comparison_id) and store.runs() == [] and store.list_comparisons() == []
+    with pytest.raises(StorageError, match="does not exist"):
+        store.comparison(comparison_id)
+
+
+def test_a_comparison_with_a_bad_run_is_not_saved_at_all(store):
+    track = {"drafter": "none", "text": "", "token_ids": [], "token_spans": [], "token_origins": [],
+             "token_times": []}
+    with pytest.raises(StorageError):
+        store.save_comparison({"prompt": "x", "target": "t", "greedy": True}, [track], [{"drafter": "none"}])
+    assert store.list_comparisons() == []
+    with pytest.raises(StorageError, match="at least one track"):
+        store.save_comparison({"prompt": "x", "target": "t", "greedy": True}, [])

@@ -1,0 +1,74 @@
+"""Races without Qt: lanes run one after the other with one seed, tracks replay by their clocks, diffs by word."""
+
+import threading
+
+from specchat.engine import GenerationConfig, SamplingParams
+from specchat.engine.drafters import make_drafter
+from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for, word_diff
+from specchat.engine.speculative import SpeculativeEngine
+
+
+def runner_for(target, close_draft, tokenizer):
+    return RaceRunner(lambda drafter: SpeculativeEngine(
+        target, tokenizer, make_drafter(drafter, close_draft if drafter == "model" else None)))
+
+
+def run_race(runner, prompt_ids, drafters, config, cancel=None):
+    tracks = [Track(d) for d in lanes_for(drafters)]
+    order = []
+    for lane, event in runner.stream(prompt_ids, drafters, config, cancel):
+        order.append(lane)
+        tracks[lane].add(event)
+    return tracks, order
+
+
+def test_lanes_run_one_after_the_other_and_greedy_lanes_agree(target, close_draft, tokenizer, prompt_ids):
+    runner = runner_for(target, close_draft, tokenizer)
+    tracks, order = run_race(runner, prompt_ids, ["pld", "model"], GenerationConfig(max_new_tokens=30, k=3))
+    assert order == sorted(order)  # never interleaved
+    assert [t.drafter for t in tracks] == ["none", "pld", "model"]
+    assert all_identical(tracks) and all(t.finish_reason is not None for t in tracks)
+    assert tracks[0].text == tokenizer.decode(tracks[0].token_ids, skip_special_tokens=True)
+    results = lane_results(tracks, greedy=True)
+    assert results[0].speedup is None and results[0].identical is None and results[0].alpha is None
+    assert results[2].identical is True and results[2].speedup > 0 and 0 <= results[2].alpha <= 1
+    assert results[2].acceptance_by_position
+
+
+def test_track_times_rise_and_replay_shows_prefixes(target, close_draft, tokenizer, prompt_ids):
+    runner = runner_for(target, close_draft, tokenizer)
+    tracks, _ = run_race(runner, prompt_ids, ["model"], GenerationConfig(max_new_tokens=24, k=4))
+    track = tracks[1]
+    assert len(track.times) == len(track.token_ids) == len(track.spans) == len(track.origins)
+    assert track.times == sorted(track.times) and track.times[-1] <= track.wall_s
+    assert track.tokens_at(-1) == 0 and track.tokens_at(track.wall_s) == len(track.token_ids)
+    middle = track.times[len(track.times) // 2]
+    n = track.tokens_at(middle)
+    assert "".join(text for text, _ in track.runs(0, n)) == track.text[:track.chars_at(middle)]
+    curve = track.curve()
+    assert curve[0] == (0.0, 0) and curve[-1][1] == len(track.token_ids)
+    assert len(curve) - 1 == track.stats["target_passes"]  # one point per step: drafts land together
+    assert Track.from_row(type("Row", (), track.to_row())) == track
+
+
+def test_sampled_lanes_share_the_seed(target, close_draft, tokenizer, prompt_ids):
+    runner = runner_for(target, close_draft, tokenizer)
+    config = GenerationConfig(max_new_tokens=12, k=3, seed=7, sampling=SamplingParams(temperature=0.9))
+    first, _ = run_race(runner, prompt_ids, ["model"], config)
+    again, _ = run_race(runner, prompt_ids, ["model"], config)
+    assert [t.token_ids for t in first] == [t.token_ids for t in again]  # reproducible lane by lane
+    assert lane_results(first, greedy=False)[1].identical is None
+
+
+def test_cancel_ends_the_race_after_the_running_lane(target, close_draft, tokenizer, prompt_ids):
+    runner = runner_for(target, close_draft, tokenizer)
+    cancel = threading.Event()
+    cancel.set()
+    tracks, order = run_race(runner, prompt_ids, ["pld", "model"], GenerationConfig(max_new_tokens=50), cancel)
+    assert set(order) == {0} and tracks[0].finish_reason == "cancelled" and tracks[1].finish_reason is None
+
+
+def test_word_diff_marks_what_changed():
+    assert word_diff("the cat sat", "the cat sat") == [("equal", "the cat sat")]
+    assert word_diff("the cat sat down", "the dog sat down") == [
+        ("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat down")]
