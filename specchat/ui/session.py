@@ -56,6 +56,7 @@ class ChatSession(QObject):
         self.error: str | None = None
         self.plain_tokens_per_s: float | None = None
         self._threads: list[BackgroundThread] = []
+        self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
 
@@ -185,6 +186,21 @@ class ChatSession(QObject):
         target = self.pair.target.name.split(" (")[0]  # the status bar is narrow: "(embedded, GGUF Q4_1)" is dropped
         return f"{target} · {drafter} · {k} · {self.pair.target.device}"
 
+    # -- one generation at a time -----------------------------------------------------------------------------------
+
+    def claim_device(self, user: str) -> None:
+        """A chat reply, a race or a benchmark is using the models; the others wait (they share the models, and
+        running two at once would also spoil every speed measurement)."""
+        self._device_users.add(user)
+        self.status_changed.emit()
+
+    def release_device(self, user: str) -> None:
+        self._device_users.discard(user)
+        self.status_changed.emit()
+
+    def device_busy(self, besides: str | None = None) -> bool:
+        return bool(self._device_users - {besides})
+
     # -- runs and statistics --------------------------------------------------------------------------------------
 
     def record_run(self, conversation_id: int, message_id: int, result: GenerationResult) -> None:
@@ -207,7 +223,8 @@ class ChatSession(QObject):
             "draft_proposed": stats.draft_proposed, "draft_accepted": stats.draft_accepted,
             "tokens_per_s": stats.tokens_per_s, "prefill_s": stats.prefill_s, "draft_s": stats.draft_s,
             "verify_s": stats.verify_s, "wall_s": stats.wall_s,
-            "acceptance_by_position": json.dumps(stats.acceptance_by_position),
+            "acceptance_by_position": stats.acceptance_by_position,
+            "proposed_by_position": stats.proposed_by_position, "accepted_by_position": stats.accepted_by_position,
             "speedup": speedup, "speedup_basis": "calibrated" if speedup else None,
             "baseline_tokens_per_s": self.plain_tokens_per_s, "predicted_speedup": stats.predicted_speedup,
             "finish_reason": result.finish_reason,

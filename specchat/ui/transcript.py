@@ -280,17 +280,22 @@ class Transcript(QTextBrowser):
 
     def draft_positions(self) -> list[int]:
         """Document positions whose character format marks an accepted draft token (for tests)."""
-        found = []
-        block = self.document().begin()
-        while block.isValid():
-            iterator = block.begin()
-            while not iterator.atEnd():
-                fragment = iterator.fragment()
-                if fragment.isValid() and fragment.charFormat().property(ORIGIN_PROPERTY) == DRAFT:
-                    found.extend(range(fragment.position(), fragment.position() + fragment.length()))
-                iterator += 1
-            block = block.next()
-        return found
+        return draft_positions(self.document())
+
+
+def draft_positions(document) -> list[int]:
+    """Positions in a QTextDocument whose character format marks an accepted draft token."""
+    found = []
+    block = document.begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.isValid() and fragment.charFormat().property(ORIGIN_PROPERTY) == DRAFT:
+                found.extend(range(fragment.position(), fragment.position() + fragment.length()))
+            iterator += 1
+        block = block.next()
+    return found
 
 
 def _contiguous(positions: list[int]) -> list[tuple[int, int]]:

@@ -57,6 +57,33 @@ class GenerationWorker(QObject):
             self.failed.emit(describe_failure(error))
 
 
+class RaceWorker(QObject):
+    """Runs a race's lanes one after the other (engine.race.RaceRunner) and reports each lane's steps."""
+
+    step = Signal(int, object)  # lane, StepEvent
+    lane_finished = Signal(int, object)  # lane, GenerationResult
+    finished = Signal()
+    failed = Signal(str)
+
+    def __init__(self, runner, prompt_ids: list[int], drafters: list[str], config: GenerationConfig,
+                 cancel: threading.Event):
+        super().__init__()
+        self.runner, self.prompt_ids, self.drafters, self.config, self.cancel = (
+            runner, prompt_ids, drafters, config, cancel)
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            for lane, event in self.runner.stream(self.prompt_ids, self.drafters, self.config, self.cancel):
+                self.step.emit(lane, event)
+                if event.result is not None:
+                    self.lane_finished.emit(lane, event.result)
+            self.finished.emit()
+        except Exception as error:
+            log_unexpected(error)
+            self.failed.emit(describe_failure(error))
+
+
 class CallWorker(QObject):
     """Runs one function in the background (model loading, calibration) and reports its value or failure."""
 
