@@ -148,13 +148,19 @@ class StepEvent:
 
     def runs(self) -> list[tuple[str, Origin]]:
         """The step's text cut into runs of one origin, in order (spans are offsets into the whole reply)."""
-        runs: list[tuple[str, Origin]] = []
-        for (start, end), origin in zip(self.spans, self.origins):
-            piece = self.text_delta[start - self.text_offset : end - self.text_offset]
-            if not piece:
-                continue
-            if runs and runs[-1][1] == origin:
-                runs[-1] = (runs[-1][0] + piece, origin)
-            else:
-                runs.append((piece, origin))
-        return runs
+        return origin_runs(self.text_delta, self.spans, self.origins, self.text_offset)
+
+
+def origin_runs(text: str, spans, origins, offset: int = 0) -> list[tuple[str, Origin]]:
+    """Consecutive tokens of one origin joined: [(text, origin), ...]; `spans` index text as if it began at
+    `offset`. Tokens with no text of their own (inside a multi-byte character) are skipped."""
+    runs: list[tuple[str, Origin]] = []
+    for (start, end), origin in zip(spans, origins):
+        piece = text[start - offset : end - offset]
+        if not piece:
+            continue
+        if runs and runs[-1][1] == origin:
+            runs[-1] = (runs[-1][0] + piece, origin)
+        else:
+            runs.append((piece, origin))
+    return runs

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
-from .events import GenerationResult, Origin, StepEvent
+from .events import GenerationResult, Origin, StepEvent, origin_runs
 from .speculative import GenerationConfig
 
 PLAIN = "none"
@@ -79,16 +79,7 @@ class Track:
 
     def runs(self, start_token: int = 0, end_token: int | None = None) -> list[tuple[str, int]]:
         """The text of tokens [start_token, end_token) as runs of one origin: [(text, Origin value), ...]."""
-        runs: list[tuple[str, int]] = []
-        for (a, b), origin in zip(self.spans[start_token:end_token], self.origins[start_token:end_token]):
-            piece = self.text[a:b]
-            if not piece:
-                continue
-            if runs and runs[-1][1] == origin:
-                runs[-1] = (runs[-1][0] + piece, origin)
-            else:
-                runs.append((piece, origin))
-        return runs
+        return origin_runs(self.text, self.spans[start_token:end_token], self.origins[start_token:end_token])
 
     def curve(self) -> list[tuple[float, int]]:
         """(seconds, tokens so far) after each step: the tokens-over-time chart."""

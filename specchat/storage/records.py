@@ -63,6 +63,21 @@ class RunAggregate:
     tokens_per_s: float = 0.0
     mean_speedup: float | None = None
 
+    @classmethod
+    def of(cls, runs) -> RunAggregate:
+        """The same sums over RunRows already read (the dashboard's filtered runs, a group)."""
+        runs = list(runs)
+        new_tokens = sum(r.new_tokens for r in runs)
+        proposed = sum(r.draft_proposed for r in runs)
+        accepted = sum(r.draft_accepted for r in runs)
+        passes = sum(r.target_passes for r in runs)
+        wall = sum(r.wall_s for r in runs)
+        speedups = [r.speedup for r in runs if r.speedup is not None]
+        return cls(runs=len(runs), new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
+                   target_passes=passes, wall_s=wall, mean_alpha=accepted / proposed if proposed else 0.0,
+                   tau=new_tokens / passes if passes else 0.0, tokens_per_s=new_tokens / wall if wall > 0 else 0.0,
+                   mean_speedup=sum(speedups) / len(speedups) if speedups else None)
+
 
 @dataclass(frozen=True)
 class RunInfo:

@@ -531,22 +531,11 @@ def _group_of(row: RunRow, by: str) -> tuple[str | None, str]:
 
 
 def _group_stats(key: str, label: str, rows: list[RunRow]) -> GroupStats:
-    """Sums as in Store._aggregate: ratios from totals, so long replies weigh more than short ones."""
-    new_tokens = sum(r.new_tokens for r in rows)
-    proposed = sum(r.draft_proposed for r in rows)
-    accepted = sum(r.draft_accepted for r in rows)
-    passes = sum(r.target_passes for r in rows)
-    wall = sum(r.wall_s for r in rows)
-    speedups = [r.speedup for r in rows if r.speedup is not None]
-    aggregate = RunAggregate(
-        runs=len(rows), new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
-        target_passes=passes, wall_s=wall, mean_alpha=accepted / proposed if proposed else 0.0,
-        tau=new_tokens / passes if passes else 0.0, tokens_per_s=new_tokens / wall if wall > 0 else 0.0,
-        mean_speedup=sum(speedups) / len(speedups) if speedups else None)
-    return GroupStats(key=key, label=label, aggregate=aggregate, first_at=rows[0].created_at,
+    return GroupStats(key=key, label=label, aggregate=RunAggregate.of(rows), first_at=rows[0].created_at,
                       last_at=rows[-1].created_at,
                       proposed_by_position=_sum_lists(r.proposed_by_position for r in rows),
                       accepted_by_position=_sum_lists(r.accepted_by_position for r in rows))
+
 
 
 def _sum_lists(lists) -> tuple[int, ...]:

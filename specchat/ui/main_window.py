@@ -71,6 +71,8 @@ class MainWindow(QMainWindow):
         self._pending_events: list[StepEvent] = []
         self._editing_position: int | None = None
         self._rejected: dict[int, list[tuple[int, str]]] = {}  # message id -> rejected proposals, this session
+        self.race_window = None
+        self.dashboard = None
         self._build()
         self._frame_timer = QTimer(self, interval=FRAME_MS)
         self._frame_timer.timeout.connect(self._flush_events)
@@ -115,12 +117,21 @@ class MainWindow(QMainWindow):
                           "generated itself. Struck through: draft proposals the target rejected.")
         self.system_button = QPushButton("System prompt…")
         self.system_button.clicked.connect(self.edit_system_prompt)
+        self.race_button = QPushButton("Race…")
+        self.race_button.setToolTip("Race plain decoding against the drafters on the prompt in the box "
+                                    "(Ctrl+Shift+R)")
+        self.race_button.clicked.connect(self.open_race)
+        self.dashboard_button = QPushButton("Statistics…")
+        self.dashboard_button.setToolTip("Charts of every reply's speedup and acceptance (Ctrl+Shift+D)")
+        self.dashboard_button.clicked.connect(self.open_dashboard)
         bar = QHBoxLayout()
         bar.addWidget(legend)
         bar.addStretch(1)
         bar.addWidget(self.highlight_box)
         bar.addWidget(self.rejected_box)
         bar.addWidget(self.system_button)
+        bar.addWidget(self.race_button)
+        bar.addWidget(self.dashboard_button)
 
         self.banner = ErrorBanner()
         self.transcript = Transcript()
@@ -184,6 +195,9 @@ class MainWindow(QMainWindow):
         action("&Import JSON…", "Ctrl+I", self._import, chat_menu)
         chat_menu.addSeparator()
         action("&Quit", "Ctrl+Q", self.close, chat_menu)
+        view_menu = self.menuBar().addMenu("&View")
+        action("&Race drafters side by side…", "Ctrl+Shift+R", self.open_race, view_menu)
+        action("Statistics &dashboard…", "Ctrl+Shift+D", self.open_dashboard, view_menu)
         settings_menu = self.menuBar().addMenu("&Settings")
         action("&Preferences…", "Ctrl+,", self.open_settings, settings_menu)
 
@@ -277,6 +291,10 @@ class MainWindow(QMainWindow):
         if not self.session.ready:
             self.statusBar().showMessage("The model is still loading; your message stays in the box.", 4000)
             return
+        if self.session.device_busy():
+            self.statusBar().showMessage("A race or benchmark is using the model; your message stays in the box "
+                                         "until it ends.", 5000)
+            return
         store = self.session.store
         if self.conversation_id is None:
             title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
@@ -309,6 +327,7 @@ class MainWindow(QMainWindow):
         self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, thread, time.perf_counter())
         self.transcript.begin_reply()
         self._set_generating(True)
+        self.session.claim_device("chat")
         self._frame_timer.start()
         thread.start()
 
@@ -361,6 +380,7 @@ class MainWindow(QMainWindow):
         self._frame_timer.stop()
         if self.active is not None:
             self.active.thread.stop()
+            self.session.release_device("chat")
         self.active = None
         self._set_generating(False)
         self.statusBar().clearMessage()
@@ -399,6 +419,34 @@ class MainWindow(QMainWindow):
             self._editing_position = message.position
             self.composer.setFocus()
             self.statusBar().showMessage("Editing: sending replaces this message and everything after it.", 5000)
+
+    # -- race and dashboard ---------------------------------------------------------------------------------------
+
+    def open_race(self) -> None:
+        """The race window (one per main window), primed with the prompt in the box or the chat's last question."""
+        from .race_window import RaceWindow
+
+        if self.race_window is None:
+            self.race_window = RaceWindow(self.session, self)  # its own window, deleted with this one
+        prompt = self.composer.toPlainText().strip()
+        if not prompt and self.conversation_id is not None:
+            asked = [m.text for m in self.session.store.messages(self.conversation_id) if m.role == "user"]
+            prompt = asked[-1] if asked else ""
+        if prompt and not self.race_window.running():
+            self.race_window.prompt.setPlainText(prompt)
+        self.race_window.show()
+        self.race_window.raise_()
+        self.race_window.activateWindow()
+
+    def open_dashboard(self) -> None:
+        from .dashboard import DashboardWindow
+
+        if self.dashboard is None:
+            self.dashboard = DashboardWindow(self.session, self)
+        self.dashboard.refresh()
+        self.dashboard.show()
+        self.dashboard.raise_()
+        self.dashboard.activateWindow()
 
     # -- settings, status, errors ---------------------------------------------------------------------------------
 
@@ -477,5 +525,8 @@ class MainWindow(QMainWindow):
         if self.active is not None:
             self.active.cancel.set()
             self.active.thread.stop()
+        for window in (self.race_window, self.dashboard):
+            if window is not None:
+                window.close()
         self.session.shutdown()
         super().closeEvent(event)

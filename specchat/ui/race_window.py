@@ -36,7 +36,7 @@ LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 DEFAULT_RACE_TOKENS = 128
 
 
-SHORT_LABELS = {PLAIN: "plain", "pld": "prompt lookup", "model": "draft model", "hybrid": "hybrid"}
+SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "model": "draft model", "hybrid": "hybrid"}
 
 
 def lane_label(drafter: str) -> str:
@@ -114,8 +114,8 @@ class TokensChart(QChartView):
     def __init__(self, parent=None):
         chart = QChart()
         chart.setMargins(QMargins(4, 4, 4, 4))
-        chart.legend().setAlignment(Qt.AlignmentFlag.AlignBottom)
-        chart.setTitle("Tokens over time")
+        chart.legend().setVisible(False)  # the lanes' headers carry the colour key; a legend here would be cut
+        chart.setTitle("Tokens over time (lane colours)")
         super().__init__(chart, parent)
         self.setRenderHint(QPainter.RenderHint.Antialiasing)
         self.x_axis = QValueAxis(titleText="seconds", labelFormat="%.1f")
@@ -162,7 +162,6 @@ class TokensChart(QChartView):
         chart.addSeries(self.cursor)
         self.cursor.attachAxis(self.x_axis)
         self.cursor.attachAxis(self.y_axis)
-        chart.legend().markers(self.cursor)[0].setVisible(False)
         self.set_cursor(0.0)
 
     def set_cursor(self, t: float) -> None:
@@ -196,7 +195,7 @@ class DiffDialog(QDialog):
         layout.addWidget(buttons)
 
 
-RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at position 1 / 2 / …",
+RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
                   "Identical")
 
 
@@ -280,7 +279,7 @@ class RaceWindow(QWidget):
         replay_row.addWidget(self.clock_label)
 
         self.chart = TokensChart()
-        self.chart.setMinimumSize(280, 200)
+        self.chart.setMinimumSize(260, 200)
         self.results = QTableWidget(0, len(RESULT_COLUMNS))
         self.results.setHorizontalHeaderLabels(RESULT_COLUMNS)
         self.results.verticalHeader().setVisible(False)
@@ -299,7 +298,7 @@ class RaceWindow(QWidget):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.chart)
         bottom.addWidget(results_box)
-        bottom.setSizes([340, 760])
+        bottom.setSizes([290, 810])
 
         self.history = QListWidget()
         self.history.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -331,7 +330,7 @@ class RaceWindow(QWidget):
         outer = QSplitter(Qt.Orientation.Horizontal)
         outer.addWidget(history_box)
         outer.addWidget(main)
-        outer.setSizes([220, 980])
+        outer.setSizes([190, 1010])
         outer.setStretchFactor(1, 1)
         root = QVBoxLayout(self)
         root.setContentsMargins(8, 8, 8, 8)

@@ -215,7 +215,8 @@ class ChatSession(QObject):
         pair = self.pair
         self.store.record_run({
             "message_id": message_id, "conversation_id": conversation_id, "app_session_id": self.app_session_id,
-            "target": pair.target.name, "draft": pair.draft.name if pair.draft else None,
+            "target": pair.target.name,
+            "draft": pair.draft.name if pair.draft and settings.drafter in MODEL_DRAFTERS else None,
             "drafter": settings.drafter, "k": settings.k, "adaptive": settings.adaptive_k,
             "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
             "seed": result.seed, "device": str(pair.target.device), "prompt_tokens": stats.prompt_tokens,

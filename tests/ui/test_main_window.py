@@ -219,3 +219,17 @@ def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, sto
     window.new_conversation()
     send(qtbot, window, "Another chat")
     assert prompts[-1] is None
+
+
+def test_race_opens_with_the_prompt_in_the_box_and_chat_waits_for_it(qtbot, make_window):
+    window = make_window()
+    window.composer.setPlainText("Race this")
+    window.open_race()
+    race = window.race_window
+    assert race.isVisible() and race.prompt.toPlainText() == "Race this"
+    window.session.claim_device("race")
+    window.send()  # refused while the race holds the model: the text stays in the box
+    assert window.composer.toPlainText() == "Race this" and window.active is None
+    window.session.release_device("race")
+    send(qtbot, window, "Race this")
+    assert not window.session.device_busy()
