@@ -13,7 +13,11 @@ from typing import Callable, Iterable, TextIO
 import torch
 
 from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
+from .engine.adaptive import expected_tokens
+from .engine.events import GenerationStats
 from .engine.pair import ModelPair
+
+OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
 MODES = ("none", "pld", "model", "hybrid", "hf-none", "hf-pld", "hf-model")
 
@@ -57,6 +61,11 @@ class ModeRecord:
     verify_s: float | None = None  # target passes after the prefill
     proposed_by_position: list[int] = field(default_factory=list)
     accepted_by_position: list[int] = field(default_factory=list)
+    prefill_s: float | None = None
+    rejected_steps: int | None = None
+    steps_by_k: list[int] = field(default_factory=list)
+    verify_s_by_k: list[float] = field(default_factory=list)
+    overhead_s: dict[str, float] = field(default_factory=dict)  # GenerationStats.OVERHEAD_PARTS and "other_s"
     token_ids: list[int] = field(repr=False, default_factory=list)
     text: str = ""
     speedup: float | None = None
@@ -185,6 +194,12 @@ class BenchRunner:
             verify_s=sum(s.verify_s for s in ours) if ours else None,
             proposed_by_position=_add_lists(s.proposed_by_position for s in ours),
             accepted_by_position=_add_lists(s.accepted_by_position for s in ours),
+            prefill_s=sum(s.prefill_s for s in ours) if ours else None,
+            rejected_steps=sum(s.rejected_steps for s in ours) if ours else None,
+            steps_by_k=_add_lists(s.steps_by_k for s in ours),
+            verify_s_by_k=_add_lists(s.verify_s_by_k for s in ours),
+            overhead_s={part: sum(getattr(s, part) for s in ours) for part in (*OVERHEAD_PARTS, "other_s")}
+            if ours else {},
             token_ids=[t for o in outputs for t in o.token_ids],
             text="\n\n".join(o.text for o in outputs),
         )
@@ -240,7 +255,9 @@ def summarize(records: list[ModeRecord]) -> dict:
     for group, by_mode in groups.items():
         plain = by_mode.get("none", [])
         plain_rate = _throughput(plain)
-        summary[group] = {mode: _aggregate(rows, plain_rate, _plain_pass_s(plain)) for mode, rows in by_mode.items()}
+        decode = _decode_rate(plain)
+        summary[group] = {mode: _aggregate(rows, plain_rate, _plain_pass_s(plain), decode)
+                          for mode, rows in by_mode.items()}
     return summary
 
 
@@ -260,12 +277,19 @@ def _plain_pass_s(plain: list[ModeRecord]) -> float | None:
     return seconds / passes if passes and seconds else None
 
 
+def _decode_rate(plain: list[ModeRecord]) -> float:
+    """Plain decoding's tokens/s after the first token (prompt processing excluded)."""
+    seconds = sum(r.wall_s - (r.prefill_s or 0.0) for r in plain)
+    return sum(r.new_tokens - 1 for r in plain) / seconds if seconds > 0 else 0.0
+
+
 def _throughput(rows: list[ModeRecord]) -> float:
     wall = sum(r.wall_s for r in rows)
     return sum(r.new_tokens for r in rows) / wall if wall else 0.0
 
 
-def _aggregate(rows: list[ModeRecord], plain_rate: float, plain_pass_s: float | None) -> dict:
+def _aggregate(rows: list[ModeRecord], plain_rate: float, plain_pass_s: float | None,
+               plain_decode_rate: float = 0.0) -> dict:
     """`draft_cost`: seconds of one draft-model forward / seconds of one plain target step (c in Leviathan et al.)."""
     rate = _throughput(rows)
     forwards = sum(r.draft_forwards or 0 for r in rows)
@@ -287,7 +311,57 @@ def _aggregate(rows: list[ModeRecord], plain_rate: float, plain_pass_s: float | 
         # per-token alpha; accepted / proposed ("alpha" above) also counts the tokens proposed past a rejection.
         "acceptance_by_position": [_round(a / p) for a, p in zip(_add_lists(r.accepted_by_position for r in rows),
                                                                   _add_lists(r.proposed_by_position for r in rows)) if p],
+        **_engine_figures(rows, plain_pass_s, plain_decode_rate),
     }
+
+
+def _engine_figures(rows: list[ModeRecord], plain_pass_s: float | None, plain_decode_rate: float) -> dict:
+    """How close the engine comes to what its measured ingredients allow (our modes only).
+
+    Leviathan et al.'s expected speedup, with the measured cost curve instead of a flat verification cost:
+        predicted = t1 * sum_k n_k E(alpha, k) / (verify_s + draft_s),   E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha)
+    where n_k is the number of steps that verified k drafts, verify_s their target forward time (so verifying k+1
+    tokens costs what it measured), draft_s the drafting time, t1 one plain target step, and alpha the i.i.d.
+    per-token acceptance estimated from the run. `efficiency` = measured decode speedup (tokens after the first,
+    prompt processing excluded on both sides, as in the formula) / predicted: what Python, the verification rule,
+    cache cropping, detokenisation and events cost, and how far acceptance is from i.i.d. The overhead shares are
+    of the time inside the models (prefill + draft + verify)."""
+    ours = [r for r in rows if r.prefill_s is not None]
+    if not ours:
+        return {}
+    model_s = sum(r.prefill_s + (r.draft_s or 0.0) + (r.verify_s or 0.0) for r in ours)
+    overhead = {part: sum(r.overhead_s.get(part, 0.0) for r in ours) for part in (*OVERHEAD_PARTS, "other_s")}
+    unattributed = overhead["other_s"] - sum(overhead[part] for part in OVERHEAD_PARTS)
+    figures = {
+        "overhead_share": {part.removesuffix("_s"): _round(overhead[part] / model_s, 4) for part in OVERHEAD_PARTS}
+        | {"python": _round(max(unattributed, 0.0) / model_s, 4), "total": _round(overhead["other_s"] / model_s, 4)}
+        if model_s else None,
+        "verify_curve_ms": _verify_curve_ms(ours),
+        "decode_speedup": None, "predicted_speedup": None, "efficiency": None, "iid_alpha": None,
+    }
+    steps = _add_lists(r.steps_by_k for r in ours)
+    decode_s = sum(r.wall_s - r.prefill_s for r in ours)
+    decode_rate = sum(r.new_tokens - 1 for r in ours) / decode_s if decode_s > 0 else 0.0
+    figures["decode_speedup"] = _round(decode_rate / plain_decode_rate) if plain_decode_rate else None
+    accepted = sum(r.draft_accepted or 0 for r in ours)
+    trials = accepted + sum(r.rejected_steps or 0 for r in ours)
+    if not plain_pass_s or not trials or len(steps) < 2:
+        return figures
+    alpha = accepted / trials
+    expected = sum(n * expected_tokens(alpha, k) for k, n in enumerate(steps))
+    spent = sum(r.verify_s or 0.0 for r in ours) + sum(r.draft_s or 0.0 for r in ours)
+    predicted = plain_pass_s * expected / spent if spent else None
+    figures.update(iid_alpha=_round(alpha), predicted_speedup=_round(predicted))
+    if predicted and figures["decode_speedup"]:
+        figures["efficiency"] = _round(figures["decode_speedup"] / predicted)
+    return figures
+
+
+def _verify_curve_ms(rows: list[ModeRecord]) -> dict[int, float]:
+    """Mean milliseconds of one target pass over n = k + 1 tokens, as measured during the run."""
+    steps = _add_lists(r.steps_by_k for r in rows)
+    seconds = _add_lists(r.verify_s_by_k for r in rows)
+    return {k + 1: round(1000 * s / n, 2) for k, (n, s) in enumerate(zip(steps, seconds)) if n}
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -351,3 +425,48 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
         "speedup": speedup, "speedup_basis": "measured" if speedup is not None else None,
         "baseline_tokens_per_s": record.tokens_per_s / speedup if speedup else None,
     }
+
+
+def resident_mb() -> float | None:
+    """This process's resident memory now, in MB (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def peak_resident_mb() -> float:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def print_profile(summary: dict, modes: list[str], memory: dict | None = None, out: TextIO | None = None) -> None:
+    """`specchat bench --profile`: where each mode's time goes, overall."""
+    out = out or sys.stdout
+    overall = summary["overall"]
+    print("\nEngine efficiency (decode phase; predicted = Leviathan's formula with the measured cost curve)", file=out)
+    print(f"{'mode':<10}{'decode x':>9}{'predicted':>10}{'efficiency':>11}{'iid alpha':>10}   verify ms by tokens "
+          "verified (n: ms)", file=out)
+    for mode in modes:
+        row = overall.get(mode) or {}
+        if "verify_curve_ms" not in row:
+            continue
+        curve = " ".join(f"{n}:{ms:.0f}" for n, ms in list(row["verify_curve_ms"].items())[:9])
+        print(f"{mode:<10}{_fmt(row['decode_speedup'], 'x'):>9}{_fmt(row['predicted_speedup'], 'x'):>10}"
+              f"{_fmt(row['efficiency']):>11}{_fmt(row['iid_alpha']):>10}   {curve}", file=out)
+    parts = [p.removesuffix("_s") for p in OVERHEAD_PARTS] + ["python", "total"]
+    print("\nOverhead outside the models, as a share of the time inside them", file=out)
+    print(f"{'mode':<10}" + "".join(f"{p:>12}" for p in parts), file=out)
+    for mode in modes:
+        shares = (overall.get(mode) or {}).get("overhead_share")
+        if shares:
+            print(f"{mode:<10}" + "".join(f"{shares[p] * 100:>11.1f}%" for p in parts), file=out)
+    if memory:
+        print("\nMemory (resident MB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items() if v is not None),
+              file=out)

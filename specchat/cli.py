@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=positive_int, default=1,
                        help="run each prompt N times per mode and keep the fastest (less noise)")
     bench.add_argument("--out", type=Path, help="write the JSON report here")
+    bench.add_argument("--profile", action="store_true",
+                       help="also print the engine's efficiency, its overhead breakdown, the verify cost curve and "
+                            "memory use")
     bench.set_defaults(handler=run_bench)
 
     train = commands.add_parser("train-draft", help="train a small draft model for a target by self-distillation")
@@ -203,7 +206,7 @@ def _draft_source(args):
     return ModelSource.parse(args.draft) if args.draft else default_draft_for(ModelSource.parse(args.target))
 
 
-def _load(args, with_draft: bool):
+def _load(args, with_draft: bool, on_loaded=None):
     from .engine import LoadOptions, ModelSource
     from .engine.models import needs_conversion
     from .engine.pair import load_pair
@@ -216,7 +219,7 @@ def _load(args, with_draft: bool):
         if source is not None and needs_conversion(source):
             print(f"Preparing {source.describe()} for its first use (dequantising, about 30 s)…", file=sys.stderr,
                   flush=True)
-    return load_pair(target, draft, options)
+    return load_pair(target, draft, options, on_loaded)
 
 
 def _drafter_choice(args) -> str:
@@ -305,7 +308,9 @@ def run_bench(args) -> int:
     else:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
     prompts = bench.load_prompts(lines, source, args.limit, categories)
-    pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes))
+    memory = {"before loading": bench.resident_mb()}
+    pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes),
+                 on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats)
     runner = bench.BenchRunner(pair, settings)
@@ -316,11 +321,14 @@ def run_bench(args) -> int:
 
     records = runner.run(prompts, modes, progress)
     summary = bench.summarize(records)
+    memory["peak"] = bench.peak_resident_mb()
     bench.print_summary(summary, modes)
+    if args.profile:
+        bench.print_profile(summary, modes, memory)
     if args.out:
         report = {"command": "specchat " + " ".join(sys.argv[1:]), "environment": bench.environment(),
                   "target": pair.target.name, "draft": pair.draft.name if pair.draft else None,
-                  "settings": vars(settings), "modes": modes, "summary": summary,
+                  "settings": vars(settings), "modes": modes, "summary": summary, "memory_mb": memory,
                   "records": [r.to_dict() for r in records]}
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
         print(f"report written to {args.out}", file=sys.stderr)

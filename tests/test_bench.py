@@ -28,10 +28,11 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     report_path = tmp_path / "report.json"
     code = main(["bench", "--prompts", str(prompts), "--target", str(tmp_path / "target"), "--draft",
                  str(tmp_path / "draft"), "--modes", "none,pld,model,hybrid,hf-none,hf-pld,hf-model",
-                 "--max-new-tokens", "16", "--out", str(report_path)])
+                 "--max-new-tokens", "16", "--out", str(report_path), "--profile"])
     assert code == 0
     table = capsys.readouterr().out
     assert "overall" in table and "hf-model" in table
+    assert "Engine efficiency" in table and "Overhead outside the models" in table and "Memory" in table
     report = json.loads(report_path.read_text())
     records = report["records"]
     assert len(records) == 2 * 7
@@ -46,3 +47,27 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     model = report["summary"]["overall"]["model"]
     assert model["alpha"] is not None and model["draft_cost"] > 0
     assert model["acceptance_by_position"] and all(0 <= a <= 1 for a in model["acceptance_by_position"])
+    assert model["efficiency"] > 0 and model["predicted_speedup"] > 0 and 0 <= model["iid_alpha"] <= 1
+    assert set(model["overhead_share"]) == {"accept", "rollback", "policy", "detokenize", "event", "python", "total"}
+    assert model["overhead_share"]["total"] >= model["overhead_share"]["detokenize"] >= 0
+    assert model["verify_curve_ms"] and "1" in report["summary"]["overall"]["none"]["verify_curve_ms"]
+    assert "efficiency" not in report["summary"]["overall"]["hf-model"]
+    assert report["memory_mb"]["with the draft"] >= report["memory_mb"]["with the target"] > 0
+
+
+def test_leviathan_prediction_from_steps_and_the_cost_curve():
+    """alpha = 0.5 (2 accepted of 4 trials), two steps with k = 2: E = 1 + .5 + .25 = 1.75 tokens each; verifying
+    3 tokens costs 2 plain steps each (t1 = 0.1 s), no drafting cost: predicted = 0.1 * 3.5 / 0.4 = 0.875."""
+    from specchat.bench import ModeRecord, _engine_figures
+
+    record = ModeRecord(question_id=1, category="c", mode="pld", new_tokens=7, wall_s=0.5, target_passes=3,
+                        draft_proposed=4, draft_accepted=2, draft_forwards=0, draft_s=0.0, verify_s=0.4,
+                        prefill_s=0.05, rejected_steps=2, steps_by_k=[0, 0, 2], verify_s_by_k=[0.0, 0.0, 0.4],
+                        overhead_s={"accept_s": 0.01, "rollback_s": 0.0, "policy_s": 0.0, "detokenize_s": 0.02,
+                                    "event_s": 0.01, "other_s": 0.05})
+    figures = _engine_figures([record], plain_pass_s=0.1, plain_decode_rate=10.0)
+    assert figures["iid_alpha"] == 0.5 and figures["predicted_speedup"] == 0.875
+    assert figures["decode_speedup"] == round(6 / 0.45 / 10.0, 3)
+    assert figures["efficiency"] == round(figures["decode_speedup"] / 0.875, 3)
+    assert figures["verify_curve_ms"] == {3: 200.0}
+    assert figures["overhead_share"]["python"] == round(0.01 / 0.45, 4)

@@ -31,15 +31,34 @@ class GenerationStats:
     proposed_by_position: list[int] = field(default_factory=list)
     accepted_by_position: list[int] = field(default_factory=list)
     draft_forwards: int = 0  # forward passes of a draft model (0 for model-free drafters)
+    rejected_steps: int = 0  # draft steps that stopped at a rejection (n < k): the i.i.d. model's failures
+    steps_by_k: list[int] = field(default_factory=list)  # verification steps per draft length k = 0, 1, ...
+    verify_s_by_k: list[float] = field(default_factory=list)  # their target forward time: the cost curve
     prefill_s: float = 0.0
-    draft_s: float = 0.0
-    verify_s: float = 0.0
+    draft_s: float = 0.0  # drafting (a draft model's forwards, lookups), proposals included
+    verify_s: float = 0.0  # the target's forward passes after the prefill, and nothing else
     wall_s: float = 0.0
+    # The rest of the wall time, by where it goes (engine overhead; `other_s` is their sum plus the unattributed):
+    accept_s: float = 0.0  # the verification rule: argmax or the rejection sampling
+    rollback_s: float = 0.0  # cropping the target's cache and updating the drafter
+    policy_s: float = 0.0  # choosing K and recording the step's costs
+    detokenize_s: float = 0.0  # appending tokens to the reply: stop checks and incremental detokenisation
+    event_s: float = 0.0  # building step events and the consumer's time between them (GUI, printing)
+
+    OVERHEAD_PARTS = ("accept_s", "rollback_s", "policy_s", "detokenize_s", "event_s")
 
     @property
     def other_s(self) -> float:
-        """Time outside the models: sampling bookkeeping, cache cropping, detokenisation, events."""
+        """Time outside the models: the verification rule, cache cropping, detokenisation, events, Python."""
         return max(0.0, self.wall_s - self.prefill_s - self.draft_s - self.verify_s)
+
+    @property
+    def iid_alpha(self) -> float:
+        """Leviathan's per-token acceptance rate under the i.i.d. model, estimated from truncated trials: each
+        draft step is a run of successes cut at the first failure, so alpha = accepted / (accepted + failures).
+        (accepted / proposed also counts the tokens proposed after a rejection, which were never tried.)"""
+        trials = self.draft_accepted + self.rejected_steps
+        return self.draft_accepted / trials if trials else 0.0
 
     @property
     def alpha(self) -> float:
@@ -91,11 +110,13 @@ class GenerationStats:
             self,
             proposed_by_position=list(self.proposed_by_position),
             accepted_by_position=list(self.accepted_by_position),
+            steps_by_k=list(self.steps_by_k),
+            verify_s_by_k=list(self.verify_s_by_k),
         )
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        for name in ("other_s", "alpha", "tau", "mean_k", "tokens_per_s", "acceptance_by_position",
+        for name in ("other_s", "alpha", "iid_alpha", "tau", "mean_k", "tokens_per_s", "acceptance_by_position",
                      "draft_cost_ratio", "predicted_speedup"):
             data[name] = getattr(self, name)
         return data

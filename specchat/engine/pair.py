@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .compat import CompatibilityReport, check_pair
 from .drafters import MODEL_DRAFTERS, make_drafter
@@ -29,12 +30,18 @@ def check_sources(target: ModelSource, draft: ModelSource, options: LoadOptions 
                       load_config(target, options), load_config(draft, options))
 
 
-def load_pair(target: ModelSource, draft: ModelSource | None = None, options: LoadOptions = LoadOptions()) -> ModelPair:
+def load_pair(target: ModelSource, draft: ModelSource | None = None, options: LoadOptions = LoadOptions(),
+              on_loaded: Callable[[str], None] | None = None) -> ModelPair:
+    """`on_loaded("target")` / `on_loaded("draft")` after each model is in memory (e.g. to measure memory)."""
     if draft is not None:
         report = check_sources(target, draft, options)
         if not report.compatible:
             raise IncompatibleDraftError(f"{draft.describe()} cannot draft for {target.describe()}: "
                                          + "; ".join(report.reasons))
     loaded_target = load_model(target, options)
+    if on_loaded:
+        on_loaded("target")
     loaded_draft = load_model(draft, options) if draft is not None else None
+    if on_loaded and draft is not None:
+        on_loaded("draft")
     return ModelPair(loaded_target, loaded_draft)

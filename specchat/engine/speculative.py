@@ -97,8 +97,11 @@ class SpeculativeEngine:
                 emission = _merge(emission, reply.finish("cancelled"))
             finished = reply.finish_reason is not None
             stats.new_tokens = len(reply.token_ids)
-            stats.wall_s = time.perf_counter() - started
-            yield self._event(step, emission, rejected, stats, reply, seed, finished)
+            t_event = time.perf_counter()
+            stats.wall_s = t_event - started
+            event = self._event(step, emission, rejected, stats, reply, seed, finished)
+            yield event
+            stats.event_s += time.perf_counter() - t_event  # building it, and whatever the consumer did with it
             if finished:
                 return
             step += 1
@@ -108,43 +111,63 @@ class SpeculativeEngine:
               stats: GenerationStats) -> tuple[Emission, tuple[int, ...]]:
         # Room for K drafts plus the target's token within both the token budget and the context window.
         limit = min(reply.remaining - 1, self.context_window - len(context))
-        t0 = time.perf_counter()
-        forwards_before = self.drafter.forward_count
-        free = False
-        if self.drafter.uses_model:
-            draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
-            if draft is not None and policy.free_beats_model(limit, draft.confidence):
-                free = True
-                k_wanted = policy.choose(limit, draft.confidence, free=True)
-            else:
-                k_wanted = policy.choose(limit)
-                draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
-        else:
-            draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
-            k_wanted = policy.choose(limit, draft.confidence) if draft is not None else 0
-        draft_tokens = draft.tokens[:k_wanted] if draft is not None else []
-        confidence = draft.confidence if draft is not None else None
-        t1 = time.perf_counter()
+        clock = _Clock()
+        draft, free, policy_s = self._propose(context, limit, policy)
+        draft_tokens = draft.tokens if draft is not None else []
+        draft_s = clock.lap() - policy_s
 
         k = len(draft_tokens)
         logits = self._forward(torch.tensor([[context[-1], *draft_tokens]], device=self.device), cache, keep=k + 1)
+        verify_s = clock.lap()  # on a GPU this includes the wait for the kernels: the rule below needs the logits
         if sampler.greedy:
             n, next_token = verify_greedy(logits, draft_tokens)
         else:
             q = draft.probs[:k] if draft is not None and draft.probs is not None else None
             n, next_token = verify_stochastic(sampler.probs(logits), draft_tokens, q, sampler)
-        t2 = time.perf_counter()
+        accept_s = clock.lap()
 
         rollback(cache, len(context) + n)  # keep [.. last token, x_1..x_n]; the next input is next_token
         accepted = draft_tokens[:n] + [next_token]
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
-        policy.observe(k, n, verify_s=t2 - t1, draft_s=t1 - t0, confidence=confidence, free=free)
-        _record_step(stats, k, n, draft_s=t1 - t0, verify_s=t2 - t1,
-                     draft_forwards=self.drafter.forward_count - forwards_before)
+        rollback_s = clock.lap()
+        policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=draft.confidence if draft else None,
+                       free=free)
+        policy_s += clock.lap()
         emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
+        _record_step(stats, k, n, draft_s=draft_s, verify_s=verify_s, draft_forwards=draft.forwards if draft else 0,
+                     accept_s=accept_s, rollback_s=rollback_s, policy_s=policy_s, detokenize_s=clock.lap())
         return emission, tuple(draft_tokens[n:])
+
+    def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy):
+        """The draft for this step, cut to the length the policy chose; (draft or None, free, seconds in the
+        policy). A model drafter first offers its free proposal (prompt lookup), which wins when its class is
+        expected to yield more tokens per second than running the draft model."""
+        forwards_before = self.drafter.forward_count
+        free = False
+        policy_s = 0.0
+        if self.drafter.uses_model:
+            draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
+            t_policy = time.perf_counter()
+            if draft is not None and policy.free_beats_model(limit, draft.confidence):
+                free = True
+                k_wanted = policy.choose(limit, draft.confidence, free=True)
+            else:
+                k_wanted = policy.choose(limit)
+                draft = None
+            policy_s += time.perf_counter() - t_policy
+            if not free:
+                draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+        else:
+            draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
+            t_policy = time.perf_counter()
+            k_wanted = policy.choose(limit, draft.confidence) if draft is not None else 0
+            policy_s += time.perf_counter() - t_policy
+        if draft is None or k_wanted == 0:
+            return None, free, policy_s
+        return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.confidence,
+                         self.drafter.forward_count - forwards_before), free, policy_s
 
     def _forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
@@ -177,14 +200,48 @@ class SpeculativeEngine:
         )
 
 
-def _record_step(stats: GenerationStats, k: int, n: int, draft_s: float, verify_s: float,
-                 draft_forwards: int) -> None:
+@dataclass
+class _Proposal:
+    """A draft cut to the chosen length, with how many draft-model forwards it took."""
+
+    tokens: list[int]
+    probs: torch.Tensor | None
+    confidence: int | None
+    forwards: int
+
+
+class _Clock:
+    """Seconds since the previous lap (perf_counter: the CPU's monotonic clock, ~100 ns a call)."""
+
+    def __init__(self):
+        self._last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
+
+def _record_step(stats: GenerationStats, k: int, n: int, draft_s: float, verify_s: float, draft_forwards: int,
+                 accept_s: float = 0.0, rollback_s: float = 0.0, policy_s: float = 0.0,
+                 detokenize_s: float = 0.0) -> None:
     stats.target_passes += 1
     stats.draft_s += draft_s
     stats.verify_s += verify_s
     stats.draft_forwards += draft_forwards
+    stats.accept_s += accept_s
+    stats.rollback_s += rollback_s
+    stats.policy_s += policy_s
+    stats.detokenize_s += detokenize_s
+    grow = k + 1 - len(stats.steps_by_k)
+    if grow > 0:
+        stats.steps_by_k.extend([0] * grow)
+        stats.verify_s_by_k.extend([0.0] * grow)
+    stats.steps_by_k[k] += 1
+    stats.verify_s_by_k[k] += verify_s
     if k == 0:
         return
+    stats.rejected_steps += n < k
     stats.draft_steps += 1
     stats.draft_proposed += k
     stats.draft_accepted += n
