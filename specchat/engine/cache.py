@@ -72,11 +72,23 @@ def cache_argument(model) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def rollback(cache: DynamicCache, keep: int) -> None:
+def new_static_cache(model, max_length: int):
+    """transformers' StaticCache: fixed buffers of `max_length` positions, written in place, so that a compiled
+    forward (CUDA graphs) sees the same addresses every step. Rolling back only moves its length counter back; the
+    stale entries past it are overwritten by the next step and, until then, hidden by the causal mask (a query at
+    position p attends to cached positions <= p only)."""
+    from transformers import StaticCache
+
+    return StaticCache(config=model.config, max_cache_len=max_length)
+
+
+def rollback(cache, keep: int, length: int | None = None) -> None:
     """Drop every cached position from `keep` on (the rejected draft tokens), without re-running the prefix.
 
-    A negative argument to crop() removes that many positions; it means the same in transformers 4.x and 5.x.
+    `length`: the cache's current length if the caller knows it; a StaticCache keeps its length in a device tensor,
+    and reading it would make the host wait for the GPU at every step. A negative argument to crop() removes that
+    many positions; it means the same in transformers 4.x and 5.x, for dynamic and static caches.
     """
-    excess = cache.get_seq_length() - keep
+    excess = (length if length is not None else int(cache.get_seq_length())) - keep
     if excess > 0:
         cache.crop(-excess)

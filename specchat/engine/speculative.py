@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
-from .cache import cache_argument, new_cache, rollback
+from .cache import cache_argument, new_cache, new_static_cache, rollback
 from .drafters import Drafter, NoDrafter
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
@@ -46,7 +46,11 @@ class SpeculativeEngine:
     """Generates with a target model and a drafter; the output is what the target alone would produce."""
 
     def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
-                 eos_token_ids: Sequence[int] | None = None):
+                 eos_token_ids: Sequence[int] | None = None, static_cache: bool | None = None,
+                 compile_steps: bool | None = None):
+        """static_cache / compile_steps: the GPU fast path (None = on for CUDA). A static KV cache keeps every
+        buffer at a fixed address; the verification forward (1..K+1 tokens) is then compiled with CUDA graphs,
+        one graph per input length, while the prefill (any prompt length) stays eager."""
         self.target = target
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
@@ -56,6 +60,13 @@ class SpeculativeEngine:
         self.vocab_size = target.get_output_embeddings().weight.shape[0]
         self._cache_argument = cache_argument(target)
         self.step_costs = StepCosts()  # measured per engine, reused by every generation
+        on_gpu = self.device.type == "cuda"
+        self.static_cache = on_gpu if static_cache is None else static_cache
+        self._step_forward = self._plain_forward
+        if compile_steps if compile_steps is not None else (on_gpu and self.static_cache):
+            if not self.static_cache:
+                raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
+            self._step_forward = compile_forward(target)
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -82,8 +93,8 @@ class SpeculativeEngine:
         policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs)
         started = time.perf_counter()
 
-        cache = new_cache(self.target)
-        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1)[0]
+        cache = self._new_cache(len(prompt), reply.max_new_tokens, config.k_max)
+        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True)[0]
         first = sampler.next_token(logits)
         stats.target_passes = 1
         stats.prefill_s = time.perf_counter() - started
@@ -126,7 +137,8 @@ class SpeculativeEngine:
             n, next_token = verify_stochastic(sampler.probs(logits), draft_tokens, q, sampler)
         accept_s = clock.lap()
 
-        rollback(cache, len(context) + n)  # keep [.. last token, x_1..x_n]; the next input is next_token
+        # Keep [.. last token, x_1..x_n]; the next input is next_token. The cache holds len(context) + k positions.
+        rollback(cache, len(context) + n, length=len(context) + k)
         accepted = draft_tokens[:n] + [next_token]
         context.extend(accepted)
         if k:
@@ -169,8 +181,20 @@ class SpeculativeEngine:
         return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.confidence,
                          self.drafter.forward_count - forwards_before), free, policy_s
 
-    def _forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+    def _new_cache(self, prompt_tokens: int, max_new_tokens: int, k_max: int):
+        if not self.static_cache:
+            return new_cache(self.target)
+        # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
+        # rolled back), rounded up so that replies of similar length share compiled graphs' cache shapes.
+        needed = prompt_tokens + max_new_tokens + k_max + 1
+        return new_static_cache(self.target, min(-(-needed // 256) * 256, self.context_window + k_max + 1))
+
+    def _forward(self, input_ids: torch.Tensor, cache, keep: int, prefill: bool = False) -> torch.Tensor:
         """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
+        forward = self._plain_forward if prefill else self._step_forward
+        return forward(input_ids, cache, keep)
+
+    def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
         return out.logits[0]
 
@@ -261,6 +285,19 @@ def _merge(first: Emission, second: Emission) -> Emission:
         return second
     return Emission(first.token_ids + second.token_ids, first.origins + second.origins, first.spans + second.spans,
                     first.text_delta + second.text_delta, first.text_offset)
+
+
+def compile_forward(model: torch.nn.Module):
+    """The target's step forward compiled with CUDA graphs ("reduce-overhead"): input lengths 1..K+1 each get a
+    graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses)."""
+    argument = cache_argument(model)
+    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
+
+    def forward(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+        out = compiled(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{argument: cache})
+        return out.logits[0].clone()  # graph outputs are overwritten by the next replay
+
+    return forward
 
 
 def default_eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:

@@ -166,3 +166,51 @@ def test_sampling_is_reproducible_with_a_seed(target, tokenizer, close_draft, pr
     other = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, seed=124,
                                                          sampling=SamplingParams(temperature=0.9, top_p=0.95)))
     assert other.token_ids != first.token_ids
+
+
+# --- the GPU fast path, exercised on the CPU: static cache, compiled steps --------------------------------------
+
+@pytest.mark.parametrize("drafter_name", ["pld", "close", "hybrid"])
+def test_static_cache_is_lossless_and_rolls_back_by_its_counter(target, tokenizer, close_draft, unrelated_draft,
+                                                                 prompt_ids, drafter_name):
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=48)
+    static_plain = SpeculativeEngine(target, tokenizer, NoDrafter(), static_cache=True).generate(
+        prompt_ids, GenerationConfig(max_new_tokens=48))
+    drafter = drafters(drafter_name, target, close_draft, unrelated_draft)
+    engine = SpeculativeEngine(target, tokenizer, drafter, static_cache=True)
+    result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=48, k=4, adaptive_k=False))
+    assert static_plain.token_ids == reference.token_ids  # same model, another cache: the same greedy reply
+    assert result.token_ids == reference.token_ids
+    assert result.stats.draft_proposed > result.stats.draft_accepted  # rejections happened and were rolled back
+
+
+def test_compiled_steps_serve_every_verification_and_copy_their_output(target, tokenizer, prompt_ids, monkeypatch):
+    """torch.compile itself needs CUDA here (inductor's CPU path fails on this model, see README); the plumbing
+    around it is the same with an identity "compiler" that counts the calls."""
+    calls = []
+
+    def fake_compile(function, **options):
+        assert options["mode"] == "reduce-overhead" and options["dynamic"] is False
+
+        def compiled(**kwargs):
+            calls.append(kwargs["input_ids"].shape[1])
+            return function(**kwargs)
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    reference = plain(target, tokenizer, prompt_ids, max_new_tokens=30)
+    engine = SpeculativeEngine(target, tokenizer, PromptLookupDrafter(), static_cache=True, compile_steps=True)
+    result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3))
+    assert result.token_ids == reference.token_ids
+    assert len(calls) == result.stats.target_passes - 1  # every step but the prefill, which stays eager
+    assert set(calls) <= {1, 2, 3, 4}
+
+
+def test_compiled_steps_need_the_static_cache(target, tokenizer):
+    with pytest.raises(ValueError, match="static cache"):
+        SpeculativeEngine(target, tokenizer, NoDrafter(), static_cache=False, compile_steps=True)
+
+
+def test_the_fast_path_is_off_on_the_cpu_by_default(target, tokenizer):
+    engine = SpeculativeEngine(target, tokenizer, NoDrafter())
+    assert engine.static_cache is False and engine._step_forward == engine._plain_forward
