@@ -12,6 +12,7 @@ from pathlib import Path
 EXIT_USAGE = 2
 DRAFTER_KINDS = ("hybrid", "model", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
 MODEL_DRAFTERS = ("hybrid", "model")
+SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also print the engine's efficiency, its overhead breakdown, the verify cost curve and "
                             "memory use")
     bench.set_defaults(handler=run_bench)
+
+    costs = commands.add_parser("costs", help="measure the verification cost curve, the draft's cost and the "
+                                              "engine's ceiling on this hardware")
+    costs.add_argument("--target", help="target model SRC (default: the embedded one)")
+    costs.add_argument("--shape", choices=sorted(SHAPE_NAMES), help="random weights of this shape instead of --target")
+    costs.add_argument("--draft", help="draft model SRC")
+    costs.add_argument("--draft-shape", choices=sorted(SHAPE_NAMES), help="random draft weights of this shape")
+    costs.add_argument("--device", default="auto")
+    costs.add_argument("--dtype", default="auto")
+    costs.add_argument("--max-n", type=positive_int, default=9, help="measure forwards of 1..N new tokens")
+    costs.add_argument("--context", type=positive_int, default=256, help="tokens already cached")
+    costs.add_argument("--repeats", type=positive_int, default=10)
+    costs.add_argument("--k", type=positive_int, default=4, help="K of the alpha = 1 ceiling run")
+    costs.add_argument("--tokens", type=positive_int, default=96, help="tokens of the ceiling run")
+    costs.add_argument("--alphas", type=lambda text: [unit_interval(a) for a in text.split(",")],
+                       default=[0.3, 0.5, 0.7, 0.9], help="acceptance rates to predict speedups for")
+    costs.add_argument("--static-cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="static KV cache (default: on for CUDA)")
+    costs.add_argument("--json", action="store_true")
+    costs.set_defaults(handler=run_costs, trust_remote_code=False, allow_pickle=False)
 
     train = commands.add_parser("train-draft", help="train a small draft model for a target by self-distillation")
     train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
@@ -333,6 +354,15 @@ def run_bench(args) -> int:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
         print(f"report written to {args.out}", file=sys.stderr)
     return 0
+
+
+def run_costs(args) -> int:
+    from . import costs
+
+    if args.target and args.shape:
+        from .engine import SpecchatError
+        raise SpecchatError("give --target or --shape, not both")
+    return costs.run(args)
 
 
 def run_models_list(args) -> int:
