@@ -30,7 +30,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/specchat bench --modes none,pld,model,hybrid,hf-none,hf-pld,hf-model --out bench-report.json
+	$(BIN)/specchat bench --modes none,pld,model,hybrid,hf-none,hf-pld,hf-model --profile --out bench-report.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
