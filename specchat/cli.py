@@ -15,6 +15,14 @@ MODEL_DRAFTERS = ("hybrid", "model")
 SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
 
+def gui_main() -> int:
+    """The GUI entry point (`specchat-gui`, no console window on Windows): always the desktop window."""
+    _quiet_libraries(allow_network=False, progress_bars=False)
+    from .ui.app import run_gui
+
+    return run_gui()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "stats":  # reads SQLite only: no torch, no transformers, instant
@@ -106,7 +114,13 @@ def _float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="specchat", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"specchat {__version__}")
+    parser.add_argument("--self-test", action="store_true",
+                        help="load the default models headless, check that speculative and plain decoding agree, "
+                             "print a one-line verdict and exit 0 (pass) or 1 (fail)")
     parser.set_defaults(handler=run_app, command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -267,6 +281,10 @@ def _generation_config(args):
 
 def run_app(args) -> int:
     """A bare `specchat`: the desktop window (the terminal chat when there is no display to open it on)."""
+    if args.self_test:
+        from .selftest import run_self_test
+
+        return run_self_test()
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
                                                  or os.environ.get("QT_QPA_PLATFORM")):
         print("specchat: no display found; starting the terminal chat instead (specchat chat)", file=sys.stderr)

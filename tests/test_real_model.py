@@ -70,3 +70,29 @@ def test_prompt_lookup_accepts_tokens_when_the_reply_copies_the_prompt(embedded_
     assert result.stats.draft_accepted >= 10
     assert result.stats.tau > 1.5  # well over one token per target pass
     assert "Visitors may borrow" in result.text
+
+
+@pytest.mark.model
+def test_self_test_passes_on_the_default_pair():
+    import io
+
+    from specchat.selftest import run_self_test
+
+    out = io.StringIO()
+    assert run_self_test(out) == 0
+    line = out.getvalue()
+    assert line.count("\n") == 1 and line.startswith("specchat self-test: PASS: 24 tokens identical")
+
+
+def test_self_test_failure_is_one_line_and_exit_code_1(monkeypatch):
+    import io
+
+    from specchat import selftest
+
+    def broken():
+        raise RuntimeError("no model here")
+
+    monkeypatch.setattr(selftest, "_check", broken)
+    out = io.StringIO()
+    assert selftest.run_self_test(out) == 1
+    assert out.getvalue() == "specchat self-test: FAIL: RuntimeError: no model here\n"

@@ -8,11 +8,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, Qt
+from PySide6.QtCore import QCoreApplication, QSize, Qt
+from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QStyleFactory
 
 from .. import __version__
 from .theme import dark_palette
+
+ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 
 
 def create_application(argv: list[str] | None = None) -> QApplication:
@@ -20,10 +23,23 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     QCoreApplication.setOrganizationName("specchat")
     QCoreApplication.setApplicationName("specchat")
     QCoreApplication.setApplicationVersion(__version__)
+    QGuiApplication.setDesktopFileName("org.specchat.Specchat")  # Wayland/X11 match windows to the .desktop file
+    app.setWindowIcon(app_icon())
     app.setStyle(QStyleFactory.create("Fusion"))
     if _wants_dark(app):
         app.setPalette(dark_palette())
     return app
+
+
+def app_icon() -> QIcon:
+    """The app icon from the shipped SVG, with PNG renderings for sizes where a rasteriser would blur it."""
+    from ..resources import resource
+
+    icon = QIcon()
+    for size in ICON_SIZES:
+        icon.addFile(str(resource("icons", f"specchat-{size}.png")), QSize(size, size))
+    icon.addFile(str(resource("icons", "specchat.svg")))
+    return icon
 
 
 def _wants_dark(app: QApplication) -> bool:

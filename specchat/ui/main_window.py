@@ -200,6 +200,8 @@ class MainWindow(QMainWindow):
         action("Statistics &dashboard…", "Ctrl+Shift+D", self.open_dashboard, view_menu)
         settings_menu = self.menuBar().addMenu("&Settings")
         action("&Preferences…", "Ctrl+,", self.open_settings, settings_menu)
+        help_menu = self.menuBar().addMenu("&Help")
+        action("&About specchat", "F1", self.open_about, help_menu)
 
     def _legend_html(self) -> str:
         theme = current_theme()
@@ -447,6 +449,11 @@ class MainWindow(QMainWindow):
         self.dashboard.show()
         self.dashboard.raise_()
         self.dashboard.activateWindow()
+
+    def open_about(self) -> None:
+        from .about import AboutDialog
+
+        AboutDialog(self).exec()
 
     # -- settings, status, errors ---------------------------------------------------------------------------------
 

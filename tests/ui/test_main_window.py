@@ -233,3 +233,15 @@ def test_race_opens_with_the_prompt_in_the_box_and_chat_waits_for_it(qtbot, make
     window.session.release_device("race")
     send(qtbot, window, "Race this")
     assert not window.session.device_busy()
+
+
+def test_about_names_the_version_and_the_licences(make_window):
+    from specchat import __version__
+    from specchat.ui.about import AboutDialog, licence_of
+
+    dialog = AboutDialog(make_window())
+    text = dialog.text.toPlainText()
+    assert f"specchat {__version__}" in text and "SmolLM2-135M-Instruct" in text and "Apache-2.0" in text
+    assert "PySide6-Essentials" in text and "LGPL-3.0" in text and "torch" in text
+    assert licence_of("SQLAlchemy") == "MIT" and licence_of("no-such-package") == "not installed"
+    dialog.close()
