@@ -18,6 +18,7 @@ import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
 from .cache import cache_argument, new_cache, new_static_cache, rollback
+from .head import tuned_head_for
 from .drafters import Drafter, NoDrafter
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
@@ -47,10 +48,11 @@ class SpeculativeEngine:
 
     def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
                  eos_token_ids: Sequence[int] | None = None, static_cache: bool | None = None,
-                 compile_steps: bool | None = None):
+                 compile_steps: bool | None = None, tuned_head: bool | None = None):
         """static_cache / compile_steps: the GPU fast path (None = on for CUDA). A static KV cache keeps every
         buffer at a fixed address; the verification forward (1..K+1 tokens) is then compiled with CUDA graphs,
-        one graph per input length, while the prefill (any prompt length) stays eager."""
+        one graph per input length, while the prefill (any prompt length) stays eager. tuned_head (None = where it
+        applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout."""
         self.target = target
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
@@ -63,6 +65,10 @@ class SpeculativeEngine:
         on_gpu = self.device.type == "cuda"
         self.static_cache = on_gpu if static_cache is None else static_cache
         self._step_forward = self._plain_forward
+        self._head = tuned_head_for(target) if tuned_head is None or tuned_head else None
+        if self._head is not None:
+            self._decoder = target.get_decoder()
+            self._step_forward = self._forward_with_tuned_head
         if compile_steps if compile_steps is not None else (on_gpu and self.static_cache):
             if not self.static_cache:
                 raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
@@ -193,6 +199,10 @@ class SpeculativeEngine:
         """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
         forward = self._plain_forward if prefill else self._step_forward
         return forward(input_ids, cache, keep)
+
+    def _forward_with_tuned_head(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+        out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
+        return self._head(out.last_hidden_state[0, -keep:])
 
     def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})

@@ -213,4 +213,20 @@ def test_compiled_steps_need_the_static_cache(target, tokenizer):
 
 def test_the_fast_path_is_off_on_the_cpu_by_default(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
-    assert engine.static_cache is False and engine._step_forward == engine._plain_forward
+    assert engine.static_cache is False and engine._step_forward == engine._forward_with_tuned_head
+
+
+def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer, prompt_ids):
+    from specchat.engine.head import tuned_head_for
+
+    head = tuned_head_for(target)
+    assert head is tuned_head_for(target)  # one per model: engines share its timings
+    hidden = torch.randn(4, target.config.hidden_size)
+    expected = target.get_output_embeddings()(hidden)
+    torch.testing.assert_close(head(hidden), expected, rtol=1e-5, atol=1e-5)
+    assert 4 in head.use_transposed  # timed once for this length, then remembered
+    untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False)
+    tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
+    config = GenerationConfig(max_new_tokens=32)
+    assert untuned._step_forward == untuned._plain_forward
+    assert tuned.generate(prompt_ids, config).token_ids == untuned.generate(prompt_ids, config).token_ids
