@@ -25,15 +25,12 @@ def gui_main() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "stats":  # reads SQLite only: no torch, no transformers, instant
-        return _run_without_models(args)
-    downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
-    _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command == "train-draft")
-    from .engine import SpecchatError
-
+    if args.command != "stats":  # stats reads SQLite only: no torch, no transformers, instant
+        downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
+        _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command == "train-draft")
     try:
         return args.handler(args)
-    except SpecchatError as error:
+    except _user_errors(args.command) as error:
         print(f"specchat: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -50,17 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run_without_models(args) -> int:
+def _user_errors(command: str | None) -> tuple[type[Exception], ...]:
+    """Errors that are the user's to fix (one line, exit code 2); the engine's are not imported for `stats`."""
     from .storage import StorageError
 
-    try:
-        return args.handler(args)
-    except StorageError as error:
-        print(f"specchat: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    if command == "stats":
+        return (StorageError,)
+    from .engine import SpecchatError
+
+    return (SpecchatError, StorageError)
 
 
 def _quiet_libraries(allow_network: bool, progress_bars: bool) -> None:

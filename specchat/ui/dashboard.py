@@ -85,11 +85,6 @@ def accepted_length_distribution(proposed_by_position: Sequence[int],
     return [(at_least[j] - at_least[j + 1]) / steps for j in range(len(accepted_by_position) + 1)]
 
 
-def summarize_runs(runs: Iterable[RunRow]) -> RunAggregate:
-    """Sums as the Store's: ratios from totals (a long reply weighs more than a short one), speedup a plain mean."""
-    return RunAggregate.of(runs)
-
-
 CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRow)) + ("alpha", "tau")
 
 
@@ -1034,7 +1029,7 @@ class DashboardWindow(QWidget):
         except StorageError as error:
             self._say(f"The statistics could not be read: {error}", "error")
             return
-        self.summary = summarize_runs(self.runs)
+        self.summary = RunAggregate.of(self.runs)
         self._show_period_dates()
         self._show_summary()
         self._show_charts()

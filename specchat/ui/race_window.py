@@ -403,6 +403,7 @@ class RaceWindow(QWidget):
                                "top_k": settings.top_k, "k": settings.k, "adaptive_k": settings.adaptive_k,
                                "seed": seed, "device": str(self.session.pair.target.device)}
         self._race_prompt = text
+        self._settings = dataclasses.replace(settings)  # as they were when the race started
         self.comparison_id = None
         self.history.clearSelection()
         self._stop_replay()
@@ -498,22 +499,10 @@ class RaceWindow(QWidget):
             self.session.stats_changed.emit()
 
     def _run_values(self, track: Track, result) -> dict:
-        pair, s, stats = self.session.pair, self._race_settings, track.stats
-        return {
-            "app_session_id": self.session.app_session_id, "target": pair.target.name,
-            "draft": pair.draft.name if pair.draft and track.drafter in MODEL_DRAFTERS else None,
-            "drafter": track.drafter, "k": s["k"], "adaptive": s["adaptive_k"], "temperature": s["temperature"],
-            "top_p": s["top_p"], "top_k": s["top_k"], "seed": s["seed"], "device": s["device"],
-            **{key: stats.get(key, 0) for key in ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed",
-                                                  "draft_accepted", "tokens_per_s", "prefill_s", "draft_s",
-                                                  "verify_s", "wall_s")},
-            "acceptance_by_position": stats.get("acceptance_by_position", []),
-            "proposed_by_position": stats.get("proposed_by_position", []),
-            "accepted_by_position": stats.get("accepted_by_position", []),
-            "speedup": result.speedup, "speedup_basis": "measured" if result.speedup else None,
-            "baseline_tokens_per_s": self.tracks[0].tokens_per_s, "predicted_speedup": stats.get("predicted_speedup"),
-            "finish_reason": track.finish_reason,
-        }
+        return self.session.run_values(
+            track.stats, track.drafter, self._race_settings["seed"], self._settings, speedup=result.speedup,
+            speedup_basis="measured" if result.speedup else None, baseline_tokens_per_s=self.tracks[0].tokens_per_s,
+            finish_reason=track.finish_reason)
 
     # -- results --------------------------------------------------------------------------------------------------
 

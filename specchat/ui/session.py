@@ -212,25 +212,21 @@ class ChatSession(QObject):
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
         speedup = stats.tokens_per_s / self.plain_tokens_per_s if self.plain_tokens_per_s else None
-        pair = self.pair
-        self.store.record_run({
-            "message_id": message_id, "conversation_id": conversation_id, "app_session_id": self.app_session_id,
-            "target": pair.target.name,
-            "draft": pair.draft.name if pair.draft and settings.drafter in MODEL_DRAFTERS else None,
-            "drafter": settings.drafter, "k": settings.k, "adaptive": settings.adaptive_k,
-            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
-            "seed": result.seed, "device": str(pair.target.device), "prompt_tokens": stats.prompt_tokens,
-            "new_tokens": stats.new_tokens, "target_passes": stats.target_passes,
-            "draft_proposed": stats.draft_proposed, "draft_accepted": stats.draft_accepted,
-            "tokens_per_s": stats.tokens_per_s, "prefill_s": stats.prefill_s, "draft_s": stats.draft_s,
-            "verify_s": stats.verify_s, "wall_s": stats.wall_s,
-            "acceptance_by_position": stats.acceptance_by_position,
-            "proposed_by_position": stats.proposed_by_position, "accepted_by_position": stats.accepted_by_position,
-            "speedup": speedup, "speedup_basis": "calibrated" if speedup else None,
-            "baseline_tokens_per_s": self.plain_tokens_per_s, "predicted_speedup": stats.predicted_speedup,
-            "finish_reason": result.finish_reason,
-        })
+        self.store.record_run(self.run_values(
+            stats.to_dict(), settings.drafter, result.seed, settings, message_id=message_id,
+            conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
+            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason))
         self.stats_changed.emit()
+
+    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, **extra) -> dict:
+        """A generation run for the Store: the engine's statistics (GenerationStats.to_dict(); record_run drops the
+        keys that are not columns), the models and settings that produced them, and `extra` columns."""
+        pair = self.pair
+        return {**stats, "app_session_id": self.app_session_id, "target": pair.target.name,
+                "draft": pair.draft.name if pair.draft and drafter in MODEL_DRAFTERS else None,
+                "drafter": drafter, "k": settings.k, "adaptive": settings.adaptive_k,
+                "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
+                "seed": seed, "device": str(pair.target.device), **extra}
 
     def run_footer(self, message_id: int) -> str:
         run = self.store.run_for_message(message_id)

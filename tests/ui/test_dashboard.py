@@ -9,10 +9,10 @@ import pytest
 from PySide6.QtCore import QDate, Qt
 from PySide6.QtGui import QImage
 
-from specchat.storage.records import RunFilter
+from specchat.storage.records import RunAggregate, RunFilter
 from specchat.bench import BenchSettings, ModeRecord, bench_run_values
 from specchat.ui.dashboard import (DashboardWindow, accepted_length_distribution, chart_labels, csv_row,
-                                   summarize_runs, time_axis_ticks)
+                                   time_axis_ticks)
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
 
@@ -132,7 +132,7 @@ def test_accepted_length_distribution_is_exact():
 def test_summary_and_csv_row_of_runs(store):
     seed_runs(store)
     runs = store.runs()
-    summary = summarize_runs(runs)
+    summary = RunAggregate.of(runs)
     assert (summary.runs, summary.new_tokens, summary.draft_proposed, summary.draft_accepted) == (5, 404, 296, 194)
     assert summary.mean_speedup == pytest.approx(1.5625)
     assert summary.tau == pytest.approx(404 / 200) and summary.tokens_per_s == pytest.approx(404 / 13.6)
