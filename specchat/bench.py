@@ -19,7 +19,7 @@ from .engine.pair import ModelPair
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
-MODES = ("none", "pld", "model", "hybrid", "hf-none", "hf-pld", "hf-model")
+MODES = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model")
 
 
 @dataclass(frozen=True)
@@ -413,7 +413,7 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
     return {
         "app_session_id": app_session_id, "source": "bench", "category": record.category,
         "target": pair.target.name,
-        "draft": pair.draft.name if pair.draft is not None and record.mode in ("model", "hybrid") else None,
+        "draft": pair.draft_name(record.mode),
         "drafter": record.mode, "k": settings.k, "adaptive": settings.adaptive,
         "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "device": str(pair.target.device),
         "new_tokens": record.new_tokens, "target_passes": record.target_passes or 0,

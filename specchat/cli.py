@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 EXIT_USAGE = 2
-DRAFTER_KINDS = ("hybrid", "model", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
+DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
 MODEL_DRAFTERS = ("hybrid", "model")
 SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command != "stats":  # stats reads SQLite only: no torch, no transformers, instant
         downloading = args.command == "models" and getattr(args, "models_command", "") == "download"
-        _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command == "train-draft")
+        _quiet_libraries(allow_network=downloading, progress_bars=downloading or args.command in ("train-draft", "train-head"))
     try:
         return args.handler(args)
     except _user_errors(args.command) as error:
@@ -173,16 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     costs.add_argument("--json", action="store_true")
     costs.set_defaults(handler=run_costs, trust_remote_code=False, allow_pickle=False)
 
-    train = commands.add_parser("train-draft", help="train a small draft model for a target by self-distillation")
-    train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
-    train.add_argument("--out", type=Path, required=True, help="folder for the trained draft model")
-    train.add_argument("--work", type=Path,
-                       help="folder for intermediate data, reused when rerun (default: in the user cache folder)")
-    train.add_argument("--preset", choices=("full", "quick"), default="full",
-                       help="full (the shipped draft, about 55 min on 2 CPU cores) or quick (a smoke test)")
-    train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
-    train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
-    train.set_defaults(handler=run_train_draft)
+    for name, handler, what, full in (
+            ("train-draft", run_train_draft, "train a small draft model for a target by self-distillation",
+             "full (the shipped draft, about 55 min on 2 CPU cores) or quick (a smoke test)"),
+            ("train-head", run_train_head, "train an EAGLE-style draft head on a target's own hidden states",
+             "full (the shipped head, about 40 min on 2 CPU cores after train-draft's replies) or quick")):
+        train = commands.add_parser(name, help=what)
+        train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
+        train.add_argument("--out", type=Path, required=True, help="folder for the result")
+        train.add_argument("--work", type=Path, help="folder for intermediate data, reused when rerun and shared by "
+                           "train-draft and train-head (default: in the user cache folder)")
+        train.add_argument("--preset", choices=("full", "quick"), default="full", help=full)
+        train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
+        train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
+        train.set_defaults(handler=handler)
 
     stats = commands.add_parser("stats", help="speedup statistics from the chat database, per session and model pair")
     stats.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -209,6 +213,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                         help="target model: embedded (default), a folder, a .gguf file or a downloaded Hub id")
     parser.add_argument("--draft", help="draft model for --drafter model (same forms as --target; default: the shipped "
                                         "draft when the target is the embedded model)")
+    parser.add_argument("--head", type=Path, help="EAGLE-style draft head folder for --drafter eagle / eagle-hybrid "
+                                                   "(made by train-head; default: the shipped head of the embedded "
+                                                   "model)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
@@ -217,8 +224,10 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
 
 def _decoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=DRAFTER_KINDS, default=None,
-                        help="hybrid (draft model + prompt lookup), model (draft model), pld (prompt lookup) or none; "
-                             "default: hybrid when there is a draft model (given or shipped), else pld")
+                        help="hybrid (draft model + prompt lookup), model (draft model), eagle-hybrid (draft head + "
+                             "prompt lookup), eagle (draft head), pld (prompt lookup) or none; default: eagle-hybrid "
+                             "when the target has a draft head (the embedded one ships one), else "
+                             "hybrid when there is a draft model (given or shipped), else pld")
     parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     parser.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
     parser.add_argument("--temperature", type=non_negative, default=0.0, help="0 (default) is greedy")
@@ -249,12 +258,24 @@ def _load(args, with_draft: bool, on_loaded=None):
         if source is not None and needs_conversion(source):
             print(f"Preparing {source.describe()} for its first use (dequantising, about 30 s)…", file=sys.stderr,
                   flush=True)
-    return load_pair(target, draft, options, on_loaded)
+    pair = load_pair(target, draft, options, on_loaded)
+    pair.head_folder = getattr(args, "head", None)
+    return pair
+
+
+def _has_head(args) -> bool:
+    from .engine import ModelSource
+    from .engine.models import default_head_for
+
+    return getattr(args, "head", None) is not None or default_head_for(ModelSource.parse(args.target)) is not None
 
 
 def _drafter_choice(args) -> str:
+    """--drafter, else the fastest the target has on the shipped suite: the draft head with prompt lookup, else
+    the draft model with prompt lookup, else prompt lookup alone."""
     has_draft = _draft_source(args) is not None
-    drafter = getattr(args, "drafter", None) or ("hybrid" if has_draft else "pld")
+    drafter = getattr(args, "drafter", None) or ("eagle-hybrid" if _has_head(args) and not args.draft else
+                                                 "hybrid" if has_draft else "pld")
     if drafter in MODEL_DRAFTERS and not has_draft:
         from .engine import SpecchatError
         raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
@@ -404,22 +425,38 @@ def run_models_download(args) -> int:
     return 0
 
 
-def run_train_draft(args) -> int:
+def _training_pipeline(args, pipeline_class):
     from tqdm.auto import tqdm
 
     from .engine import ModelSource
     from .resources import default_prompt_suite
-    from .training.pipeline import Pipeline, default_work_dir, settings_for
+    from .training.pipeline import default_work_dir, settings_for
 
+    target = ModelSource.parse(args.target)
     settings = settings_for(args.preset, args.epochs, args.seed)
-    work = args.work or default_work_dir(args.out, args.preset)
-    pipeline = Pipeline(ModelSource.parse(args.target), args.out, work, settings,
-                        default_prompt_suite().read_text(encoding="utf-8"),
-                        log=lambda line: print(line, file=sys.stderr, flush=True), progress_bar=tqdm)
-    summary = pipeline.run()
+    return pipeline_class(target, args.out, args.work or default_work_dir(target, args.preset), settings,
+                          default_prompt_suite().read_text(encoding="utf-8"),
+                          log=lambda line: print(line, file=sys.stderr, flush=True), progress_bar=tqdm)
+
+
+def run_train_draft(args) -> int:
+    from .training.pipeline import Pipeline
+
+    summary = _training_pipeline(args, Pipeline).run()
     final = summary["epochs"][-1] if summary["epochs"] else {}
     print(f"trained {summary['parameters'] / 1e6:.1f}M-parameter draft in {sum(summary['timings_s'].values()) / 60:.0f}"
           f" min; held-out top-1 agreement {final.get('heldout_top1', float('nan')):.3f}; saved to {args.out}")
+    return 0
+
+
+def run_train_head(args) -> int:
+    from .training.pipeline import HeadPipeline
+
+    summary = _training_pipeline(args, HeadPipeline).run()
+    final = summary["epochs"][-1] if summary["epochs"] else {}
+    print(f"trained {summary['parameters'] / 1e6:.1f}M-parameter draft head in "
+          f"{sum(summary['timings_s'].values()) / 60:.0f} min; held-out acceptance by draft position "
+          f"{final.get('heldout_acceptance_by_position')}; saved to {args.out}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """`specchat --self-test`: can this installation generate, speculatively and losslessly, with no display?
 
-Loads the default pair (the embedded target and its shipped draft), opens the GUI toolkit offscreen, creates a
-scratch chat database (which runs every migration), generates a few tokens with the default drafter and with plain
-decoding, and checks that they are the same tokens. One line out, exit code 0 (pass) or 1 (fail), so that packagers
+Loads the default pair (the embedded target, its shipped draft model and draft head), opens the GUI toolkit
+offscreen, creates a scratch chat database (which runs every migration), generates a few tokens with plain decoding
+and with each shipped drafter (the draft head's and the draft model's, each with prompt lookup), and checks that
+they are the same tokens. One line out, exit code 0 (pass) or 1 (fail), so that packagers
 and CI can run it inside a bundle.
 """
 
@@ -41,20 +42,25 @@ def _check() -> str:
 
     target = ModelSource.parse("embedded")
     pair = load_pair(target, default_draft_for(target))
-    drafter = "hybrid" if pair.draft is not None else "pld"
+    # The default drafter (the draft head with prompt lookup) and the draft model's: every shipped part drafts.
+    drafters = [d for d, usable in (("eagle-hybrid", pair.has_head), ("hybrid", pair.draft is not None)) if usable]
     prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", SELF_TEST_PROMPT)])
     config = GenerationConfig(max_new_tokens=SELF_TEST_TOKENS, seed=0)
     plain = pair.engine("none").generate(prompt, config)
-    speculative = pair.engine(drafter).generate(prompt, config)
-    app.processEvents()
-    stats = speculative.stats
-    if speculative.token_ids != plain.token_ids:
-        return (f"FAIL: the {drafter} drafter's {len(speculative.token_ids)} tokens differ from plain decoding's "
-                f"(specchat {__version__}, {pair.target.name})")
-    return (f"PASS: {len(plain.token_ids)} tokens identical to plain decoding with the {drafter} drafter, "
-            f"{stats.draft_accepted}/{stats.draft_proposed} drafts accepted (specchat {__version__}, "
-            f"{pair.target.name.split(' (')[0]}{' + ' + pair.draft.name.split(',')[0] if pair.draft else ''}, "
-            f"{pair.target.device}, Qt {_qt_version()})")
+    accepted = proposed = 0
+    for drafter in drafters or ["pld"]:
+        speculative = pair.engine(drafter).generate(prompt, config)
+        app.processEvents()
+        if speculative.token_ids != plain.token_ids:
+            return (f"FAIL: the {drafter} drafter's {len(speculative.token_ids)} tokens differ from plain decoding's "
+                    f"(specchat {__version__}, {pair.target.name})")
+        accepted += speculative.stats.draft_accepted
+        proposed += speculative.stats.draft_proposed
+    parts = [pair.target.name.split(" (")[0]] + ([pair.draft.name.split(",")[0]] if pair.draft else []) + (
+        ["draft head"] if pair.has_head else [])
+    return (f"PASS: {len(plain.token_ids)} tokens identical to plain decoding with the {' and '.join(drafters or ['pld'])}"
+            f" drafter{'s' if len(drafters) > 1 else ''}, {accepted}/{proposed} drafts accepted (specchat "
+            f"{__version__}, {' + '.join(parts)}, {pair.target.device}, Qt {_qt_version()})")
 
 
 def _check_database() -> None:

@@ -51,7 +51,7 @@ def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> 
     return f"{DIM}{line}{RESET}" if colour else line
 
 
-HELP = """Commands: /new (start over)  /system TEXT  /drafter hybrid|model|pld|none  /help  /quit
+HELP = """Commands: /new (start over)  /system TEXT  /drafter eagle-hybrid|eagle|hybrid|model|pld|none  /help  /quit
 Ctrl-C stops a reply (the partial reply is kept). Green text = draft tokens the model accepted."""
 
 

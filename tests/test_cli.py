@@ -44,6 +44,9 @@ def test_generate_streams_plain_text_when_not_a_terminal(capsys, model_folders):
     (["generate", "--prompt", "hi", "--target", "someone/not-downloaded"], "not downloaded"),
     (["generate", "--prompt", "hi", "--target", "{target}", "--drafter", "model"], "needs a draft model"),
     (["bench", "--modes", "none,turbo"], "unknown mode turbo"),
+    (["generate", "--prompt", "hi", "--target", "{target}", "--drafter", "eagle"], "no draft head is trained"),
+    (["generate", "--prompt", "hi", "--target", "{target}", "--drafter", "eagle", "--head", "/no/such/head"],
+     "cannot read the draft head"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(capsys, model_folders, argv, fragment):
     code, _, err = run(capsys, *[a.format(target=model_folders / "target") for a in argv])

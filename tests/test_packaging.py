@@ -66,6 +66,8 @@ def test_wheel_has_the_resources_and_both_entry_points(tmp_path):
                    "specchat/resources/icons/specchat-256.png",
                    "specchat/resources/models/smollm2-draft/model.safetensors",
                    "specchat/resources/models/smollm2-draft/tokenizer.json",
+                   "specchat/resources/models/smollm2-eagle/eagle.safetensors",
+                   "specchat/resources/models/smollm2-eagle/eagle.json",
                    "specchat/storage/migrations/script.py.mako",
                    "specchat/storage/migrations/versions/0003_comparisons.py", "specchat/__main__.py"):
         assert needed in names, needed

@@ -26,7 +26,7 @@ def test_greedy_outputs_are_identical_across_drafters(embedded_pair, question):
     config = GenerationConfig(max_new_tokens=40)
     plain = embedded_pair.engine("none").generate(ids, config)
     assert plain.text.strip()
-    for drafter in ("pld", "model", "hybrid"):
+    for drafter in ("pld", "model", "hybrid", "eagle", "eagle-hybrid"):
         drafted = embedded_pair.engine(drafter).generate(ids, config)
         assert drafted.token_ids == plain.token_ids, drafter
         assert drafted.text == plain.text
@@ -38,6 +38,25 @@ def test_the_shipped_draft_agrees_with_the_target_often(embedded_pair):
     # A random draft of this vocabulary would be right about 1 time in 49152 and give one token per pass.
     assert result.stats.acceptance_by_position[0] > 0.2
     assert result.stats.tau > 1.2
+
+
+def test_the_shipped_head_agrees_with_the_target_more_often_than_the_draft(embedded_pair):
+    ids = prompt(embedded_pair, "Give me three tips for keeping a small vegetable garden healthy.")
+    config = GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False)
+    head = embedded_pair.engine("eagle").generate(ids, config).stats
+    draft = embedded_pair.engine("model").generate(ids, config).stats
+    assert head.acceptance_by_position[0] > 0.4
+    assert head.tau > draft.tau
+
+
+def test_the_shipped_head_is_small_and_fits_the_embedded_target(embedded_pair):
+    from specchat.engine.models import default_head_for
+
+    folder = default_head_for(embedded_pair.target.source)
+    assert folder is not None and sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) <= 25_000_000
+    head = embedded_pair.head()
+    assert head.shape.hidden == embedded_pair.target.model.config.hidden_size
+    assert next(head.parameters()).dtype == embedded_pair.target.model.dtype  # float16 file, computed as the target
 
 
 def test_transformers_uses_the_shipped_draft_as_assistant_model(embedded_pair):

@@ -35,6 +35,9 @@ class Drafter(ABC):
     # True when proposing costs forward passes of a draft model, so K is chosen before proposing. A model-free
     # drafter is asked for as many tokens as could be used, and K is chosen after seeing its confidence.
     uses_model: bool = False
+    # True for a drafter that reads the target's last hidden state (an EAGLE-style head): the engine then keeps
+    # the hidden state of the position that produced the newest token and hands it over after every target pass.
+    wants_target_features: bool = False
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         """Called once per generation before the first proposal."""
@@ -45,6 +48,9 @@ class Drafter(ABC):
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         """`context` is the sequence after verification: the old context, n accepted tokens and the target's one."""
+
+    def accept_target_feature(self, feature: torch.Tensor) -> None:
+        """The target's last hidden state at the position that produced the context's newest token."""
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
         """For a drafter with a model: a proposal that costs no model pass (None: none). The engine uses it instead
@@ -228,13 +234,17 @@ class TransformersRunner:
         return out.logits[0, -1]
 
 
-DRAFTER_KINDS = ("hybrid", "model", "pld", "none")
+DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "pld", "none")
 MODEL_DRAFTERS = ("hybrid", "model")  # the kinds that need a draft model
-DRAFTER_LABELS = {"hybrid": "draft model + prompt lookup", "model": "draft model", "pld": "prompt lookup",
+HEAD_DRAFTERS = ("eagle-hybrid", "eagle")  # the kinds that need a draft head trained for the target
+DRAFTER_LABELS = {"hybrid": "draft model + prompt lookup", "model": "draft model",
+                  "eagle-hybrid": "draft head + prompt lookup", "eagle": "draft head (EAGLE)", "pld": "prompt lookup",
                   "none": "plain decoding"}
 
 
-def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Drafter:
+def make_drafter(kind: str, draft_model: torch.nn.Module | None = None, head: torch.nn.Module | None = None,
+                 target: torch.nn.Module | None = None) -> Drafter:
+    """A drafter of `kind`; the model kinds need `draft_model`, the head kinds a `head` and its `target`."""
     if kind == "none":
         return NoDrafter()
     if kind == "pld":
@@ -243,4 +253,10 @@ def make_drafter(kind: str, draft_model: torch.nn.Module | None = None) -> Draft
         if draft_model is None:
             raise ValueError(f"the {kind} drafter needs a draft model")
         return ModelDrafter(draft_model) if kind == "model" else HybridDrafter(draft_model)
+    if kind in HEAD_DRAFTERS:
+        if head is None or target is None:
+            raise ValueError(f"the {kind} drafter needs a draft head and its target")
+        from .eagle import EagleDrafter, EagleHybridDrafter  # eagle.py builds on this module
+
+        return EagleDrafter(head, target) if kind == "eagle" else EagleHybridDrafter(head, target)
     raise ValueError(f"unknown drafter {kind!r} (choose one of {', '.join(DRAFTER_KINDS)})")

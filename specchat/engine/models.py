@@ -25,6 +25,7 @@ EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, GGUF Q4_1)"
 SHIPPED_DRAFT = "smollm2-draft"  # resources/models/<this>: trained by `specchat train-draft` for the embedded target
 SHIPPED_DRAFT_SPEC = "embedded-draft"
 SHIPPED_DRAFT_NAME = "SmolLM2 draft, 10.6M (shipped)"
+SHIPPED_HEAD = "smollm2-eagle"  # resources/models/<this>: trained by `specchat train-head` for the embedded target
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -86,6 +87,16 @@ def shipped_draft_folder() -> Path:
     if not (folder / "config.json").is_file():
         raise ModelLoadError(f"the shipped draft model is missing from {folder}; reinstall specchat")
     return folder
+
+
+def default_head_for(target: ModelSource) -> Path | None:
+    """The EAGLE-style draft head used with a target: the shipped one for the embedded target, else none."""
+    from .. import resources
+
+    if target.kind != "embedded":
+        return None
+    folder = Path(str(resources.resource("models", SHIPPED_HEAD)))
+    return folder if folder.is_dir() else None
 
 
 @dataclass(frozen=True)

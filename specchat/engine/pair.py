@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
+import torch
+
 from .compat import CompatibilityReport, check_pair
-from .drafters import MODEL_DRAFTERS, make_drafter
+from .drafters import HEAD_DRAFTERS, MODEL_DRAFTERS, make_drafter
+from .eagle import load_head
 from .errors import IncompatibleDraftError, SpecchatError
-from .models import LoadedModel, LoadOptions, ModelSource, load_config, load_model, load_tokenizer
+from .models import (LoadedModel, LoadOptions, ModelSource, default_head_for, load_config, load_model,
+                     load_tokenizer)
 from .speculative import SpeculativeEngine
 
 
@@ -16,12 +21,41 @@ from .speculative import SpeculativeEngine
 class ModelPair:
     target: LoadedModel
     draft: LoadedModel | None = None
+    # The EAGLE-style head's folder (None: the default for the target); loaded on first use, a few MB.
+    head_folder: Path | None = None
+    _head: torch.nn.Module | None = field(default=None, repr=False)
 
     def engine(self, drafter: str) -> SpeculativeEngine:
         if drafter in MODEL_DRAFTERS and self.draft is None:
             raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
         draft_model = self.draft.model if self.draft is not None else None
-        return SpeculativeEngine(self.target.model, self.target.tokenizer, make_drafter(drafter, draft_model))
+        head = self.head() if drafter in HEAD_DRAFTERS else None
+        return SpeculativeEngine(self.target.model, self.target.tokenizer,
+                                 make_drafter(drafter, draft_model, head, self.target.model))
+
+    def draft_name(self, drafter: str) -> str | None:
+        """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""
+        if drafter in MODEL_DRAFTERS and self.draft is not None:
+            return self.draft.name
+        if drafter in HEAD_DRAFTERS and self.has_head:
+            return f"EAGLE head ({self._head_location().name if self._head_location() else 'loaded'})"
+        return None
+
+    @property
+    def has_head(self) -> bool:
+        return self._head is not None or self._head_location() is not None
+
+    def head(self) -> torch.nn.Module:
+        if self._head is None:
+            folder = self._head_location()
+            if folder is None:
+                raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
+                                    "`specchat train-head`, then give --head DIR)")
+            self._head = load_head(folder, self.target.model)
+        return self._head
+
+    def _head_location(self) -> Path | None:
+        return Path(self.head_folder) if self.head_folder is not None else default_head_for(self.target.source)
 
 
 def check_sources(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()) -> CompatibilityReport:

@@ -66,13 +66,20 @@ class SpeculativeEngine:
         self.static_cache = on_gpu if static_cache is None else static_cache
         self._step_forward = self._plain_forward
         self._head = tuned_head_for(target) if tuned_head is None or tuned_head else None
-        if self._head is not None:
+        # A drafter reading the target's hidden states needs them from every pass, the prefill included.
+        self._keeps_features = self.drafter.wants_target_features
+        self._features: torch.Tensor | None = None  # [keep, hidden] of the latest pass, when kept
+        self._prefill_forward = self._plain_forward
+        if self._head is not None or self._keeps_features:
             self._decoder = target.get_decoder()
-            self._step_forward = self._forward_with_tuned_head
+            self._output_head = self._head or target.get_output_embeddings()
+            self._step_forward = self._forward_through_decoder
+            if self._keeps_features:
+                self._prefill_forward = self._forward_through_decoder
         if compile_steps if compile_steps is not None else (on_gpu and self.static_cache):
             if not self.static_cache:
                 raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
-            self._step_forward = compile_forward(target)
+            self._step_forward = compile_forward(target, keep_features=self._keeps_features, owner=self)
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -105,6 +112,8 @@ class SpeculativeEngine:
         stats.target_passes = 1
         stats.prefill_s = time.perf_counter() - started
         self.drafter.begin(prompt, sampler, self.vocab_size)
+        if self._keeps_features:
+            self.drafter.accept_target_feature(self._features[-1])
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
@@ -149,6 +158,8 @@ class SpeculativeEngine:
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
+        if self._keeps_features:  # row n of the verified input produced next_token
+            self.drafter.accept_target_feature(self._features[n])
         rollback_s = clock.lap()
         policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=draft.confidence if draft else None,
                        free=free)
@@ -197,12 +208,17 @@ class SpeculativeEngine:
 
     def _forward(self, input_ids: torch.Tensor, cache, keep: int, prefill: bool = False) -> torch.Tensor:
         """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
-        forward = self._plain_forward if prefill else self._step_forward
+        forward = self._prefill_forward if prefill else self._step_forward
         return forward(input_ids, cache, keep)
 
-    def _forward_with_tuned_head(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+    def _forward_through_decoder(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+        """The decoder, then the output head on the last `keep` hidden states (kept when the drafter reads them);
+        the head is the tuned one where it applies."""
         out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
-        return self._head(out.last_hidden_state[0, -keep:])
+        hidden = out.last_hidden_state[0, -keep:]
+        if self._keeps_features:
+            self._features = hidden
+        return self._output_head(hidden)
 
     def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
@@ -297,10 +313,21 @@ def _merge(first: Emission, second: Emission) -> Emission:
                     first.text_delta + second.text_delta, first.text_offset)
 
 
-def compile_forward(model: torch.nn.Module):
+def compile_forward(model: torch.nn.Module, keep_features: bool = False, owner: SpeculativeEngine | None = None):
     """The target's step forward compiled with CUDA graphs ("reduce-overhead"): input lengths 1..K+1 each get a
-    graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses)."""
+    graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses). keep_features:
+    the decoder is compiled instead, its last hidden states stored on `owner`, and the output head runs eagerly."""
     argument = cache_argument(model)
+    if keep_features:
+        decoder, head = model.get_decoder(), model.get_output_embeddings()
+        compiled_decoder = torch.compile(decoder.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
+
+        def forward_keeping_features(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+            out = compiled_decoder(input_ids=input_ids, use_cache=True, **{argument: cache})
+            owner._features = out.last_hidden_state[0, -keep:].clone()  # overwritten by the next replay
+            return head(owner._features)
+
+        return forward_keeping_features
     compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
 
     def forward(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """`specchat train-draft`: prompts -> the target's replies -> its soft labels -> a small draft model folder.
+`specchat train-head`: the same replies -> the target's hidden states on them -> an EAGLE-style draft head.
 
 Every stage writes its result to a work folder and is skipped when that result is already there, so an
 interrupted run resumes where it stopped; a finished run is reproduced exactly by the same command and seed.
@@ -20,11 +21,22 @@ import torch
 from ..engine.chat import Message, build_prompt_ids
 from ..engine.models import LoadedModel, ModelSource, converted_cache_dir, load_model
 from ..engine.speculative import default_eos_ids
+from ..engine.eagle import HeadShape, save_head
 from .distill import Example, Labels, generate_replies
+from .eagle import HeadTrainOptions, build_head, frequent_tokens, split, teacher_features, train_head
 from .prompts import drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
 
 Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class HeadSettings:
+    """The EAGLE-style head's sizes (its hidden size is the target's)."""
+
+    inner: int = 1536
+    blocks: int = 2
+    vocab: int = 8192
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,14 @@ class PipelineSettings:
     heldout_fraction: float = 0.04
     shape: DraftShape = field(default_factory=DraftShape)
     train: TrainOptions = field(default_factory=TrainOptions)
+    head: HeadSettings = field(default_factory=HeadSettings)
+    head_train: HeadTrainOptions = field(default_factory=HeadTrainOptions)
     seed: int = 0
+
+
+# Settings that only shape training: changing them keeps the generated data.
+TRAINING_ONLY = ("shape", "train", "head", "head_train", "heldout_fraction")
+
 
 
 PRESETS = {
@@ -52,16 +71,20 @@ PRESETS = {
     "quick": PipelineSettings(first_round=24, second_round=12, passage_tokens=(4, 12), max_new_tokens=12,
                               second_round_max_new_tokens=12, generation_batch=8, top_k=4,
                               heldout_fraction=0.2, shape=DraftShape(hidden=16, layers=1, intermediate=32, heads=2),
-                              train=TrainOptions(epochs=2, batch_tokens=512)),
+                              train=TrainOptions(epochs=2, batch_tokens=512),
+                              head=HeadSettings(inner=32, blocks=1, vocab=64),
+                              head_train=HeadTrainOptions(epochs=2, batch=64)),
 }
 
 
 def settings_for(preset: str, epochs: int | None = None, seed: int | None = None) -> PipelineSettings:
     settings = PRESETS[preset]
     if epochs is not None:
-        settings = replace(settings, train=replace(settings.train, epochs=epochs))
+        settings = replace(settings, train=replace(settings.train, epochs=epochs),
+                           head_train=replace(settings.head_train, epochs=epochs))
     if seed is not None:
-        settings = replace(settings, seed=seed, train=replace(settings.train, seed=seed))
+        settings = replace(settings, seed=seed, train=replace(settings.train, seed=seed),
+                           head_train=replace(settings.head_train, seed=seed))
     return settings
 
 
@@ -81,25 +104,27 @@ class Pipeline:
         self.work.mkdir(parents=True, exist_ok=True)
         self._forget_data_made_with_other_settings()
         target = self._timed("load target", lambda: load_model(self.target_source))
+        examples, labels = self._self_distillation_data(target)
+        report = self._timed("training", lambda: self._train(target, examples, labels))
+        return self._save(target, report, examples)
+
+    def _self_distillation_data(self, target: LoadedModel) -> tuple[list[Example], list[Labels]]:
         first = self._timed("first-round replies", lambda: self._replies(
             "round1", target, self._first_prompts(), self.settings.max_new_tokens))
         second = self._timed("second-round replies", lambda: self._replies(
             "round2", target, self._second_prompts(target, first), self.settings.second_round_max_new_tokens))
-        examples = [example for example, _ in first + second]
-        labels = [label for _, label in first + second]
-        report = self._timed("training", lambda: self._train(target, examples, labels))
-        return self._save(target, report, examples)
+        return [example for example, _ in first + second], [label for _, label in first + second]
 
     def _forget_data_made_with_other_settings(self) -> None:
         """Generated data is reused only if it was made from the same target with the same data settings; anything
         else in the work folder is stale and is removed (training settings may change freely)."""
         wanted = {"target": self.target_source.spec, **{name: value for name, value in asdict(self.settings).items()
-                                                        if name not in ("shape", "train", "heldout_fraction")}}
+                                                        if name not in TRAINING_ONLY}}
         record = self.work / "data-settings.json"
         recorded = json.loads(record.read_text(encoding="utf-8")) if record.exists() else None
         if recorded is not None and recorded != json.loads(json.dumps(wanted)):
             self.log("  the data settings changed: generating again")
-            for stale in (*self.work.glob("round*"), self.work / "stage-times.json"):
+            for stale in (*self.work.glob("round*"), *self.work.glob("features*"), self.work / "stage-times.json"):
                 stale.unlink(missing_ok=True)
         record.write_text(json.dumps(wanted, indent=1), encoding="utf-8")
 
@@ -172,14 +197,25 @@ class Pipeline:
         self.draft = build_draft(target.model, self.settings.shape, self.settings.seed)
         steps_per_epoch = len(training_batches(train, self.settings.train))
         with self.bar(total=steps_per_epoch * self.settings.train.epochs, desc="training", unit="step") as bar:
-            def progress(steps: int, info: dict) -> None:
-                if steps:
-                    bar.update(steps)
-                    bar.set_postfix(epoch=info["epoch"], loss=f"{info['loss']:.3f}")
-                else:
-                    self.log("  epoch {epoch}: train loss {train_loss:.3f}, held-out loss {heldout_loss:.3f}, "
-                             "held-out top-1 agreement {heldout_top1:.3f}".format(**info))
+            progress = self._epoch_progress(bar, "held-out top-1 agreement {heldout_top1:.3f}")
             return train_draft(self.draft, train, heldout, self.settings.train, progress)
+
+    def _epoch_progress(self, bar, held_out_figures: str):
+        """A training progress callback: steps move the bar; the end of an epoch (0 steps) is logged."""
+        def progress(steps: int, info: dict) -> None:
+            if steps:
+                bar.update(steps)
+                bar.set_postfix(epoch=info["epoch"], loss=f"{info['loss']:.3f}")
+            else:
+                self.log(("  epoch {epoch}: train loss {train_loss:.3f}, held-out loss {heldout_loss:.3f}, "
+                          + held_out_figures).format(**info))
+        return progress
+
+    def _summary(self, parameters: int, report, examples: list[Example]) -> dict:
+        """What training.json records: the target, every setting, the facts and timings, and each epoch."""
+        return {"target": self.target_source.describe(), "parameters": parameters, "settings": asdict(self.settings),
+                "facts": self.facts, "timings_s": self.timings, "epochs": report.epochs,
+                "replies_by_category": _count_categories(examples)}
 
     def _save(self, target: LoadedModel, report, examples: list[Example]) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -187,19 +223,86 @@ class Pipeline:
         draft.generation_config = copy.deepcopy(target.model.generation_config)
         draft.save_pretrained(self.out, safe_serialization=True)
         target.tokenizer.save_pretrained(self.out)
-        summary = {
-            "target": self.target_source.describe(),
-            "parameters": sum(p.numel() for p in draft.parameters()),
-            "settings": asdict(self.settings),
-            "facts": self.facts,
-            "timings_s": self.timings,
-            "epochs": report.epochs,
-            "replies_by_category": _count_categories(examples),
-        }
+        summary = self._summary(sum(p.numel() for p in draft.parameters()), report, examples)
         (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (self.out / "README.md").write_text(model_card(summary), encoding="utf-8")
         self.log(f"draft saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
         return summary
+
+
+class HeadPipeline(Pipeline):
+    """The same replies as the draft pipeline (the same work folder shares them), teacher-forced once through the
+    target to record its hidden states, then the EAGLE-style head trained on them (training/eagle.py)."""
+
+    FEATURES = "features.pt"
+
+    def run(self) -> dict:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._forget_data_made_with_other_settings()
+        target = self._timed("load target", lambda: load_model(self.target_source))
+        examples, _ = self._self_distillation_data(target)
+        features = self._timed("target hidden states", lambda: self._features(target, examples))
+        report, head = self._timed("head training", lambda: self._train_head(target, examples, features))
+        return self._save_head(target, head, report, examples)
+
+    def _features(self, target: LoadedModel, examples: list[Example]) -> list[torch.Tensor]:
+        path = self.work / self.FEATURES
+        if path.exists():
+            self.log(f"  reusing {path}")
+            self._reused = True
+            return torch.load(path)
+        with self.bar(total=len(examples), desc="hidden states", unit="reply") as bar:
+            features = teacher_features(target.model, examples, progress=bar.update)
+        _write_atomically(path, lambda tmp: torch.save(features, tmp))
+        return features
+
+    def _train_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
+        options = self.settings.head_train
+        train, heldout = split(examples, features, self.settings.heldout_fraction, self.settings.seed, options.unroll)
+        eos = sorted(default_eos_ids(target.model, target.tokenizer))
+        vocab_ids = frequent_tokens(examples, self.settings.head.vocab, always=eos)
+        replies = [t for e in examples for t in e.ids[e.prompt_len:]]
+        kept = set(vocab_ids.tolist())
+        self.facts.update(train_positions=len(train), heldout_positions=len(heldout),
+                          head_vocabulary=len(vocab_ids),
+                          reply_tokens_covered=round(sum(t in kept for t in replies) / max(1, len(replies)), 4))
+        self.log(f"  {len(train)} training positions, {len(heldout)} held out; the head's {len(vocab_ids)} tokens "
+                 f"cover {self.facts['reply_tokens_covered']:.1%} of reply tokens")
+        hidden = target.model.get_input_embeddings().weight.shape[1]
+        shape = HeadShape(hidden=hidden, inner=self.settings.head.inner, blocks=self.settings.head.blocks,
+                          vocab=len(vocab_ids))
+        head = build_head(target.model, vocab_ids, shape, self.settings.seed)
+        steps = -(-len(train) // options.batch) * options.epochs
+        with self.bar(total=steps, desc="head training", unit="step") as bar:
+            progress = self._epoch_progress(bar, "held-out acceptance by position {heldout_acceptance_by_position}")
+            return train_head(head, target.model, train, heldout, options, progress), head
+
+    def _save_head(self, target: LoadedModel, head, report, examples: list[Example]) -> dict:
+        summary = self._summary(sum(p.numel() for p in head.parameters()), report, examples)
+        save_head(head, self.out, {"target": self.target_source.spec})
+        (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (self.out / "README.md").write_text(head_card(summary), encoding="utf-8")
+        self.log(f"head saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
+        return summary
+
+
+def head_card(summary: dict) -> str:
+    final = summary["epochs"][-1] if summary["epochs"] else {}
+    head, facts = summary["settings"]["head"], summary["facts"]
+    minutes = sum(summary["timings_s"].values()) / 60
+    return "\n".join([
+        f"# EAGLE-style draft head for {summary['target']}", "",
+        f"A {summary['parameters'] / 1e6:.1f}M-parameter head ({head['blocks']} residual MLP blocks of width "
+        f"{head['inner']}, float16) that drafts from the target's own last hidden state and the next token's "
+        f"embedding, through the target's output head cut to its {facts.get('head_vocabulary')} most frequent reply "
+        f"tokens (covering {facts.get('reply_tokens_covered', 0):.1%} of them). It is not a model on its own: "
+        "specchat loads it with its target (the `eagle` and `eagle-hybrid` drafters). transformers' "
+        "`generate(assistant_model=...)` cannot use it.", "",
+        f"Trained with `specchat train-head` ({minutes:.0f} minutes end to end on the machine that made it, the "
+        "replies included) on the same self-distilled replies as the shipped draft model. Held-out acceptance by "
+        f"draft position (each given the previous ones accepted): {final.get('heldout_acceptance_by_position')}. "
+        "Details in `training.json`.", "",
+        "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face).", ""])
 
 
 def model_card(summary: dict) -> str:
@@ -225,10 +328,11 @@ def model_card(summary: dict) -> str:
         "trained on.", ""])
 
 
-def default_work_dir(out: Path, preset: str) -> Path:
-    """Intermediate data lives in the user cache (never next to a draft inside the package's resources)."""
-    key = hashlib.sha256(f"{Path(out).resolve()}|{preset}".encode()).hexdigest()[:12]
-    return converted_cache_dir().parent / "training" / f"{Path(out).name}-{key}"
+def default_work_dir(target: ModelSource, preset: str) -> Path:
+    """Intermediate data lives in the user cache (never next to a draft inside the package's resources), one folder
+    per target and preset, so that train-draft and train-head generate the replies once and share them."""
+    key = hashlib.sha256(f"{target.spec}|{preset}".encode()).hexdigest()[:12]
+    return converted_cache_dir().parent / "training" / f"{Path(target.spec).name or 'target'}-{preset}-{key}"
 
 
 def folder_megabytes(folder: Path) -> float:

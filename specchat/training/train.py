@@ -110,6 +110,15 @@ def cosine_lr(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> float:
+    """Backpropagates, clips the gradient norm at 1, steps and clears; the loss as a float."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
 @dataclass(frozen=True)
 class TrainOptions:
     epochs: int = 5
@@ -149,11 +158,7 @@ def train_draft(draft: LlamaForCausalLM, train: Sequence[tuple[Example, Labels]]
             with torch.autocast(device_type, dtype=torch.bfloat16, enabled=options.bf16):
                 hidden = draft.model(input_ids=batch.ids, attention_mask=batch.mask).last_hidden_state
                 loss, _ = soft_cross_entropy(hidden, draft.lm_head, batch)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, optimizer))
             step += 1
             if progress:
                 progress(1, {"epoch": epoch + 1, "loss": losses[-1]})

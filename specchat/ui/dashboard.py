@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QButtonGroup, QComboBox, QDate
 from .. import __version__
 from ..bench import BenchRunner, BenchSettings, bench_run_values, load_prompts
 from ..engine import PromptError, SpecchatError
+from ..engine.drafters import HEAD_DRAFTERS, MODEL_DRAFTERS
 from ..engine.pair import ModelPair
 from ..resources import default_prompt_suite
 from ..storage import StorageError
@@ -48,11 +49,13 @@ SOURCES = (("All sources", None), ("Chat replies", "chat"), ("Races", "race"), (
 GROUPINGS = (("Model pair & drafter", "pair"), ("App session", "app_session"), ("Conversation", "conversation"),
              ("Benchmark category", "category"))
 
-DRAFTER_ORDER = ("none", "pld", "model", "hybrid")
-DRAFTER_NAMES = {"none": "plain", "pld": "prompt lookup", "model": "draft model", "hybrid": "hybrid"}
+DRAFTER_ORDER = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid")
+DRAFTER_NAMES = {"none": "plain", "pld": "prompt lookup", "model": "draft model", "hybrid": "hybrid",
+                 "eagle": "draft head", "eagle-hybrid": "head hybrid"}
 # The race window's lane colours, so that a drafter looks the same in both windows.
-DRAFTER_COLOURS = {"none": "#6b7280", "pld": "#2e8b57", "model": "#3b6ea8", "hybrid": "#c2185b"}
-OTHER_COLOURS = ("#e69500", "#7b52ab", "#00897b", "#d84315", "#5d8aa8", "#8d6e63", "#9e9d24", "#ad1457")
+DRAFTER_COLOURS = {"none": "#6b7280", "pld": "#2e8b57", "model": "#3b6ea8", "hybrid": "#c2185b",
+                   "eagle": "#7b52ab", "eagle-hybrid": "#d84315"}
+OTHER_COLOURS = ("#00897b", "#5d8aa8", "#8d6e63", "#9e9d24", "#ad1457", "#e69500")
 SPEEDUP_COLOUR = "#3b6ea8"
 SPEED_COLOUR = "#e69500"
 
@@ -682,7 +685,8 @@ class BenchmarkRun:
 
 
 BENCH_MODE_NAMES = {"none": "plain decoding", "pld": "prompt lookup", "model": "the draft model",
-                    "hybrid": "the hybrid drafter (draft model + prompt lookup)"}
+                    "hybrid": "the hybrid drafter (draft model + prompt lookup)", "eagle": "the draft head",
+                    "eagle-hybrid": "the draft head + prompt lookup"}
 
 
 def _suite_description() -> str:
@@ -1231,9 +1235,11 @@ class DashboardWindow(QWidget):
         if session.device_busy():
             return ("The models are busy (a chat reply or a race is being generated); run the benchmark when it "
                     "has finished.")
-        if session.settings.drafter in ("model", "hybrid") and session.pair.draft is None:
+        if session.settings.drafter in MODEL_DRAFTERS and session.pair.draft is None:
             return (f"The {DRAFTER_NAMES[session.settings.drafter]} drafter needs a draft model: choose one in "
                     "Settings.")
+        if session.settings.drafter in HEAD_DRAFTERS and not session.pair.has_head:
+            return f"The {DRAFTER_NAMES[session.settings.drafter]} drafter needs a draft head for this target."
         return None
 
     def open_benchmark_dialog(self) -> None:

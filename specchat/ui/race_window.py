@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
 from ..engine import Message, SpecchatError, build_prompt_ids
-from ..engine.drafters import DRAFTER_LABELS, MODEL_DRAFTERS
+from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, MODEL_DRAFTERS
 from ..engine.events import GenerationResult, Origin, StepEvent
 from ..engine.race import PLAIN, RaceRunner, Track, all_identical, lane_results, lanes_for, word_diff
 from .spans import DRAFT
@@ -36,7 +36,8 @@ LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 DEFAULT_RACE_TOKENS = 128
 
 
-SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "model": "draft model", "hybrid": "hybrid"}
+SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "model": "draft model", "hybrid": "hybrid", "eagle": "head",
+                "eagle-hybrid": "head hybrid"}
 
 
 def lane_label(drafter: str) -> str:
@@ -236,7 +237,7 @@ class RaceWindow(QWidget):
         self.drafter_boxes: dict[str, QCheckBox] = {}
         drafters_row = QHBoxLayout()
         drafters_row.addWidget(QLabel("Plain decoding against:"))
-        for drafter in ("pld", "model", "hybrid"):
+        for drafter in ("pld", "model", "hybrid", "eagle", "eagle-hybrid"):
             box = QCheckBox(DRAFTER_LABELS.get(drafter, drafter))
             self.drafter_boxes[drafter] = box
             drafters_row.addWidget(box)
@@ -344,10 +345,12 @@ class RaceWindow(QWidget):
     def _refresh_drafter_boxes(self) -> None:
         pair = self.session.pair
         has_draft = pair is not None and pair.draft is not None
+        has_head = pair is not None and pair.has_head
         for drafter, box in self.drafter_boxes.items():
-            usable = drafter not in MODEL_DRAFTERS or has_draft
+            usable = (drafter not in MODEL_DRAFTERS or has_draft) and (drafter not in HEAD_DRAFTERS or has_head)
             box.setEnabled(usable)
-            box.setToolTip("" if usable else "Needs a draft model: choose the model or hybrid drafter in Settings")
+            box.setToolTip("" if usable else "Needs a draft model: choose the model or hybrid drafter in Settings"
+                           if drafter in MODEL_DRAFTERS else "No draft head is trained for this target")
             if not usable:
                 box.setChecked(False)
         if not any(box.isChecked() for box in self.drafter_boxes.values()):

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult
-from ..engine.drafters import DRAFTER_LABELS, MODEL_DRAFTERS
+from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, MODEL_DRAFTERS
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from .settings import AppSettings
@@ -86,6 +86,8 @@ class ChatSession(QObject):
                 if draft is None:
                     raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             pair = load_pair(target, draft, LoadOptions(device=settings.device))
+            if settings.drafter in HEAD_DRAFTERS:
+                pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
             return pair, self._calibrate(pair)
 
         self._run_in_background(load, self._on_loaded, self._on_load_failed)
@@ -223,7 +225,7 @@ class ChatSession(QObject):
         keys that are not columns), the models and settings that produced them, and `extra` columns."""
         pair = self.pair
         return {**stats, "app_session_id": self.app_session_id, "target": pair.target.name,
-                "draft": pair.draft.name if pair.draft and drafter in MODEL_DRAFTERS else None,
+                "draft": pair.draft_name(drafter),
                 "drafter": drafter, "k": settings.k, "adaptive": settings.adaptive_k,
                 "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
                 "seed": seed, "device": str(pair.target.device), **extra}

@@ -11,14 +11,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QVBoxLayout, QWidget)
 
 from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
-from ..engine.drafters import MODEL_DRAFTERS
+from ..engine.drafters import HEAD_DRAFTERS, MODEL_DRAFTERS
 
 
 @dataclass
 class AppSettings:
     target: str = "embedded"
     draft: str = ""  # empty: the target's default draft (the shipped one for the embedded model)
-    drafter: str = "hybrid"  # "hybrid", "model", "pld" or "none"
+    drafter: str = "eagle-hybrid"  # one of engine.drafters.DRAFTER_KINDS; the fastest on the suite (README)
     k: int = 5
     adaptive_k: bool = True
     temperature: float = 0.0
@@ -115,6 +115,7 @@ class SettingsDialog(QDialog):
         self.draft.set_text(settings.draft)
         self.drafter = QComboBox()
         for label, value in (("Draft model + prompt lookup", "hybrid"), ("Draft model", "model"),
+                             ("Draft head (EAGLE) + prompt lookup", "eagle-hybrid"), ("Draft head (EAGLE)", "eagle"),
                              ("Prompt lookup (n-grams)", "pld"), ("None (plain)", "none")):
             self.drafter.addItem(label, value)
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
@@ -181,6 +182,12 @@ class SettingsDialog(QDialog):
     def recheck(self) -> None:
         uses_draft = self.drafter.currentData() in MODEL_DRAFTERS
         self.draft.setEnabled(uses_draft)
+        if self.drafter.currentData() in HEAD_DRAFTERS:
+            has_head = self._has_default_head(self.target.text() or "embedded")
+            self._show_compat(has_head, "The target's shipped draft head will be used." if has_head else
+                              "No draft head is trained for this target (make one with specchat train-head and use "
+                              "it from the command line with --head), so choose another drafter.")
+            return
         if not uses_draft:
             self.compat.setText("")
             self.ok_button.setEnabled(True)
@@ -191,6 +198,15 @@ class SettingsDialog(QDialog):
             return
         ok, message = self._check_pair(self.target.text() or "embedded", draft)
         self._show_compat(ok, message)
+
+    @staticmethod
+    def _has_default_head(target: str) -> bool:
+        from ..engine.models import default_head_for
+
+        try:
+            return default_head_for(ModelSource.parse(target)) is not None
+        except SpecchatError:
+            return False
 
     @staticmethod
     def _default_draft(target: str) -> str:

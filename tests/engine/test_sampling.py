@@ -108,13 +108,23 @@ def sample_joint(engine, prompt, runs, length, temperature):
     return counts, drafted
 
 
-@pytest.mark.parametrize("drafter", ["model", "pld"])
+def eagle_drafter(target):
+    """A draft head whose vocabulary leaves one token out: its q must put no mass there and stay exact."""
+    from specchat.engine.eagle import EagleDrafter, HeadShape
+    from specchat.training.eagle import build_head
+
+    head = build_head(target, torch.arange(VOCAB - 1), HeadShape(hidden=16, inner=32, blocks=1, vocab=VOCAB - 1), 0)
+    return EagleDrafter(head.eval(), target)
+
+
+@pytest.mark.parametrize("drafter", ["model", "pld", "eagle"])
 def test_speculative_sampling_matches_target_sampling(small_world, drafter, monkeypatch):
     target, draft, tokenizer = small_world
     prompt = [0, 1, 2, 0, 1]  # repeats, so prompt lookup has something to propose
     length, runs, temperature = 3, 2000, 1.0
     expected = exact_joint(target, prompt, length, temperature)
-    make = (lambda: ModelDrafter(draft)) if drafter == "model" else PromptLookupDrafter
+    make = {"model": lambda: ModelDrafter(draft), "pld": PromptLookupDrafter,
+            "eagle": lambda: eagle_drafter(target)}[drafter]
     engine = SpeculativeEngine(target, tokenizer, make(), eos_token_ids=[])
 
     counts, drafted = sample_joint(engine, prompt, runs, length, temperature)

@@ -7,7 +7,7 @@ import torch
 
 from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
                              SpeculativeEngine)
-from specchat.engine.drafters import HybridDrafter
+from specchat.engine.drafters import HybridDrafter, make_drafter
 
 
 def plain(target, tokenizer, prompt_ids, **config):
@@ -184,9 +184,14 @@ def test_static_cache_is_lossless_and_rolls_back_by_its_counter(target, tokenize
     assert result.stats.draft_proposed > result.stats.draft_accepted  # rejections happened and were rolled back
 
 
-def test_compiled_steps_serve_every_verification_and_copy_their_output(target, tokenizer, prompt_ids, monkeypatch):
+@pytest.mark.parametrize("drafter_kind", ["pld", "eagle"])  # eagle: the decoder is compiled, its states kept
+def test_compiled_steps_serve_every_verification_and_copy_their_output(target, tokenizer, prompt_ids, monkeypatch,
+                                                                       drafter_kind):
     """torch.compile itself needs CUDA here (inductor's CPU path fails on this model, see README); the plumbing
     around it is the same with an identity "compiler" that counts the calls."""
+    from specchat.engine.eagle import HeadShape
+    from specchat.training.eagle import build_head
+
     calls = []
 
     def fake_compile(function, **options):
@@ -199,9 +204,14 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
 
     monkeypatch.setattr(torch, "compile", fake_compile)
     reference = plain(target, tokenizer, prompt_ids, max_new_tokens=30)
-    engine = SpeculativeEngine(target, tokenizer, PromptLookupDrafter(), static_cache=True, compile_steps=True)
+    vocab = target.get_input_embeddings().weight.shape[0]
+    head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,
+                                                            vocab=vocab), seed=0)
+    drafter = make_drafter(drafter_kind, head=head, target=target)
+    engine = SpeculativeEngine(target, tokenizer, drafter, static_cache=True, compile_steps=True)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3))
     assert result.token_ids == reference.token_ids
+    assert result.stats.draft_proposed > 0
     assert len(calls) == result.stats.target_passes - 1  # every step but the prefill, which stays eager
     assert set(calls) <= {1, 2, 3, 4}
 
@@ -213,7 +223,7 @@ def test_compiled_steps_need_the_static_cache(target, tokenizer):
 
 def test_the_fast_path_is_off_on_the_cpu_by_default(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
-    assert engine.static_cache is False and engine._step_forward == engine._forward_with_tuned_head
+    assert engine.static_cache is False and engine._step_forward == engine._forward_through_decoder
 
 
 def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer, prompt_ids):

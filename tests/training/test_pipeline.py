@@ -70,3 +70,29 @@ def test_data_made_with_other_settings_is_not_reused(model_folders, tmp_path):
     replies = [json.loads(line) for line in (tmp_path / "work" / "round1.jsonl").read_text().splitlines()]
     assert (tmp_path / "work" / "round1.jsonl").read_text() != first
     assert all(len(r["ids"]) - r["prompt_len"] <= 5 for r in replies)
+
+
+def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model_folders, tmp_path, prompt_ids):
+    from specchat.engine.eagle import is_eagle_folder
+    from specchat.training.pipeline import HeadPipeline
+
+    run_quick(model_folders, tmp_path)  # the draft pipeline first: the head reuses its replies
+    replies = (tmp_path / "work" / "round1.jsonl").read_text()
+    out = tmp_path / "head"
+    source = ModelSource.parse(str(model_folders / "target"))
+    summary = HeadPipeline(source, out, tmp_path / "work", settings_for("quick"), SUITE, log=lambda line: None).run()
+
+    assert (tmp_path / "work" / "round1.jsonl").read_text() == replies
+    assert (tmp_path / "work" / "features.pt").exists()
+    assert is_eagle_folder(out) and (out / "README.md").exists()
+    assert [e["epoch"] for e in summary["epochs"]] == [1, 2]
+    assert len(summary["epochs"][-1]["heldout_acceptance_by_position"]) == 3
+    assert summary["timings_s"].keys() >= {"target hidden states", "head training"}
+    assert folder_megabytes(out) < 1
+
+    pair = load_pair(source)
+    pair.head_folder = out
+    config = GenerationConfig(max_new_tokens=24, k=3)
+    plain = pair.engine("none").generate(prompt_ids, config).token_ids
+    for kind in ("eagle", "eagle-hybrid"):
+        assert pair.engine(kind).generate(prompt_ids, config).token_ids == plain

@@ -151,6 +151,12 @@ def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, stor
     dialog.drafter.setCurrentIndex(dialog.drafter.findData("pld"))
     dialog.recheck()
     assert not dialog.draft.isEnabled() and dialog.settings().drafter == "pld"
+    dialog.drafter.setCurrentIndex(dialog.drafter.findData("eagle-hybrid"))
+    dialog.recheck()  # only the embedded target ships a draft head
+    assert "No draft head is trained" in dialog.compat.text() and not dialog.ok_button.isEnabled()
+    dialog.target.set_text("")
+    dialog.recheck()
+    assert "shipped draft head" in dialog.compat.text() and dialog.ok_button.isEnabled()
 
 
 def test_partial_reply_is_on_disk_while_streaming(qtbot, make_window, store):
