@@ -36,6 +36,8 @@ LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 DEFAULT_RACE_TOKENS = 128
 
 
+BOX_LABELS = {"pld": "prompt lookup", "model": "draft model", "hybrid": "model + lookup", "eagle": "draft head",
+              "eagle-hybrid": "head + lookup"}
 SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "model": "draft model", "hybrid": "hybrid", "eagle": "head",
                 "eagle-hybrid": "head hybrid"}
 
@@ -94,10 +96,14 @@ class Lane(QFrame):
         super().__init__(parent)
         self.drafter = drafter
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        title = QLabel(f"<span style='color:{colour}'>■</span>&nbsp;<b>{html.escape(lane_label(drafter))}</b>")
+        # Up to six lanes share the window's width: the title is the check box's short name (the full one in its
+        # tooltip), and the figures wrap rather than widen the window or get cut.
+        name = "plain decoding" if drafter == PLAIN else BOX_LABELS.get(drafter, drafter)
+        title = QLabel(f"<span style='color:{colour}'>■</span>&nbsp;<b>{html.escape(name)}</b>",
+                       toolTip=lane_label(drafter))
         title.setMinimumWidth(40)
-        self.status = QLabel("waiting")
-        self.status.setMinimumWidth(40)  # long figures are cut, never widen the window
+        self.status = QLabel("waiting", wordWrap=True)
+        self.status.setMinimumWidth(40)
         self.status.setStyleSheet(f"color: {current_theme().muted_text.name()}")
         self.view = LaneView()
         self.view.setMinimumWidth(120)
@@ -238,7 +244,8 @@ class RaceWindow(QWidget):
         drafters_row = QHBoxLayout()
         drafters_row.addWidget(QLabel("Plain decoding against:"))
         for drafter in ("pld", "model", "hybrid", "eagle", "eagle-hybrid"):
-            box = QCheckBox(DRAFTER_LABELS.get(drafter, drafter))
+            box = QCheckBox(BOX_LABELS[drafter])  # short: five of them share a row with the other controls
+            box.setToolTip(DRAFTER_LABELS.get(drafter, drafter))
             self.drafter_boxes[drafter] = box
             drafters_row.addWidget(box)
         drafters_row.addSpacing(12)
@@ -349,8 +356,9 @@ class RaceWindow(QWidget):
         for drafter, box in self.drafter_boxes.items():
             usable = (drafter not in MODEL_DRAFTERS or has_draft) and (drafter not in HEAD_DRAFTERS or has_head)
             box.setEnabled(usable)
-            box.setToolTip("" if usable else "Needs a draft model: choose the model or hybrid drafter in Settings"
-                           if drafter in MODEL_DRAFTERS else "No draft head is trained for this target")
+            box.setToolTip(DRAFTER_LABELS.get(drafter, drafter) if usable else
+                           "Needs a draft model: choose one in Settings" if drafter in MODEL_DRAFTERS else
+                           "No draft head is trained for this target")
             if not usable:
                 box.setChecked(False)
         if not any(box.isChecked() for box in self.drafter_boxes.values()):
@@ -368,7 +376,8 @@ class RaceWindow(QWidget):
         sampling = "greedy" if s.temperature == 0 else f"temperature {s.temperature:g}, top-p {s.top_p:g}"
         k = "adaptive K" if s.adaptive_k else f"K = {s.k}"
         pair = self.session.pair
-        models = (pair.target.name + (f" + draft {pair.draft.name}" if pair.draft else "")) if pair else "loading…"
+        models = (pair.target.name.split(" (")[0] + (f" + {pair.draft.name}" if pair.draft else "")
+                  + (" + draft head" if pair.has_head else "")) if pair else "loading…"
         self.settings_label.setText(f"{models} · {sampling} · {k} · lanes run one after the other on "
                                     f"{pair.target.device if pair else 'the device'}, each after a warm-up")
 

@@ -85,6 +85,8 @@ class ChatSession(QObject):
                 draft = ModelSource.parse(settings.draft) if settings.draft else default_draft_for(target)
                 if draft is None:
                     raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
+            else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
+                draft = default_draft_for(target)
             pair = load_pair(target, draft, LoadOptions(device=settings.device))
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
@@ -248,17 +250,19 @@ class ChatSession(QObject):
         return " · ".join(parts)
 
     def stats_text(self, conversation_id: int | None) -> str:
+        """The status bar's figures, short enough for a narrow window: this chat's replies and speedup, then the
+        app session's replies, speed, acceptance, τ and speedup."""
         session = self.store.app_session_stats(self.app_session_id)
-        text = f"This session: {session.runs} replies"
+        text = f"Session: {_replies(session.runs)}"
         if session.runs:
-            text += f", {session.tokens_per_s:.1f} tok/s, accepted {session.mean_alpha:.0%}, τ {session.tau:.2f}"
+            text += f" · {session.tokens_per_s:.1f} tok/s · accepted {session.mean_alpha:.0%} · τ {session.tau:.2f}"
             if session.mean_speedup:
-                text += f", {session.mean_speedup:.2f}× vs plain"
+                text += f" · {session.mean_speedup:.2f}× vs plain"
         if conversation_id is not None:
             chat = self.store.conversation_stats(conversation_id)
             if chat.runs:
-                text = f"This chat: {chat.runs} replies" + (
-                    f", {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
+                text = f"Chat: {_replies(chat.runs)}" + (
+                    f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
         return text
 
     def system_prompt(self, conversation_id: int) -> str | None:
@@ -279,3 +283,7 @@ class ChatSession(QObject):
         for thread in self._threads:
             thread.stop()
         self.store.end_app_session(self.app_session_id)
+
+
+def _replies(count: int) -> str:
+    return f"{count} {'reply' if count == 1 else 'replies'}"
