@@ -38,7 +38,8 @@ class ModelPair:
         if drafter in MODEL_DRAFTERS and self.draft is not None:
             return self.draft.name
         if drafter in HEAD_DRAFTERS and self.has_head:
-            return f"EAGLE head ({self._head_location().name if self._head_location() else 'loaded'})"
+            folder = self._head_location()
+            return f"EAGLE head ({folder.name if folder else 'loaded'})"
         return None
 
     @property

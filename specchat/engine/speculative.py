@@ -79,7 +79,7 @@ class SpeculativeEngine:
         if compile_steps if compile_steps is not None else (on_gpu and self.static_cache):
             if not self.static_cache:
                 raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
-            self._step_forward = compile_forward(target, keep_features=self._keeps_features, owner=self)
+            self._step_forward = compile_forward(target, self._keep_features if self._keeps_features else None)
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -217,8 +217,11 @@ class SpeculativeEngine:
         out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
         hidden = out.last_hidden_state[0, -keep:]
         if self._keeps_features:
-            self._features = hidden
+            self._keep_features(hidden)
         return self._output_head(hidden)
+
+    def _keep_features(self, hidden: torch.Tensor) -> None:
+        self._features = hidden
 
     def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
@@ -313,19 +316,21 @@ def _merge(first: Emission, second: Emission) -> Emission:
                     first.text_delta + second.text_delta, first.text_offset)
 
 
-def compile_forward(model: torch.nn.Module, keep_features: bool = False, owner: SpeculativeEngine | None = None):
+def compile_forward(model: torch.nn.Module, keep_features: Callable[[torch.Tensor], None] | None = None):
     """The target's step forward compiled with CUDA graphs ("reduce-overhead"): input lengths 1..K+1 each get a
     graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses). keep_features:
-    the decoder is compiled instead, its last hidden states stored on `owner`, and the output head runs eagerly."""
+    the decoder is compiled instead, its last hidden states (copied) go to this callback, and the output head runs
+    eagerly."""
     argument = cache_argument(model)
-    if keep_features:
+    if keep_features is not None:
         decoder, head = model.get_decoder(), model.get_output_embeddings()
         compiled_decoder = torch.compile(decoder.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
 
         def forward_keeping_features(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
             out = compiled_decoder(input_ids=input_ids, use_cache=True, **{argument: cache})
-            owner._features = out.last_hidden_state[0, -keep:].clone()  # overwritten by the next replay
-            return head(owner._features)
+            hidden = out.last_hidden_state[0, -keep:].clone()  # graph outputs are overwritten by the next replay
+            keep_features(hidden)
+            return head(hidden)
 
         return forward_keeping_features
     compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)

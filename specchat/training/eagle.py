@@ -213,7 +213,6 @@ def evaluate_head(head: EagleHead, target: nn.Module, heldout: Samples, options:
             right[j] += int((agree & alive).sum())
             alive &= agree
     rates = [r / max(1, n) for r, n in zip(right, reached)]
-    head.train()
     return {"heldout_loss": loss_sum / max(1, count), "heldout_top1": rates[0],
             "heldout_acceptance_by_position": [round(r, 4) for r in rates]}
 

@@ -105,6 +105,9 @@ class Pipeline:
         self._forget_data_made_with_other_settings()
         target = self._timed("load target", lambda: load_model(self.target_source))
         examples, labels = self._self_distillation_data(target)
+        return self._train_and_save(target, examples, labels)
+
+    def _train_and_save(self, target: LoadedModel, examples: list[Example], labels: list[Labels]) -> dict:
         report = self._timed("training", lambda: self._train(target, examples, labels))
         return self._save(target, report, examples)
 
@@ -236,11 +239,7 @@ class HeadPipeline(Pipeline):
 
     FEATURES = "features.pt"
 
-    def run(self) -> dict:
-        self.work.mkdir(parents=True, exist_ok=True)
-        self._forget_data_made_with_other_settings()
-        target = self._timed("load target", lambda: load_model(self.target_source))
-        examples, _ = self._self_distillation_data(target)
+    def _train_and_save(self, target: LoadedModel, examples: list[Example], labels: list[Labels]) -> dict:
         features = self._timed("target hidden states", lambda: self._features(target, examples))
         report, head = self._timed("head training", lambda: self._train_head(target, examples, features))
         return self._save_head(target, head, report, examples)
