@@ -33,7 +33,7 @@ Progress = Callable[[int, dict], None]
 
 @dataclass(frozen=True)
 class HeadTrainOptions:
-    epochs: int = 4
+    epochs: int = 5
     batch: int = 512  # samples (start positions) per optimizer step
     peak_lr: float = 2e-3
     unroll: int = 3

@@ -24,8 +24,9 @@ from ..engine.speculative import default_eos_ids
 from ..engine.eagle import HeadShape, save_head
 from .distill import Example, Labels, generate_replies
 from .eagle import HeadTrainOptions, build_head, frequent_tokens, split, teacher_features, train_head
-from .prompts import drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
+from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
+from .varied import fourth_round_prompts, third_round_prompts
 
 Log = Callable[[str], None]
 
@@ -37,6 +38,18 @@ class HeadSettings:
     inner: int = 1536
     blocks: int = 2
     vocab: int = 8192
+
+
+@dataclass(frozen=True)
+class HeadRounds:
+    """The head's extra data (training/varied.py): round 3, self-contained varied prompts; round 4, follow-up turns
+    on replies from rounds 1 and 3, and work on the documents round 3 made the target write."""
+
+    third_round: int = 1000  # about 700 distinct
+    fourth_round: int = 600
+    fourth_round_max_new_tokens: int = 160
+    conversation_tokens: tuple[int, int] = (30, 180)  # replies short enough to follow up on
+    document_tokens: tuple[int, int] = (60, 200)  # round-3 documents short enough to work on
 
 
 @dataclass(frozen=True)
@@ -57,11 +70,15 @@ class PipelineSettings:
     train: TrainOptions = field(default_factory=TrainOptions)
     head: HeadSettings = field(default_factory=HeadSettings)
     head_train: HeadTrainOptions = field(default_factory=HeadTrainOptions)
+    head_rounds: HeadRounds = field(default_factory=HeadRounds)
     seed: int = 0
 
 
 # Settings that only shape training: changing them keeps the generated data.
 TRAINING_ONLY = ("shape", "train", "head", "head_train", "heldout_fraction")
+# Settings that only decide which prompts a round asks: a round's replies are reused only when its prompts are the
+# same ones (checked per round), so changing these regenerates just the rounds they change.
+CHECKED_PER_ROUND = ("head_rounds",)
 
 
 
@@ -73,7 +90,9 @@ PRESETS = {
                               heldout_fraction=0.2, shape=DraftShape(hidden=16, layers=1, intermediate=32, heads=2),
                               train=TrainOptions(epochs=2, batch_tokens=512),
                               head=HeadSettings(inner=32, blocks=1, vocab=64),
-                              head_train=HeadTrainOptions(epochs=2, batch=64)),
+                              head_train=HeadTrainOptions(epochs=2, batch=64),
+                              head_rounds=HeadRounds(third_round=16, fourth_round=10, fourth_round_max_new_tokens=12,
+                                                     conversation_tokens=(1, 12), document_tokens=(1, 12))),
 }
 
 
@@ -99,6 +118,7 @@ class Pipeline:
         self.bar = progress_bar or _no_bar
         self.timings: dict[str, float] = {}
         self.facts: dict[str, object] = {}
+        self.asked: dict[str, list[TrainingPrompt]] = {}  # each round's prompts
 
     def run(self) -> dict:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -112,17 +132,23 @@ class Pipeline:
         return self._save(target, report, examples)
 
     def _self_distillation_data(self, target: LoadedModel) -> tuple[list[Example], list[Labels]]:
+        rounds = self._rounds(target)
+        self.round_sizes = [(name, len(pairs)) for name, pairs in rounds]
+        pairs = [pair for _, round_pairs in rounds for pair in round_pairs]
+        return [example for example, _ in pairs], [label for _, label in pairs]
+
+    def _rounds(self, target: LoadedModel) -> list[tuple[str, list[tuple[Example, Labels]]]]:
         first = self._timed("first-round replies", lambda: self._replies(
             "round1", target, self._first_prompts(), self.settings.max_new_tokens))
         second = self._timed("second-round replies", lambda: self._replies(
             "round2", target, self._second_prompts(target, first), self.settings.second_round_max_new_tokens))
-        return [example for example, _ in first + second], [label for _, label in first + second]
+        return [("round1", first), ("round2", second)]
 
     def _forget_data_made_with_other_settings(self) -> None:
         """Generated data is reused only if it was made from the same target with the same data settings; anything
         else in the work folder is stale and is removed (training settings may change freely)."""
         wanted = {"target": self.target_source.spec, **{name: value for name, value in asdict(self.settings).items()
-                                                        if name not in TRAINING_ONLY}}
+                                                        if name not in TRAINING_ONLY + CHECKED_PER_ROUND}}
         record = self.work / "data-settings.json"
         recorded = json.loads(record.read_text(encoding="utf-8")) if record.exists() else None
         if recorded is not None and recorded != json.loads(json.dumps(wanted)):
@@ -151,29 +177,35 @@ class Pipeline:
         return result
 
     def _first_prompts(self):
-        prompts = first_round_prompts(self.settings.first_round, self.settings.seed)
+        return self._apart_from_suite("round1", first_round_prompts(self.settings.first_round, self.settings.seed))
+
+    def _apart_from_suite(self, name: str, prompts: list[TrainingPrompt]) -> list[TrainingPrompt]:
         kept, dropped = drop_suite_overlap(prompts, self.suite)
-        self.facts["round1_prompts"], self.facts["round1_dropped_for_suite_overlap"] = len(kept), dropped
+        self.facts[f"{name}_prompts"], self.facts[f"{name}_dropped_for_suite_overlap"] = len(kept), dropped
         return kept
 
     def _second_prompts(self, target: LoadedModel, first: list[tuple[Example, Labels]]):
         tokenizer = target.tokenizer
         passages = [tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True) for e, _ in first
                     if self.settings.passage_tokens[0] <= len(e.ids) - e.prompt_len <= self.settings.passage_tokens[1]]
-        prompts = second_round_prompts(passages, self.settings.second_round, self.settings.seed)
-        kept, dropped = drop_suite_overlap(prompts, self.suite)
-        self.facts["round2_prompts"], self.facts["round2_dropped_for_suite_overlap"] = len(kept), dropped
-        return kept
+        return self._apart_from_suite("round2", second_round_prompts(passages, self.settings.second_round,
+                                                                     self.settings.seed))
 
     def _replies(self, name: str, target: LoadedModel, prompts, max_new_tokens: int) -> list[tuple[Example, Labels]]:
         examples_path, labels_path = self.work / f"{name}.jsonl", self.work / f"{name}-labels.pt"
-        if examples_path.exists() and labels_path.exists():
-            self.log(f"  reusing {examples_path}")
-            self._reused = True
-            labels = [Labels(*pair) for pair in torch.load(labels_path)]
-            return list(zip(_read_examples(examples_path), labels))
         tokenizer = target.tokenizer
-        prompt_ids = [build_prompt_ids(tokenizer, [Message("user", p.text)]) for p in prompts]
+        self.asked[name] = prompts  # the results below are in the same order, one per prompt
+        prompt_ids = [build_prompt_ids(tokenizer, _conversation(p)) for p in prompts]
+        if examples_path.exists() and labels_path.exists():
+            stored = _read_examples(examples_path)
+            if [e.ids[: e.prompt_len] for e in stored] == prompt_ids:
+                self.log(f"  reusing {examples_path}")
+                self._reused = True
+                labels = [Labels(*pair) for pair in torch.load(labels_path)]
+                return list(zip(stored, labels))
+            self.log(f"  the prompts of {name} changed: generating its replies again")
+            for stale in self.work.glob(f"features-{name}.pt"):
+                stale.unlink()
         generator = target.model
         if self.settings.generation_bf16 and target.model.dtype == torch.float32:
             generator = copy.deepcopy(target.model).to(torch.bfloat16)
@@ -183,7 +215,7 @@ class Pipeline:
             replies = generate_replies(generator, prompt_ids, eos, pad, max_new_tokens,
                                        self.settings.generation_batch, self.settings.top_k, bar.update)
         results = [(Example(ids + reply, len(ids), p.category), labels)
-                   for p, ids, (reply, labels) in zip(prompts, prompt_ids, replies) if reply]
+                   for p, ids, (reply, labels) in zip(prompts, prompt_ids, replies)]
         _write_atomically(labels_path, lambda path: torch.save([(l.top_ids, l.top_probs) for _, l in results], path))
         _write_atomically(examples_path, lambda path: _write_examples(path, [e for e, _ in results]))
         return results
@@ -234,26 +266,62 @@ class Pipeline:
 
 
 class HeadPipeline(Pipeline):
-    """The same replies as the draft pipeline (the same work folder shares them), teacher-forced once through the
-    target to record its hidden states, then the EAGLE-style head trained on them (training/eagle.py)."""
+    """The same replies as the draft pipeline (the same work folder shares them) and two more varied rounds
+    (training/varied.py), teacher-forced once through the target to record its hidden states, then the EAGLE-style
+    head trained on them (training/eagle.py)."""
 
-    FEATURES = "features.pt"
+    def _rounds(self, target: LoadedModel) -> list[tuple[str, list[tuple[Example, Labels]]]]:
+        rounds = super()._rounds(target)
+        extra = self.settings.head_rounds
+        third = self._timed("third-round replies", lambda: self._replies(
+            "round3", target, self._apart_from_suite("round3", third_round_prompts(extra.third_round,
+                                                                                  self.settings.seed)),
+            self.settings.max_new_tokens))
+        fourth = self._timed("fourth-round replies", lambda: self._replies(
+            "round4", target, self._fourth_prompts(target, rounds[0][1], third), extra.fourth_round_max_new_tokens))
+        return rounds + [("round3", third), ("round4", fourth)]
+
+    def _fourth_prompts(self, target: LoadedModel, first, third) -> list[TrainingPrompt]:
+        extra, decode = self.settings.head_rounds, target.tokenizer.decode
+
+        def replies(pairs, bounds):
+            return [(e, decode(e.ids[e.prompt_len:], skip_special_tokens=True).strip()) for e, _ in pairs
+                    if bounds[0] <= len(e.ids) - e.prompt_len <= bounds[1]]
+
+        asked = {id(e): p for name, pairs in (("round1", first), ("round3", third))
+                 for p, (e, _) in zip(self.asked[name], pairs)}
+        conversations = [(asked[id(e)].text, reply) for e, reply in replies(first + third, extra.conversation_tokens)]
+        documents = [reply for e, reply in replies(third, extra.document_tokens) if e.category == "writing"]
+        return self._apart_from_suite("round4", fourth_round_prompts(conversations, documents, extra.fourth_round,
+                                                                     self.settings.seed))
 
     def _train_and_save(self, target: LoadedModel, examples: list[Example], labels: list[Labels]) -> dict:
-        features = self._timed("target hidden states", lambda: self._features(target, examples))
+        features = self._features(target, examples)
         report, head = self._timed("head training", lambda: self._train_head(target, examples, features))
         return self._save_head(target, head, report, examples)
 
     def _features(self, target: LoadedModel, examples: list[Example]) -> list[torch.Tensor]:
-        path = self.work / self.FEATURES
-        if path.exists():
-            self.log(f"  reusing {path}")
-            self._reused = True
-            return torch.load(path)
-        with self.bar(total=len(examples), desc="hidden states", unit="reply") as bar:
-            features = teacher_features(target.model, examples, progress=bar.update)
-        _write_atomically(path, lambda tmp: torch.save(features, tmp))
+        """The target's hidden states on every reply, computed and kept per round, so that a new or changed round
+        costs only its own pass."""
+        features, start = [], 0
+        for name, size in self.round_sizes:
+            part = examples[start : start + size]
+            start += size
+            features += self._timed(f"{name} hidden states", lambda: self._round_features(target, name, part))
         return features
+
+    def _round_features(self, target: LoadedModel, name: str, part: list[Example]) -> list[torch.Tensor]:
+        path = self.work / f"features-{name}.pt"
+        if path.exists():
+            stored = torch.load(path)
+            if [len(f) for f in stored] == [len(e.ids) - e.prompt_len + 1 for e in part]:
+                self.log(f"  reusing {path}")
+                self._reused = True
+                return stored
+        with self.bar(total=len(part), desc=f"{name} hidden states", unit="reply") as bar:
+            computed = teacher_features(target.model, part, progress=bar.update)
+        _write_atomically(path, lambda tmp: torch.save(computed, tmp))
+        return computed
 
     def _train_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
         options = self.settings.head_train
@@ -325,6 +393,12 @@ def model_card(summary: dict) -> str:
         "Details in `training.json`.", "",
         "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face) whose outputs it was "
         "trained on.", ""])
+
+
+def _conversation(prompt: TrainingPrompt) -> list[Message]:
+    """A prompt as chat messages: its earlier turns (user and assistant alternating), then its own user turn."""
+    roles = ("user", "assistant")
+    return [Message(roles[i % 2], turn) for i, turn in enumerate(prompt.history)] + [Message("user", prompt.text)]
 
 
 def default_work_dir(target: ModelSource, preset: str) -> Path:

@@ -23,6 +23,7 @@ OVERLAP_WORDS = 8
 class TrainingPrompt:
     category: str
     text: str
+    history: tuple[str, ...] = ()  # earlier turns, user and assistant alternating, for follow-up prompts
 
 
 TOPICS = """
@@ -264,14 +265,19 @@ def _extraction(rng: random.Random) -> TrainingPrompt:
 def _unique(prompts: Iterable[TrainingPrompt]) -> list[TrainingPrompt]:
     seen, out = set(), []
     for prompt in prompts:
-        if prompt.text not in seen:
-            seen.add(prompt.text)
+        key = (prompt.history, prompt.text)
+        if key not in seen:
+            seen.add(key)
             out.append(prompt)
     return out
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
 def _word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
-    words = re.findall(r"\w+", text.lower())
+    words = _words(text)
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
@@ -286,7 +292,17 @@ def suite_texts(suite_jsonl: str) -> list[str]:
 
 def drop_suite_overlap(prompts: Sequence[TrainingPrompt], suite: Sequence[str],
                        n: int = OVERLAP_WORDS) -> tuple[list[TrainingPrompt], int]:
-    """Prompts sharing no run of n words with any suite text, and how many were dropped."""
+    """Prompts sharing no run of n words with any suite text, and how many were dropped. A prompt shorter than n
+    words is dropped when the whole of it occurs in a suite text (a short question could otherwise be one of the
+    suite's own)."""
+    suite_words = [" " + " ".join(_words(text)) + " " for text in suite]
     banned = set().union(*(_word_ngrams(text, n) for text in suite)) if suite else set()
-    kept = [p for p in prompts if not (_word_ngrams(p.text, n) & banned)]
+
+    def overlaps(prompt: TrainingPrompt) -> bool:
+        words = _words(prompt.text)
+        if len(words) < n:
+            return any(" " + " ".join(words) + " " in text for text in suite_words)
+        return bool(_word_ngrams(prompt.text, n) & banned)
+
+    kept = [p for p in prompts if not overlaps(p)]
     return kept, len(prompts) - len(kept)

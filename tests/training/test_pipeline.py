@@ -83,11 +83,14 @@ def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model
     summary = HeadPipeline(source, out, tmp_path / "work", settings_for("quick"), SUITE, log=lambda line: None).run()
 
     assert (tmp_path / "work" / "round1.jsonl").read_text() == replies
-    assert (tmp_path / "work" / "features.pt").exists()
+    for name in ("round1", "round2", "round3", "round4"):
+        assert (tmp_path / "work" / f"features-{name}.pt").exists()
     assert is_eagle_folder(out) and (out / "README.md").exists()
     assert [e["epoch"] for e in summary["epochs"]] == [1, 2]
     assert len(summary["epochs"][-1]["heldout_acceptance_by_position"]) == 3
-    assert summary["timings_s"].keys() >= {"target hidden states", "head training"}
+    assert summary["timings_s"].keys() >= {"third-round replies", "fourth-round replies", "round1 hidden states",
+                                           "round4 hidden states", "head training"}
+    assert summary["facts"]["round3_prompts"] > 0 and summary["facts"]["round4_prompts"] > 0
     assert folder_megabytes(out) < 1
 
     pair = load_pair(source)
@@ -96,3 +99,36 @@ def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model
     plain = pair.engine("none").generate(prompt_ids, config).token_ids
     for kind in ("eagle", "eagle-hybrid"):
         assert pair.engine(kind).generate(prompt_ids, config).token_ids == plain
+
+
+def test_changing_the_head_rounds_regenerates_only_those_rounds(model_folders, tmp_path):
+    from dataclasses import replace
+
+    from specchat.training.pipeline import HeadPipeline
+
+    source = ModelSource.parse(str(model_folders / "target"))
+    work = tmp_path / "work"
+    HeadPipeline(source, tmp_path / "head", work, settings_for("quick"), SUITE, log=lambda line: None).run()
+    kept = {name: (work / name).stat().st_mtime_ns for name in ("round1.jsonl", "round2.jsonl", "features-round1.pt")}
+    third = (work / "round3.jsonl").read_text()
+    quick = settings_for("quick")
+    settings = replace(quick, head_rounds=replace(quick.head_rounds, third_round=24))
+    log = []
+    HeadPipeline(source, tmp_path / "head", work, settings, SUITE, log=log.append).run()
+
+    assert {name: (work / name).stat().st_mtime_ns for name in kept} == kept
+    assert (work / "round3.jsonl").read_text() != third
+    assert any("prompts of round3 changed" in line for line in log)
+
+
+def test_follow_up_prompts_carry_the_earlier_turns(model_folders, tmp_path):
+    from specchat.training.pipeline import HeadPipeline
+
+    source = ModelSource.parse(str(model_folders / "target"))
+    pipeline = HeadPipeline(source, tmp_path / "head", tmp_path / "work", settings_for("quick"), SUITE,
+                            log=lambda line: None)
+    pipeline.run()
+    follow_ups = [p for p in pipeline.asked["round4"] if p.history]
+    assert follow_ups
+    earlier = {p.text for p in pipeline.asked["round1"] + pipeline.asked["round3"]}
+    assert all(p.history[0] in earlier and p.history[1] for p in follow_ups)

@@ -36,3 +36,23 @@ def test_generated_prompts_share_no_long_word_run_with_the_suite():
     prompts = first_round_prompts(2000, seed=0) + second_round_prompts(["Some passage text here."], 500, seed=0)
     kept, dropped = drop_suite_overlap(prompts, SUITE)
     assert dropped < len(prompts) * 0.01, f"{dropped} prompts reuse {OVERLAP_WORDS}-word runs of the suite"
+
+
+def test_a_short_prompt_inside_a_suite_prompt_is_dropped():
+    short = [TrainingPrompt("qa", "What is the capital of Australia?"), TrainingPrompt("chat", "Now make it shorter.")]
+    assert drop_suite_overlap(short, SUITE) == ([], 2)
+    assert drop_suite_overlap([TrainingPrompt("qa", "What is the capital of Peru?")], SUITE)[1] == 0
+
+
+def test_the_head_rounds_are_reproducible_varied_and_apart_from_the_suite():
+    from specchat.training.varied import fourth_round_prompts, third_round_prompts
+
+    third = third_round_prompts(1000, seed=0)
+    assert third == third_round_prompts(1000, seed=0) and len(third) > 600
+    conversations = [(p.text, f"Reply {i}: first, do this. Second, do that.") for i, p in enumerate(third[:50])]
+    documents = [f"Document {i}. The Ashford library opened on Monday; readers came early." for i in range(40)]
+    fourth = fourth_round_prompts(conversations, documents, 600, seed=0)
+    assert Counter(p.category for p in third).keys() == {"qa", "chat", "writing"}
+    assert Counter(p.category for p in fourth).keys() == {"chat", "summarization", "rewriting", "extraction"}
+    assert sum(1 for p in fourth if p.history) > 150
+    assert drop_suite_overlap(third + fourth, SUITE)[1] == 0  # written apart from the suite, not just filtered
