@@ -24,7 +24,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .drafters import Draft, Drafter, PromptLookupDrafter
+from .drafters import Draft, Drafter, PromptLookupDrafter, over_vocabulary
 from .errors import IncompatibleDraftError, ModelLoadError
 from .sampling import Sampler
 
@@ -150,17 +150,12 @@ class EagleDrafter(Drafter):
             if self._sampler.greedy:
                 token = int(self.head.vocab_ids[int(torch.argmax(logits))])
             else:
-                q = self._sampler.probs(self._full_vocabulary(logits))
+                # -inf outside the head's tokens: q is a proper distribution and the verification rule stays exact
+                q = self._sampler.probs(over_vocabulary(logits, self.head.vocab_ids, self._target_vocab))
                 token = int(self._sampler.sample(q))
                 dists.append(q)
             tokens.append(token)
         return Draft(tokens=tokens, probs=torch.stack(dists) if dists else None)
-
-    def _full_vocabulary(self, logits: torch.Tensor) -> torch.Tensor:
-        """Logits over the target's vocabulary: -inf (probability 0) for the tokens the head cannot propose, so q
-        is a proper distribution and the verification rule stays exact."""
-        full = torch.full((self._target_vocab,), float("-inf"), dtype=logits.dtype, device=logits.device)
-        return full.index_copy_(0, self.head.vocab_ids, logits)
 
 
 class EagleHybridDrafter(EagleDrafter):

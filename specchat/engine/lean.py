@@ -60,6 +60,10 @@ class LeanLlamaRunner:
     def reset(self) -> None:
         self.length = 0
 
+    def keep_output_rows(self, ids: torch.Tensor) -> None:
+        """forward() returns logits for these token ids only, in this order (a contiguous copy of their rows)."""
+        self.lm_head = self.model.lm_head.weight.detach()[ids].contiguous()
+
     def crop(self, keep: int) -> None:
         self.length = min(self.length, keep)
 

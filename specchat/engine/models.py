@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -114,6 +115,8 @@ class LoadedModel:
     tokenizer: object
     device: torch.device
     dtype: torch.dtype
+    # For a draft: the token ids it proposes from (PROPOSAL_VOCABULARY in its folder), or None for all.
+    proposal_vocab: torch.Tensor | None = None
 
     @property
     def name(self) -> str:
@@ -251,7 +254,26 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
         raise ModelLoadError(f"not enough GPU memory to load {source.describe()}; try --device cpu") from error
     except Exception as error:
         raise ModelLoadError(f"could not load {source.describe()}: {_first_line(error)}") from error
-    return LoadedModel(source=source, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+    return LoadedModel(source=source, model=model, tokenizer=tokenizer, device=device, dtype=dtype,
+                       proposal_vocab=read_proposal_vocabulary(Path(location), model))
+
+
+PROPOSAL_VOCABULARY = "proposal_vocab.json"  # written by `specchat train-draft` next to the draft's weights
+
+
+def read_proposal_vocabulary(folder: Path, model: torch.nn.Module) -> torch.Tensor | None:
+    """The token ids a draft folder says it should propose from, checked against the model, or None."""
+    path = folder / PROPOSAL_VOCABULARY
+    if not path.is_file():
+        return None
+    try:
+        ids = torch.tensor(json.loads(path.read_text(encoding="utf-8"))["token_ids"], dtype=torch.long)
+    except (ValueError, KeyError, TypeError) as error:
+        raise ModelLoadError(f"{path} is not a proposal vocabulary: {_first_line(error)}") from error
+    rows = model.get_output_embeddings().weight.shape[0]
+    if ids.ndim != 1 or len(ids) == 0 or int(ids.min()) < 0 or int(ids.max()) >= rows:
+        raise ModelLoadError(f"{path} names token ids outside the model's vocabulary of {rows}")
+    return ids
 
 
 def _load_pretrained(location: str, dtype: torch.dtype, options: LoadOptions = LoadOptions(), **extra):

@@ -30,8 +30,9 @@ class ModelPair:
             raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
+        draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
         return SpeculativeEngine(self.target.model, self.target.tokenizer,
-                                 make_drafter(drafter, draft_model, head, self.target.model))
+                                 make_drafter(drafter, draft_model, head, self.target.model, draft_vocab))
 
     def draft_name(self, drafter: str) -> str | None:
         """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""

@@ -48,3 +48,11 @@ def test_speculative_output_is_identical_with_either_runner(target, close_draft,
     assert drafted.token_ids == plain.token_ids
     if draft_name == "self":  # the target drafting for itself through either runner is always right
         assert drafted.stats.draft_accepted == drafted.stats.draft_proposed > 0
+
+
+def test_kept_output_rows_give_those_rows_logits(close_draft, prompt_ids):
+    full, part = LeanLlamaRunner(close_draft), LeanLlamaRunner(close_draft)
+    ids = torch.tensor([5, 1, 9, 2])
+    part.keep_output_rows(ids)
+    assert torch.allclose(part.forward(prompt_ids), full.forward(prompt_ids)[ids], atol=1e-5)
+    assert torch.allclose(part.forward([3]), full.forward([3])[ids], atol=1e-5)

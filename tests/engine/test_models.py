@@ -31,6 +31,23 @@ def test_load_a_local_folder(model_folders, target, prompt_ids):
         assert torch.allclose(loaded.model(ids).logits, target(ids).logits, atol=1e-5)
 
 
+def test_a_draft_folder_may_name_the_tokens_it_proposes_from(tmp_path, target, tokenizer):
+    import json
+
+    from specchat.engine.models import PROPOSAL_VOCABULARY
+
+    target.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    source = ModelSource.parse(str(tmp_path))
+    assert load_model(source, LoadOptions(device="cpu")).proposal_vocab is None
+    (tmp_path / PROPOSAL_VOCABULARY).write_text(json.dumps({"token_ids": [0, 3, 7]}))
+    assert load_model(source, LoadOptions(device="cpu")).proposal_vocab.tolist() == [0, 3, 7]
+    for bad in ({"token_ids": [0, 10**6]}, {"ids": [1]}, []):
+        (tmp_path / PROPOSAL_VOCABULARY).write_text(json.dumps(bad))
+        with pytest.raises(ModelLoadError, match=PROPOSAL_VOCABULARY):
+            load_model(source, LoadOptions(device="cpu"))
+
+
 def test_pickle_weights_are_refused_unless_allowed(tmp_path, target, tokenizer):
     target.save_pretrained(tmp_path, safe_serialization=False)
     for weights in tmp_path.glob("*.safetensors"):

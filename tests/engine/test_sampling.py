@@ -117,13 +117,15 @@ def eagle_drafter(target):
     return EagleDrafter(head.eval(), target)
 
 
-@pytest.mark.parametrize("drafter", ["model", "pld", "eagle"])
+@pytest.mark.parametrize("drafter", ["model", "model-vocab", "pld", "eagle"])
 def test_speculative_sampling_matches_target_sampling(small_world, drafter, monkeypatch):
     target, draft, tokenizer = small_world
     prompt = [0, 1, 2, 0, 1]  # repeats, so prompt lookup has something to propose
     length, runs, temperature = 3, 2000, 1.0
     expected = exact_joint(target, prompt, length, temperature)
     make = {"model": lambda: ModelDrafter(draft), "pld": PromptLookupDrafter,
+            # a draft that proposes from all tokens but one: q must be zero there and the result still exact
+            "model-vocab": lambda: ModelDrafter(draft, vocab_ids=torch.arange(1, VOCAB)),
             "eagle": lambda: eagle_drafter(target)}[drafter]
     engine = SpeculativeEngine(target, tokenizer, make(), eos_token_ids=[])
 

@@ -15,11 +15,16 @@ def plain(target, tokenizer, prompt_ids, **config):
 
 
 def drafters(request_name, target, close_draft, unrelated_draft):
+    vocab = close_draft.get_output_embeddings().weight.shape[0]
     return {"pld": PromptLookupDrafter(), "self": ModelDrafter(target), "close": ModelDrafter(close_draft),
-            "unrelated": ModelDrafter(unrelated_draft), "hybrid": HybridDrafter(close_draft)}[request_name]
+            "unrelated": ModelDrafter(unrelated_draft), "hybrid": HybridDrafter(close_draft),
+            # proposing from every other token only: the target must still decide every token
+            "close-half-vocab": ModelDrafter(close_draft, vocab_ids=torch.arange(0, vocab, 2)),
+            "hybrid-half-vocab": HybridDrafter(close_draft, vocab_ids=torch.arange(1, vocab, 2))}[request_name]
 
 
-@pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated", "hybrid"])
+@pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated", "hybrid", "close-half-vocab",
+                                          "hybrid-half-vocab"])
 @pytest.mark.parametrize("k", [1, 3, 6])
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_greedy_output_is_identical_to_plain_decoding(target, tokenizer, close_draft, unrelated_draft, prompt_ids,

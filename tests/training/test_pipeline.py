@@ -33,6 +33,7 @@ def test_quick_pipeline_trains_a_compatible_lossless_draft(model_folders, tmp_pa
     target, draft = ModelSource.parse(str(model_folders / "target")), ModelSource.parse(str(out))
     assert check_sources(target, draft).compatible
     pair = load_pair(target, draft)
+    assert 0 < len(pair.draft.proposal_vocab) <= 64  # the quick preset's size
     config = GenerationConfig(max_new_tokens=24, k=3)
     plain = pair.engine("none").generate(prompt_ids, config).token_ids
     assert pair.engine("model").generate(prompt_ids, config).token_ids == plain
