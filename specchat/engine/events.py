@@ -80,6 +80,12 @@ class GenerationStats:
         return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def decode_tokens_per_s(self) -> float:
+        """Speed after the prompt is processed: the same for every drafter's prompt, so speedups compare this."""
+        decode_s = self.wall_s - self.prefill_s
+        return self.new_tokens / decode_s if decode_s > 0 else 0.0
+
+    @property
     def acceptance_by_position(self) -> list[float]:
         """P(draft token i accepted | it was proposed), i = 0 .. K-1."""
         return [a / p if p else 0.0 for a, p in zip(self.accepted_by_position, self.proposed_by_position)]

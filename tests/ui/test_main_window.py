@@ -1,6 +1,6 @@
 """The window with a tiny model: streaming with highlighted spans, stop, regenerate, reopen, stats on disk."""
 
-
+import pytest
 from PySide6.QtCore import QTimer
 
 from specchat.ui.spans import ReplySpans
@@ -34,6 +34,21 @@ def test_reply_streams_and_draft_spans_match_the_engine(qtbot, make_window, stor
     stats = store.conversation_stats(window.conversation_id)
     assert stats.runs == 1 and stats.new_tokens == 40 and stats.mean_alpha == 1.0
     assert store.app_session_stats(window.session.app_session_id).runs == 1
+
+
+def test_the_calibrated_speedup_compares_decode_speed_with_decode_speed(qtbot, make_window, store):
+    """The plain baseline leaves the prompt's processing out, so a reply's speedup must leave it out too."""
+    from sqlalchemy import select
+
+    from specchat.storage.models import GenerationRun
+
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    with store._reading() as session:
+        run = session.scalars(select(GenerationRun)).one()
+        decode_speed = run.new_tokens / (run.wall_s - run.prefill_s)
+        assert run.prefill_s > 0 and run.speedup_basis == "calibrated"
+        assert run.speedup == pytest.approx(decode_speed / window.session.plain_tokens_per_s, rel=1e-3)
 
 
 def test_reopening_restores_the_highlighting(qtbot, make_window):
