@@ -44,17 +44,27 @@ class StepCosts:
         return self.verify_estimate(k + 1) + (0.0 if free else k * (self.draft_per_token or 0.0))
 
     def verify_estimate(self, n: int) -> float:
-        """Measured cost for n tokens, else a line through the two nearest measured sizes (a 10%-per-token slope
-        while only one size has been seen, so that a longer draft must earn its place)."""
-        if n in self.verify:
-            return self.verify[n]
+        """The cost of verifying n tokens, never more than a measured cost for more tokens (checking fewer tokens
+        cannot cost more; a higher measurement is noise, e.g. a pass that also timed the output head's layouts).
+
+        Unmeasured sizes: between measured ones, a line through the two nearest; above them, that line's slope or
+        +10% per token while only one size has been seen (a longer draft must earn its place); below them, 10% less
+        per token than the cheapest measurement above. That last guess is optimistic on purpose: a policy that has
+        only ever measured long drafts must believe short ones are cheaper, or it never tries one (from a single
+        noisy measurement at 5 tokens it would otherwise keep proposing 5 at an acceptance of 0.16)."""
         points = sorted(self.verify.items())
+        above = [cost for size, cost in points if size >= n]
+        cap = min(above) if above else float("inf")
+        if n in self.verify:
+            return min(self.verify[n], cap)
+        if n < points[0][0]:
+            return max(min(cost * (1 - 0.1 * (size - n)) for size, cost in points), 0.25 * points[0][1])
         if len(points) == 1:
             (n0, c0), = points
-            return c0 * (1 + 0.1 * max(n - n0, 0))
+            return c0 * (1 + 0.1 * (n - n0))
         (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
         slope = max((c1 - c0) / (n1 - n0), 0.0)
-        return max(c0 + slope * (n - n0), 0.25 * points[0][1])  # a line may not reach zero cost
+        return min(max(c0 + slope * (n - n0), 0.25 * points[0][1]), cap)  # a line may not reach zero cost
 
 
 @dataclass

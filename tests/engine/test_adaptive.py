@@ -68,3 +68,26 @@ def test_confidence_classes_are_learned_separately():
     assert policy.alpha(1) < 0.3 < 0.8 < policy.alpha(6)
     assert policy.choose(limit=100, confidence=6) >= 6
     assert policy.choose(limit=100, confidence=1) <= 1
+
+
+def test_a_policy_that_only_measured_long_drafts_still_tries_short_ones():
+    """The trap seen on the real model: the first steps verified 5 and 6 tokens (the 5-token pass also timed the
+    output head's layouts, so it measured high), a line through them said 1 token costs as much as 5, and the
+    policy kept proposing 5 tokens at an acceptance of 0.16 without ever measuring a short step."""
+    policy = DraftLengthPolicy(k=5)
+    policy.costs.record(4, verify_s=0.1475, draft_s=None)
+    policy.costs.record(5, verify_s=0.091, draft_s=None)
+    assert policy.costs.verify_estimate(1) < policy.costs.verify_estimate(6)
+    assert policy.costs.verify_estimate(5) <= policy.costs.verify_estimate(6)  # fewer tokens never cost more
+    true_cost = lambda n: 0.040 + 0.010 * (n - 1)
+    chosen = run(policy, alpha=0.16, steps=40, cost=true_cost)
+    assert max(chosen[10:]) <= 2
+    assert policy.costs.verify_estimate(1) < 0.05  # measured now
+
+
+def test_measured_costs_are_kept_where_the_curve_rises():
+    policy = DraftLengthPolicy()
+    for n, cost in ((1, 0.040), (2, 0.045), (4, 0.067), (8, 0.070)):
+        policy.costs.record(n - 1, verify_s=cost, draft_s=None)
+    assert [round(policy.costs.verify_estimate(n), 4) for n in (1, 2, 3, 4, 6, 8, 10)] == [
+        0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0715]
