@@ -188,11 +188,16 @@ class Pipeline:
         return kept
 
     def _second_prompts(self, target: LoadedModel, first: list[tuple[Example, Labels]]):
-        tokenizer = target.tokenizer
-        passages = [tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True) for e, _ in first
-                    if self.settings.passage_tokens[0] <= len(e.ids) - e.prompt_len <= self.settings.passage_tokens[1]]
+        passages = [reply for _, reply in self._answered(target, "round1", first, self.settings.passage_tokens)]
         return self._apart_from_suite("round2", second_round_prompts(passages, self.settings.second_round,
                                                                      self.settings.seed))
+
+    def _answered(self, target: LoadedModel, name: str, pairs: list[tuple[Example, Labels]],
+                  reply_tokens: tuple[int, int]) -> list[tuple[TrainingPrompt, str]]:
+        """(prompt, reply text) for the replies of round `name` whose length is within `reply_tokens`."""
+        low, high = reply_tokens
+        return [(prompt, target.tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True).strip())
+                for prompt, (e, _) in zip(self.asked[name], pairs) if low <= len(e.ids) - e.prompt_len <= high]
 
     def _replies(self, name: str, target: LoadedModel, prompts, max_new_tokens: int) -> list[tuple[Example, Labels]]:
         examples_path, labels_path = self.work / f"{name}.jsonl", self.work / f"{name}-labels.pt"
@@ -295,16 +300,11 @@ class HeadPipeline(Pipeline):
         return rounds + [("round3", third), ("round4", fourth)]
 
     def _fourth_prompts(self, target: LoadedModel, first, third) -> list[TrainingPrompt]:
-        extra, decode = self.settings.head_rounds, target.tokenizer.decode
-
-        def replies(pairs, bounds):
-            return [(e, decode(e.ids[e.prompt_len:], skip_special_tokens=True).strip()) for e, _ in pairs
-                    if bounds[0] <= len(e.ids) - e.prompt_len <= bounds[1]]
-
-        asked = {id(e): p for name, pairs in (("round1", first), ("round3", third))
-                 for p, (e, _) in zip(self.asked[name], pairs)}
-        conversations = [(asked[id(e)].text, reply) for e, reply in replies(first + third, extra.conversation_tokens)]
-        documents = [reply for e, reply in replies(third, extra.document_tokens) if e.category == "writing"]
+        extra = self.settings.head_rounds
+        conversations = [(prompt.text, reply) for name, pairs in (("round1", first), ("round3", third))
+                         for prompt, reply in self._answered(target, name, pairs, extra.conversation_tokens)]
+        documents = [reply for prompt, reply in self._answered(target, "round3", third, extra.document_tokens)
+                     if prompt.category == "writing"]
         return self._apart_from_suite("round4", fourth_round_prompts(conversations, documents, extra.fourth_round,
                                                                      self.settings.seed))
 
