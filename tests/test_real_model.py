@@ -32,6 +32,20 @@ def test_greedy_outputs_are_identical_across_drafters(embedded_pair, question):
         assert drafted.text == plain.text
 
 
+def test_the_lean_forward_replies_exactly_as_transformers_generate(embedded_pair):
+    import torch
+
+    ids = prompt(embedded_pair, "Write two sentences about the sea.")
+    model = embedded_pair.target.model
+    lean = embedded_pair.engine("none")
+    assert lean._lean is not None  # the default on this CPU
+    ours = lean.generate(ids, GenerationConfig(max_new_tokens=48))
+    with torch.inference_mode():
+        theirs = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                do_sample=False, max_new_tokens=48, pad_token_id=2)
+    assert list(ours.token_ids) == theirs[0, len(ids):].tolist()[: len(ours.token_ids)]
+
+
 def test_the_shipped_draft_agrees_with_the_target_often(embedded_pair):
     ids = prompt(embedded_pair, "Give me three tips for keeping a small vegetable garden healthy.")
     result = embedded_pair.engine("model").generate(ids, GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False))

@@ -20,6 +20,7 @@ from .adaptive import DraftLengthPolicy, StepCosts
 from .cache import cache_argument, new_cache, new_static_cache, rollback
 from .head import tuned_head_for
 from .drafters import Drafter, NoDrafter
+from .lean import LeanCache, LeanLlama, lean_runner_supported
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
@@ -48,11 +49,13 @@ class SpeculativeEngine:
 
     def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
                  eos_token_ids: Sequence[int] | None = None, static_cache: bool | None = None,
-                 compile_steps: bool | None = None, tuned_head: bool | None = None):
+                 compile_steps: bool | None = None, tuned_head: bool | None = None, lean: bool | None = None):
         """static_cache / compile_steps: the GPU fast path (None = on for CUDA). A static KV cache keeps every
         buffer at a fixed address; the verification forward (1..K+1 tokens) is then compiled with CUDA graphs,
         one graph per input length, while the prefill (any prompt length) stays eager. tuned_head (None = where it
-        applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout."""
+        applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout.
+        lean (None = where it applies: plain Llama targets off the GPU fast path): every pass runs engine/lean.py's
+        forward over its own KV cache instead of transformers' (the same numbers, less bookkeeping per pass)."""
         self.target = target
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
@@ -70,13 +73,23 @@ class SpeculativeEngine:
         self._keeps_features = self.drafter.wants_target_features
         self._features: torch.Tensor | None = None  # [keep, hidden] of the latest pass, when kept
         self._prefill_forward = self._plain_forward
-        if self._head is not None or self._keeps_features:
+        compiled = compile_steps if compile_steps is not None else (on_gpu and self.static_cache)
+        if lean is None:
+            lean = not self.static_cache and not compiled and lean_runner_supported(target)
+        self._lean = LeanLlama(target) if lean else None
+        if self._lean is not None:
+            if self.static_cache or compiled:
+                raise ValueError("the lean forward keeps its own cache; the static cache and compiled steps are "
+                                 "transformers' forward")
+            self._output_head = self._head or target.get_output_embeddings()
+            self._step_forward = self._prefill_forward = self._forward_lean
+        elif self._head is not None or self._keeps_features:
             self._decoder = target.get_decoder()
             self._output_head = self._head or target.get_output_embeddings()
             self._step_forward = self._forward_through_decoder
             if self._keeps_features:
                 self._prefill_forward = self._forward_through_decoder
-        if compile_steps if compile_steps is not None else (on_gpu and self.static_cache):
+        if compiled:
             if not self.static_cache:
                 raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
             self._step_forward = compile_forward(target, self._keep_features if self._keeps_features else None)
@@ -199,6 +212,8 @@ class SpeculativeEngine:
                          self.drafter.forward_count - forwards_before), free, policy_s
 
     def _new_cache(self, prompt_tokens: int, max_new_tokens: int, k_max: int):
+        if self._lean is not None:  # room for the whole generation at once: it never grows
+            return self._lean.new_cache(prompt_tokens + max_new_tokens + k_max + 1)
         if not self.static_cache:
             return new_cache(self.target)
         # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
@@ -216,6 +231,12 @@ class SpeculativeEngine:
         the head is the tuned one where it applies."""
         out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
         hidden = out.last_hidden_state[0, -keep:]
+        if self._keeps_features:
+            self._keep_features(hidden)
+        return self._output_head(hidden)
+
+    def _forward_lean(self, input_ids: torch.Tensor, cache: LeanCache, keep: int) -> torch.Tensor:
+        hidden = self._lean.hidden_states(input_ids[0], cache, keep)
         if self._keeps_features:
             self._keep_features(hidden)
         return self._output_head(hidden)

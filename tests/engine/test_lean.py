@@ -56,3 +56,58 @@ def test_kept_output_rows_give_those_rows_logits(close_draft, prompt_ids):
     part.keep_output_rows(ids)
     assert torch.allclose(part.forward(prompt_ids), full.forward(prompt_ids)[ids], atol=1e-5)
     assert torch.allclose(part.forward([3]), full.forward([3])[ids], atol=1e-5)
+
+
+def test_the_lean_target_forward_gives_transformers_hidden_states_bit_for_bit():
+    """Same operations in the same order: the target's greedy choices cannot differ from transformers' forward."""
+    from specchat.engine.cache import new_cache, rollback
+    from specchat.engine.lean import LeanLlama
+
+    model = gqa_llama()
+    lean = LeanLlama(model)
+    cache, reference = lean.new_cache(capacity=4), new_cache(model)  # a small capacity: the lean cache grows
+    with torch.inference_mode():
+        for chunk, keep in ((list(range(5, 45)), 3), ([7], 1), ([8, 9, 10, 11, 12], 5)):
+            ours = lean.hidden_states(chunk, cache, keep)
+            theirs = model.model(input_ids=torch.tensor([chunk]), use_cache=True,
+                                 past_key_values=reference).last_hidden_state[0, -keep:]
+            assert torch.equal(ours, theirs)
+        cache.crop(-3), rollback(reference, 43)  # three rejected drafts
+        assert cache.get_seq_length() == reference.get_seq_length() == 43
+        ours = lean.hidden_states([20, 21], cache, keep=2)
+        theirs = model.model(input_ids=torch.tensor([[20, 21]]), use_cache=True,
+                             past_key_values=reference).last_hidden_state[0]
+        assert torch.equal(ours, theirs)
+
+
+def test_one_lean_model_serves_two_sequences_at_once(target, prompt_ids):
+    """The race view runs two engines on one target: each generation has its own cache."""
+    from specchat.engine.lean import LeanLlama
+
+    lean = LeanLlama(target)
+    first, second = lean.new_cache(), lean.new_cache()
+    alone = lean.hidden_states(prompt_ids, lean.new_cache())
+    lean.hidden_states(prompt_ids[:5], first)
+    assert torch.equal(lean.hidden_states(prompt_ids, second), alone)
+    assert first.get_seq_length() == 5 and second.get_seq_length() == len(prompt_ids)
+
+
+@pytest.mark.parametrize("drafter_kind", ["none", "pld", "model", "eagle-hybrid"])
+def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_draft, tokenizer, prompt_ids,
+                                                                drafter_kind):
+    from specchat.engine.drafters import make_drafter
+    from specchat.engine.eagle import HeadShape
+    from specchat.training.eagle import build_head
+
+    vocab = target.get_input_embeddings().weight.shape[0]
+    head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,
+                                                            vocab=vocab), seed=0)
+    config = GenerationConfig(max_new_tokens=40, k=3, adaptive_k=False)  # K fixed: proposals comparable too
+    results = []
+    for lean in (True, False):
+        drafter = make_drafter(drafter_kind, close_draft, head, target)
+        engine = SpeculativeEngine(target, tokenizer, drafter, lean=lean)
+        assert (engine._lean is not None) == lean
+        results.append(engine.generate(prompt_ids, config))
+    assert results[0].token_ids == results[1].token_ids
+    assert results[0].stats.draft_accepted == results[1].stats.draft_accepted  # the head read the same features

@@ -226,9 +226,11 @@ def test_compiled_steps_need_the_static_cache(target, tokenizer):
         SpeculativeEngine(target, tokenizer, NoDrafter(), static_cache=False, compile_steps=True)
 
 
-def test_the_fast_path_is_off_on_the_cpu_by_default(target, tokenizer):
+def test_the_gpu_fast_path_is_off_on_the_cpu_by_default_and_the_lean_forward_on(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
-    assert engine.static_cache is False and engine._step_forward == engine._forward_through_decoder
+    assert engine.static_cache is False and engine._step_forward == engine._forward_lean
+    transformers_forward = SpeculativeEngine(target, tokenizer, NoDrafter(), lean=False)
+    assert transformers_forward._step_forward == transformers_forward._forward_through_decoder
 
 
 def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer, prompt_ids):
@@ -240,7 +242,7 @@ def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer,
     expected = target.get_output_embeddings()(hidden)
     torch.testing.assert_close(head(hidden), expected, rtol=1e-5, atol=1e-5)
     assert 4 in head.use_transposed  # timed once for this length, then remembered
-    untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False)
+    untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False, lean=False)
     tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
     config = GenerationConfig(max_new_tokens=32)
     assert untuned._step_forward == untuned._plain_forward
