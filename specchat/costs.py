@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .engine.adaptive import expected_tokens
-from .engine.cache import cache_argument, new_cache, new_static_cache, rollback
+from .engine.cache import rollback
 
 # Llama-family shapes (hidden, layers, heads, kv heads, intermediate, vocab) for random-weight measurements.
 SHAPES = {
@@ -59,13 +59,18 @@ def synchronize(device: torch.device) -> None:
 @torch.inference_mode()
 def forward_curve(model, device: torch.device, max_n: int, context: int, repeats: int,
                   static_cache: bool) -> dict[int, float]:
-    """Median seconds of one forward over n new tokens after `context` cached ones, n = 1..max_n."""
-    argument = cache_argument(model)
+    """Median seconds of one forward over n new tokens after `context` cached ones, n = 1..max_n, as the engine
+    runs it (on this CPU the lean forward and the tuned output head; eager on a GPU: compiled graphs are timed by
+    `specchat bench`, not here)."""
+    from .engine import NoDrafter, SpeculativeEngine
+
+    engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[], static_cache=static_cache,
+                               compile_steps=False)
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (1, context), generator=generator).to(device)
-    cache = new_static_cache(model, context + max_n + 1) if static_cache else new_cache(model)
-    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{argument: cache})
+    cache = engine.new_cache(context + max_n + 1)
+    engine.forward(prefix, cache, keep=1, prefill=True)
     curve = {}
     for n in range(1, max_n + 1):
         tokens = torch.randint(0, vocab, (1, n), generator=generator).to(device)
@@ -73,7 +78,7 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
         for _ in range(repeats + 1):  # the first is a warm-up (allocations, kernel choice)
             synchronize(device)
             started = time.perf_counter()
-            model(input_ids=tokens, use_cache=True, logits_to_keep=n, **{argument: cache})
+            engine.forward(tokens, cache, keep=n)
             synchronize(device)
             times.append(time.perf_counter() - started)
             rollback(cache, context, length=context + n)

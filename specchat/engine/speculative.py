@@ -211,6 +211,14 @@ class SpeculativeEngine:
         return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.confidence,
                          self.drafter.forward_count - forwards_before), free, policy_s
 
+    def new_cache(self, tokens: int):
+        """A KV cache with room for `tokens` positions, of the kind this engine's passes use (for measurements)."""
+        return self._new_cache(tokens, 0, 0)
+
+    def forward(self, input_ids: torch.Tensor, cache, keep: int = 1, prefill: bool = False) -> torch.Tensor:
+        """One target pass as the engine runs it (its forward path and output head): logits [keep, vocab]."""
+        return self._forward(input_ids, cache, keep, prefill)
+
     def _new_cache(self, prompt_tokens: int, max_new_tokens: int, k_max: int):
         if self._lean is not None:  # room for the whole generation at once: it never grows
             return self._lean.new_cache(prompt_tokens + max_new_tokens + k_max + 1)
