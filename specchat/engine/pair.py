@@ -25,9 +25,16 @@ class ModelPair:
     head_folder: Path | None = None
     _head: torch.nn.Module | None = field(default=None, repr=False)
 
-    def engine(self, drafter: str) -> SpeculativeEngine:
+    def check_drafter(self, drafter: str) -> None:
+        """SpecchatError if this pair cannot run `drafter` (no draft model, no head), without building anything."""
         if drafter in MODEL_DRAFTERS and self.draft is None:
             raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
+        if drafter in HEAD_DRAFTERS and not self.has_head:
+            raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
+                                "`specchat train-head`, then give --head DIR)")
+
+    def engine(self, drafter: str) -> SpeculativeEngine:
+        self.check_drafter(drafter)
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None

@@ -315,13 +315,13 @@ class MainWindow(QMainWindow):
         history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
         try:
             prompt_ids = build_prompt_ids(self.session.tokenizer, history, self.session.system_prompt(self.conversation_id))
-            engine = self.session.engine()
+            make_engine = self.session.engine_maker()
         except SpecchatError as error:
             self._show_error(str(error))
             return
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
         cancel = threading.Event()
-        worker = GenerationWorker(engine, prompt_ids, self.session.settings.generation_config(), cancel)
+        worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel)
         thread = BackgroundThread(worker, [worker.finished, worker.failed])
         worker.step.connect(self._on_step)
         worker.finished.connect(self._on_finished)

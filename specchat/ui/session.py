@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
@@ -14,6 +15,7 @@ from ..engine.events import GenerationResult
 from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, MODEL_DRAFTERS
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
+from ..engine.speculative import SpeculativeEngine
 from .settings import AppSettings
 from .workers import BackgroundThread, CallWorker, log_unexpected, describe_failure
 
@@ -58,6 +60,7 @@ class ChatSession(QObject):
         self.error: str | None = None
         self.plain_tokens_per_s: float | None = None
         self._threads: list[BackgroundThread] = []
+        self._engine: tuple[ModelPair, str, SpeculativeEngine] | None = None  # the chat's engine, with its key
         self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
@@ -72,8 +75,22 @@ class ChatSession(QObject):
     def tokenizer(self):
         return self.pair.target.tokenizer
 
-    def engine(self):
-        return self.pair.engine(self.settings.drafter)
+    def engine_maker(self) -> Callable[[], SpeculativeEngine]:
+        """What a reply's worker calls, in its own thread, for the engine of the chosen drafter; raises
+        SpecchatError here, on the GUI thread, when that drafter cannot run. The engine is built once per loaded
+        pair and drafter, so its measured cost curve carries over from reply to reply, and it is built in the
+        worker's thread: torch work on the GUI thread gives that thread an OpenMP team of its own, and generation
+        in another thread then ran about 20% slower here (README, "Threads")."""
+        pair, drafter = self.pair, self.settings.drafter
+        pair.check_drafter(drafter)
+
+        def make() -> SpeculativeEngine:
+            cached = self._engine
+            if cached is None or cached[0] is not pair or cached[1] != drafter:
+                cached = self._engine = (pair, drafter, pair.engine(drafter))
+            return cached[2]
+
+        return make
 
     def load_models(self) -> None:
         settings = self.settings

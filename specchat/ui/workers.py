@@ -40,15 +40,17 @@ class GenerationWorker(QObject):
     finished = Signal(object)  # GenerationResult
     failed = Signal(str)
 
-    def __init__(self, engine: SpeculativeEngine, prompt_ids: list[int], config: GenerationConfig,
+    def __init__(self, make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
                  cancel: threading.Event):
+        """make_engine is called in the worker's thread (building an engine is torch work, kept off the GUI
+        thread: see ChatSession.engine_maker)."""
         super().__init__()
-        self.engine, self.prompt_ids, self.config, self.cancel = engine, prompt_ids, config, cancel
+        self.make_engine, self.prompt_ids, self.config, self.cancel = make_engine, prompt_ids, config, cancel
 
     @Slot()
     def run(self) -> None:
         try:
-            for event in self.engine.stream(self.prompt_ids, self.config, self.cancel):
+            for event in self.make_engine().stream(self.prompt_ids, self.config, self.cancel):
                 self.step.emit(event)
                 if event.result is not None:
                     self.finished.emit(event.result)

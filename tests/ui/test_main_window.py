@@ -266,3 +266,34 @@ def test_about_names_the_version_and_the_licences(make_window):
     assert "PySide6-Essentials" in text and "LGPL-3.0" in text and "torch" in text
     assert licence_of("SQLAlchemy") == "MIT" and licence_of("no-such-package") == "not installed"
     dialog.close()
+
+
+def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, monkeypatch):
+    """Built in the reply's worker thread (torch work on the GUI thread slowed generation in other threads) and
+    once per pair and drafter, so the measured cost curve carries over from reply to reply."""
+    import threading
+
+    from specchat.engine.pair import ModelPair
+
+    built_in = []
+    original = ModelPair.engine
+
+    def spying_engine(pair, drafter):
+        built_in.append(threading.current_thread() is threading.main_thread())
+        return original(pair, drafter)
+
+    monkeypatch.setattr(ModelPair, "engine", spying_engine)
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    engine = window.session.engine_maker()()
+    assert engine.step_costs.verify  # the reply's measurements are still there for the next one
+    send(qtbot, window, "Another one")
+    assert built_in == [False]  # one engine, built in the worker's thread
+
+
+def test_a_drafter_that_cannot_run_is_refused_before_a_reply_starts(qtbot, make_window):
+    from specchat.engine import SpecchatError
+
+    window = make_window(drafter="eagle")  # the tiny target has no draft head
+    with pytest.raises(SpecchatError, match="no draft head"):
+        window.session.engine_maker()
