@@ -238,13 +238,13 @@ class SpeculativeEngine:
         """The decoder, then the output head on the last `keep` hidden states (kept when the drafter reads them);
         the head is the tuned one where it applies."""
         out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
-        hidden = out.last_hidden_state[0, -keep:]
-        if self._keeps_features:
-            self._keep_features(hidden)
-        return self._output_head(hidden)
+        return self._logits(out.last_hidden_state[0, -keep:])
 
     def _forward_lean(self, input_ids: torch.Tensor, cache: LeanCache, keep: int) -> torch.Tensor:
-        hidden = self._lean.hidden_states(input_ids[0], cache, keep)
+        return self._logits(self._lean.hidden_states(input_ids[0], cache, keep))
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The output head on the last hidden states, which are kept first when the drafter reads them."""
         if self._keeps_features:
             self._keep_features(hidden)
         return self._output_head(hidden)

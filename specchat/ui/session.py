@@ -55,17 +55,25 @@ class ChatSession(QObject):
         self.store = store
         self.settings = settings or AppSettings.load(QSettings())
         self.app_session_id = store.start_app_session(__version__)
-        self.pair = pair
+        self.pair = pair  # also sets _engine: (drafter, engine) for the chat, built on first use
         self.loading = False
         self.error: str | None = None
         self.plain_tokens_per_s: float | None = None
         self._threads: list[BackgroundThread] = []
-        self._engine: tuple[ModelPair, str, SpeculativeEngine] | None = None  # the chat's engine, with its key
         self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
 
     # -- models ---------------------------------------------------------------------------------------------------
+
+    @property
+    def pair(self) -> ModelPair | None:
+        return self._pair
+
+    @pair.setter
+    def pair(self, pair: ModelPair | None) -> None:
+        """A new pair (or none) also drops the chat's engine, which holds the old models in memory."""
+        self._pair, self._engine = pair, None
 
     @property
     def ready(self) -> bool:
@@ -85,10 +93,11 @@ class ChatSession(QObject):
         pair.check_drafter(drafter)
 
         def make() -> SpeculativeEngine:
-            cached = self._engine
-            if cached is None or cached[0] is not pair or cached[1] != drafter:
-                cached = self._engine = (pair, drafter, pair.engine(drafter))
-            return cached[2]
+            if self._pair is not pair:  # the models changed while the reply was waiting: build, do not keep
+                return pair.engine(drafter)
+            if self._engine is None or self._engine[0] != drafter:
+                self._engine = (drafter, pair.engine(drafter))
+            return self._engine[1]
 
         return make
 

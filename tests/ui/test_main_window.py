@@ -289,6 +289,9 @@ def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, m
     assert engine.step_costs.verify  # the reply's measurements are still there for the next one
     send(qtbot, window, "Another one")
     assert built_in == [False]  # one engine, built in the worker's thread
+    assert window.session.engine_maker()() is engine
+    window.session.pair = ModelPair(window.session.pair.target, window.session.pair.draft)  # models reloaded
+    assert window.session.engine_maker()() is not engine  # the old pair's engine (and models) are let go
 
 
 def test_a_drafter_that_cannot_run_is_refused_before_a_reply_starts(qtbot, make_window):
