@@ -2,8 +2,9 @@
 
 The head is the widest matrix product of a step (vocabulary x hidden: 49152 x 576 for SmolLM2, a fifth of the
 model's weights). On this project's CPU, MKL multiplies a few rows by the transposed, contiguous copy of it much
-faster for one row (2.7 ms against 4.1) but slower for two or three, so neither layout wins everywhere: each input
-length is timed once both ways and the faster is kept (per head, shared by every engine of the model).
+faster for one row (2.7 ms against 4.1) but slower for two or three, and from four rows on a copy packed for MKL
+(engine/packed.py) beats both, so no layout wins everywhere: each input length is timed once every way that applies
+and the fastest is kept (per head, shared by every engine of the model).
 """
 
 from __future__ import annotations
@@ -13,44 +14,62 @@ import weakref
 
 import torch
 
+from .packed import packed_weights_for
+
 # Architectures whose causal-LM forward is exactly lm_head(last hidden state): no soft-capping, no logit scale.
 PLAIN_HEAD_MODELS = ("llama", "mistral", "qwen2", "qwen3")
 TRIALS = 3
+PREPARED_ROWS = 9  # timed up front (about 0.5 s): the verifications the draft-length policy chooses nearly always
 
 _heads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class TunedHead:
-    """logits = hidden @ W^T for [n, hidden] inputs, by F.linear or by a transposed copy, per n the faster."""
+    """logits = hidden @ W^T for [n, hidden] inputs, by F.linear, a transposed copy or a packed copy, per n the
+    fastest."""
 
     def __init__(self, linear: torch.nn.Linear):
         self.weight = linear.weight
         self.bias = linear.bias
         self.transposed = linear.weight.detach().t().contiguous()  # [hidden, vocab]: the second layout
-        self.use_transposed: dict[int, bool] = {}
+        self.packed = packed_weights_for(linear, [linear.weight])
+        self.layout: dict[int, str] = {}  # rows -> the fastest layout's name
+        # Timed now rather than on first use, where the timing would land inside a measured verification pass
+        # and make the draft-length policy believe that size costs ~50 ms more than it does (longer ones are rare
+        # and still timed on first use).
+        with torch.inference_mode():
+            for rows in range(1, PREPARED_ROWS + 1):
+                self.layout[rows] = self._fastest_layout(torch.zeros(rows, self.weight.shape[1],
+                                                                     dtype=self.weight.dtype))
 
     @torch.inference_mode()
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         n = hidden.shape[0]
-        if n not in self.use_transposed:
-            self.use_transposed[n] = self._transposed_is_faster(hidden)
-        if self.use_transposed[n]:
-            logits = hidden @ self.transposed
-            return logits if self.bias is None else logits + self.bias
-        return torch.nn.functional.linear(hidden, self.weight, self.bias)
+        if n not in self.layout:
+            self.layout[n] = self._fastest_layout(hidden)
+        return self._products(n)[self.layout[n]](hidden)
 
-    def _transposed_is_faster(self, hidden: torch.Tensor) -> bool:
-        def best_of(function) -> float:
+    def _products(self, n: int) -> dict:
+        def with_bias(logits: torch.Tensor) -> torch.Tensor:
+            return logits if self.bias is None else logits + self.bias
+
+        products = {"linear": lambda hidden: torch.nn.functional.linear(hidden, self.weight, self.bias),
+                    "transposed": lambda hidden: with_bias(hidden @ self.transposed)}
+        if self.packed is not None and self.packed.applies(n):
+            products["packed"] = lambda hidden: with_bias(self.packed.linear(hidden.contiguous(), 0))
+        return products
+
+    def _fastest_layout(self, hidden: torch.Tensor) -> str:
+        def best_of(product) -> float:
             times = []
             for _ in range(TRIALS):
                 started = time.perf_counter()
-                function()
+                product(hidden)
                 times.append(time.perf_counter() - started)
             return min(times)
 
-        linear = best_of(lambda: torch.nn.functional.linear(hidden, self.weight, self.bias))
-        transposed = best_of(lambda: hidden @ self.transposed)
-        return transposed < linear
+        timed = {name: best_of(product) for name, product in self._products(hidden.shape[0]).items()}
+        return min(timed, key=timed.get)
 
 
 def tuned_head_for(model: torch.nn.Module) -> TunedHead | None:

@@ -18,6 +18,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from .packed import packed_weights_for
+
 
 def lean_runner_supported(model) -> bool:
     """Plain Llama only: default RoPE, no biases, SiLU MLP; anything else uses transformers' forward."""
@@ -72,12 +74,19 @@ class LeanCache:
 
 class LeanLlama:
     """The forward arithmetic of a plain Llama model, over LeanCaches (one per sequence, so one model can serve
-    several generations at once, e.g. the race view's two engines on one target)."""
+    several generations at once, e.g. the race view's two engines on one target).
 
-    def __init__(self, model):
+    packed: passes of 4-32 tokens (verifications) multiply by MKL-packed copies of the layers' weights
+    (engine/packed.py), made once per model; their hidden states then differ from transformers' in the last bits."""
+
+    LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down: the order of `weights` below
+
+    def __init__(self, model, packed: bool = False):
         config = model.config
         self.model = model
         self.layers = model.model.layers
+        self.weights = [weight for layer in self.layers for weight in _layer_weights(layer)]
+        self.packed = packed_weights_for(model.model, self.weights) if packed else None
         self.embed = model.model.embed_tokens.weight
         self.final_norm = model.model.norm
         self.heads = config.num_attention_heads
@@ -107,13 +116,13 @@ class LeanLlama:
         mask = None
         if n > 1 and start > 0:  # query i (position start+i) sees keys 0..start+i
             mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(diagonal=start)
+        linear = self.packed.linear if self.packed is not None and self.packed.applies(n) else self._plain_linear
         for index, layer in enumerate(self.layers):
-            x = x + self._attention(layer.self_attn, self._norm(x, layer.input_layernorm), cache, index, start, end,
+            first = index * self.LINEARS_PER_LAYER
+            x = x + self._attention(linear, first, self._norm(x, layer.input_layernorm), cache, index, start, end,
                                     cos, sin, mask)
-            mlp = layer.mlp
             h = self._norm(x, layer.post_attention_layernorm)
-            x = x + F.linear(F.silu(F.linear(h, mlp.gate_proj.weight)) * F.linear(h, mlp.up_proj.weight),
-                             mlp.down_proj.weight)
+            x = x + linear(F.silu(linear(h, first + 4)) * linear(h, first + 5), first + 6)
         cache.length = end
         return self._norm(x[n - keep:], self.final_norm)
 
@@ -122,11 +131,14 @@ class LeanLlama:
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return norm.weight * x32.to(x.dtype)
 
-    def _attention(self, attn, h, cache: LeanCache, index, start, end, cos, sin, mask) -> torch.Tensor:
+    def _plain_linear(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        return F.linear(x, self.weights[index])
+
+    def _attention(self, linear, first, h, cache: LeanCache, index, start, end, cos, sin, mask) -> torch.Tensor:
         n = h.shape[0]
-        q = F.linear(h, attn.q_proj.weight).view(n, self.heads, self.head_dim).transpose(0, 1)
-        k = F.linear(h, attn.k_proj.weight).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
-        v = F.linear(h, attn.v_proj.weight).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
+        q = linear(h, first).view(n, self.heads, self.head_dim).transpose(0, 1)
+        k = linear(h, first + 1).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
+        v = linear(h, first + 2).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         cache.keys[index, :, start:end] = k
         cache.values[index, :, start:end] = v
@@ -135,7 +147,7 @@ class LeanLlama:
         out = F.scaled_dot_product_attention(q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0),
                                              attn_mask=mask, scale=self.scale, is_causal=mask is None and n > 1,
                                              enable_gqa=self.heads != self.kv_heads)[0]
-        return F.linear(out.transpose(0, 1).reshape(n, self.heads * self.head_dim), attn.o_proj.weight)
+        return linear(out.transpose(0, 1).reshape(n, self.heads * self.head_dim), first + 3)
 
     def _rope_for(self, needed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE tables covering positions 0..needed-1 (read once: another thread may replace them, only larger)."""
@@ -180,6 +192,12 @@ class LeanLlamaRunner:
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
         return F.linear(self.lean.hidden_states(tokens, self._cache, keep=1), self.lm_head)[0]
+
+
+def _layer_weights(layer) -> list[torch.Tensor]:
+    attn, mlp = layer.self_attn, layer.mlp
+    return [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, attn.o_proj.weight,
+            mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight]
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -49,13 +49,16 @@ class SpeculativeEngine:
 
     def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
                  eos_token_ids: Sequence[int] | None = None, static_cache: bool | None = None,
-                 compile_steps: bool | None = None, tuned_head: bool | None = None, lean: bool | None = None):
+                 compile_steps: bool | None = None, tuned_head: bool | None = None, lean: bool | None = None,
+                 packed_weights: bool = True):
         """static_cache / compile_steps: the GPU fast path (None = on for CUDA). A static KV cache keeps every
         buffer at a fixed address; the verification forward (1..K+1 tokens) is then compiled with CUDA graphs,
         one graph per input length, while the prefill (any prompt length) stays eager. tuned_head (None = where it
         applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout.
         lean (None = where it applies: plain Llama targets off the GPU fast path): every pass runs engine/lean.py's
-        forward over its own KV cache instead of transformers' (the same numbers, less bookkeeping per pass)."""
+        forward over its own KV cache instead of transformers' (the same numbers, less bookkeeping per pass).
+        packed_weights: the lean forward's verification passes (4-32 tokens) multiply by MKL-packed weights where
+        MKL has them (engine/packed.py; float32 rounding differs from the one-token steps in the last bits)."""
         self.target = target
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
@@ -76,7 +79,7 @@ class SpeculativeEngine:
         compiled = compile_steps if compile_steps is not None else (on_gpu and self.static_cache)
         if lean is None:
             lean = not self.static_cache and not compiled and lean_runner_supported(target)
-        self._lean = LeanLlama(target) if lean else None
+        self._lean = LeanLlama(target, packed=packed_weights) if lean else None
         if self._lean is not None:
             if self.static_cache or compiled:
                 raise ValueError("the lean forward keeps its own cache; the static cache and compiled steps are "
