@@ -44,6 +44,7 @@ class BenchSettings:
     max_new_tokens: int = 128
     warmup_tokens: int = 16
     repeats: int = 1  # runs of each turn; the fastest counts (greedy output is the same every time)
+    packed_weights: bool = True  # our engine's verifications use MKL-packed weights (engine/packed.py)
 
 
 @dataclass
@@ -150,7 +151,8 @@ class BenchRunner:
     def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
         if mode.startswith("hf-"):
             return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
-        engine = self._engines.get(mode) or self._engines.setdefault(mode, self.pair.engine(mode))
+        engine = self._engines.get(mode) or self._engines.setdefault(
+            mode, self.pair.engine(mode, packed_weights=self.settings.packed_weights))
         config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
                                   adaptive_k=self.settings.adaptive, seed=0)
         result = engine.generate(prompt_ids, config)

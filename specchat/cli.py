@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(bench)
     bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
+    bench.add_argument("--packed-weights", action=argparse.BooleanOptionalAction, default=True,
+                       help="verification passes use MKL-packed weights where MKL has them (default: on; off saves "
+                            "about the target's size in memory)")
     bench.add_argument("--max-new-tokens", type=positive_int, default=128)
     bench.add_argument("--repeats", type=positive_int, default=1,
                        help="run each prompt N times per mode and keep the fastest (less noise)")
@@ -170,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                        default=[0.3, 0.5, 0.7, 0.9], help="acceptance rates to predict speedups for")
     costs.add_argument("--static-cache", action=argparse.BooleanOptionalAction, default=None,
                        help="static KV cache (default: on for CUDA)")
+    costs.add_argument("--packed-weights", action=argparse.BooleanOptionalAction, default=True,
+                       help="MKL-packed weights for passes of 4-17 tokens where MKL has them (default: on)")
     costs.add_argument("--json", action="store_true")
     costs.set_defaults(handler=run_costs, trust_remote_code=False, allow_pickle=False)
 
@@ -367,7 +372,7 @@ def run_bench(args) -> int:
     pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes),
                  on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
-                                   repeats=args.repeats)
+                                   repeats=args.repeats, packed_weights=args.packed_weights)
     runner = bench.BenchRunner(pair, settings)
 
     def progress(done: int, total: int, record) -> None:

@@ -58,14 +58,14 @@ def synchronize(device: torch.device) -> None:
 
 @torch.inference_mode()
 def forward_curve(model, device: torch.device, max_n: int, context: int, repeats: int,
-                  static_cache: bool) -> dict[int, float]:
+                  static_cache: bool, packed_weights: bool = True) -> dict[int, float]:
     """Median seconds of one forward over n new tokens after `context` cached ones, n = 1..max_n, as the engine
     runs it (on this CPU the lean forward and the tuned output head; eager on a GPU: compiled graphs are timed by
     `specchat bench`, not here)."""
     from .engine import NoDrafter, SpeculativeEngine
 
     engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[], static_cache=static_cache,
-                               compile_steps=False)
+                               compile_steps=False, packed_weights=packed_weights)
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (1, context), generator=generator).to(device)
@@ -151,14 +151,14 @@ def run(args) -> int:
     target, tokenizer, target_name = _model(args.target, args.shape, device, dtype, args)
     static = device.type == "cuda" if args.static_cache is None else args.static_cache
     report = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "target": target_name,
-              "context": args.context, "static_cache": static,
+              "context": args.context, "static_cache": static, "packed_weights": args.packed_weights,
               "note": "random weights: costs only; predicted speedups use the alphas given" if args.shape else ""}
-    curve = forward_curve(target, device, args.max_n, args.context, args.repeats, static)
+    curve = forward_curve(target, device, args.max_n, args.context, args.repeats, static, args.packed_weights)
     report["target_forward_ms"] = {n: round(1000 * s, 3) for n, s in curve.items()}
     draft_s = 0.0
     if args.draft or args.draft_shape:
         draft, _, draft_name = _model(args.draft, args.draft_shape, device, dtype, args)
-        draft_s = forward_curve(draft, device, 1, args.context, args.repeats, static)[1]
+        draft_s = forward_curve(draft, device, 1, args.context, args.repeats, static, packed_weights=False)[1]
         report.update(draft=draft_name, draft_forward_ms=round(1000 * draft_s, 3),
                       draft_cost_ratio=round(draft_s / curve[1], 4))
     report["predicted"] = predicted_speedups(curve, draft_s, args.alphas)
@@ -187,7 +187,8 @@ def _model(source: str | None, shape: str | None, device, dtype, args):
 def _print(report: dict, out=None) -> None:
     out = out or sys.stdout
     print(f"{report['target']} on {report['device']} ({report['dtype']}, context {report['context']}, "
-          f"{'static' if report['static_cache'] else 'dynamic'} cache)", file=out)
+          f"{'static' if report['static_cache'] else 'dynamic'} cache"
+          f"{'' if report.get('packed_weights', True) else ', packed weights off'})", file=out)
     curve = report["target_forward_ms"]
     print("target forward, ms by new tokens: " + " ".join(f"{n}:{ms:.1f}" for n, ms in curve.items()), file=out)
     print("  relative to one token:          " + " ".join(f"{n}:{ms / curve[1]:.2f}" for n, ms in curve.items()),

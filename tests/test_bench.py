@@ -71,3 +71,21 @@ def test_leviathan_prediction_from_steps_and_the_cost_curve():
     assert figures["efficiency"] == round(figures["decode_speedup"] / 0.875, 3)
     assert figures["verify_curve_ms"] == {3: 200.0}
     assert figures["overhead_share"]["python"] == round(0.01 / 0.45, 4)
+
+
+def test_bench_can_run_without_packed_weights(tmp_path, tokenizer, target, monkeypatch):
+    from specchat.engine import pair
+
+    made = []
+    real_engine = pair.SpeculativeEngine
+    monkeypatch.setattr(pair, "SpeculativeEngine", lambda *a, **kw: made.append(kw) or real_engine(*a, **kw))
+    target.save_pretrained(tmp_path / "target")
+    tokenizer.save_pretrained(tmp_path / "target")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": 1, "category": "chat", "turns": ["The quick brown fox"]}))
+    report_path = tmp_path / "report.json"
+    assert main(["bench", "--prompts", str(prompts), "--target", str(tmp_path / "target"), "--modes", "none,pld",
+                 "--max-new-tokens", "8", "--no-packed-weights", "--out", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["settings"]["packed_weights"] is False and all(r["identical"] for r in report["records"])
+    assert made and all(kw["packed_weights"] is False for kw in made)

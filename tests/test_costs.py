@@ -37,3 +37,10 @@ def test_static_cache_flag_and_text_output(capsys):
                  "--tokens", "8", "--static-cache"])
     out = capsys.readouterr().out
     assert code == 0 and "static cache" in out and "ceiling" in out and "predicted speedup" in out
+
+
+def test_costs_can_time_passes_without_packed_weights(capsys):
+    code = main(["costs", "--shape", "tiny", "--device", "cpu", "--max-n", "5", "--context", "8", "--repeats", "1",
+                 "--tokens", "8", "--no-packed-weights"])
+    out = capsys.readouterr().out
+    assert code == 0 and "packed weights off" in out and "5:" in out

@@ -33,13 +33,14 @@ class ModelPair:
             raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
                                 "`specchat train-head`, then give --head DIR)")
 
-    def engine(self, drafter: str) -> SpeculativeEngine:
+    def engine(self, drafter: str, packed_weights: bool = True) -> SpeculativeEngine:
         self.check_drafter(drafter)
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
         return SpeculativeEngine(self.target.model, self.target.tokenizer,
-                                 make_drafter(drafter, draft_model, head, self.target.model, draft_vocab))
+                                 make_drafter(drafter, draft_model, head, self.target.model, draft_vocab),
+                                 packed_weights=packed_weights)
 
     def draft_name(self, drafter: str) -> str | None:
         """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""
