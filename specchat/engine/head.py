@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from typing import Callable
 
 import torch
 
@@ -33,33 +34,34 @@ class TunedHead:
         self.bias = linear.bias
         self.transposed = linear.weight.detach().t().contiguous()  # [hidden, vocab]: the second layout
         self.packed = packed_weights_for(linear, [linear.weight])
-        self.layout: dict[int, str] = {}  # rows -> the fastest layout's name
+        self.product: dict[int, Callable] = {}  # rows -> the fastest product for that many rows
         # Timed now rather than on first use, where the timing would land inside a measured verification pass
         # and make the draft-length policy believe that size costs ~50 ms more than it does (longer ones are rare
         # and still timed on first use).
         with torch.inference_mode():
             for rows in range(1, PREPARED_ROWS + 1):
-                self.layout[rows] = self._fastest_layout(torch.zeros(rows, self.weight.shape[1],
-                                                                     dtype=self.weight.dtype))
+                self.product[rows] = self._fastest(torch.zeros(rows, self.weight.shape[1], dtype=self.weight.dtype))
 
     @torch.inference_mode()
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
-        n = hidden.shape[0]
-        if n not in self.layout:
-            self.layout[n] = self._fastest_layout(hidden)
-        return self._products(n)[self.layout[n]](hidden)
+        product = self.product.get(hidden.shape[0])
+        if product is None:
+            product = self.product[hidden.shape[0]] = self._fastest(hidden)
+        return product(hidden)
 
-    def _products(self, n: int) -> dict:
-        def with_bias(logits: torch.Tensor) -> torch.Tensor:
-            return logits if self.bias is None else logits + self.bias
+    def _plain(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(hidden, self.weight, self.bias)
 
-        products = {"linear": lambda hidden: torch.nn.functional.linear(hidden, self.weight, self.bias),
-                    "transposed": lambda hidden: with_bias(hidden @ self.transposed)}
-        if self.packed is not None and self.packed.applies(n):
-            products["packed"] = lambda hidden: with_bias(self.packed.linear(hidden.contiguous(), 0))
-        return products
+    def _by_transposed(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._with_bias(hidden @ self.transposed)
 
-    def _fastest_layout(self, hidden: torch.Tensor) -> str:
+    def _by_packed(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._with_bias(self.packed.linear(hidden.contiguous(), 0))
+
+    def _with_bias(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits if self.bias is None else logits + self.bias
+
+    def _fastest(self, hidden: torch.Tensor) -> Callable:
         def best_of(product) -> float:
             times = []
             for _ in range(TRIALS):
@@ -68,8 +70,10 @@ class TunedHead:
                 times.append(time.perf_counter() - started)
             return min(times)
 
-        timed = {name: best_of(product) for name, product in self._products(hidden.shape[0]).items()}
-        return min(timed, key=timed.get)
+        products = [self._plain, self._by_transposed]
+        if self.packed is not None and self.packed.applies(hidden.shape[0]):
+            products.append(self._by_packed)
+        return min(products, key=best_of)
 
 
 def tuned_head_for(model: torch.nn.Module) -> TunedHead | None:

@@ -76,7 +76,7 @@ class LeanLlama:
     """The forward arithmetic of a plain Llama model, over LeanCaches (one per sequence, so one model can serve
     several generations at once, e.g. the race view's two engines on one target).
 
-    packed: passes of 4-32 tokens (verifications) multiply by MKL-packed copies of the layers' weights
+    packed: passes of 4-17 tokens (verifications) multiply by MKL-packed copies of the layers' weights
     (engine/packed.py), made once per model; their hidden states then differ from transformers' in the last bits."""
 
     LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down: the order of `weights` below
@@ -118,9 +118,9 @@ class LeanLlama:
             mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(diagonal=start)
         linear = self.packed.linear if self.packed is not None and self.packed.applies(n) else self._plain_linear
         for index, layer in enumerate(self.layers):
-            first = index * self.LINEARS_PER_LAYER
-            x = x + self._attention(linear, first, self._norm(x, layer.input_layernorm), cache, index, start, end,
+            x = x + self._attention(linear, self._norm(x, layer.input_layernorm), cache, index, start, end,
                                     cos, sin, mask)
+            first = index * self.LINEARS_PER_LAYER
             h = self._norm(x, layer.post_attention_layernorm)
             x = x + linear(F.silu(linear(h, first + 4)) * linear(h, first + 5), first + 6)
         cache.length = end
@@ -134,8 +134,8 @@ class LeanLlama:
     def _plain_linear(self, x: torch.Tensor, index: int) -> torch.Tensor:
         return F.linear(x, self.weights[index])
 
-    def _attention(self, linear, first, h, cache: LeanCache, index, start, end, cos, sin, mask) -> torch.Tensor:
-        n = h.shape[0]
+    def _attention(self, linear, h, cache: LeanCache, index, start, end, cos, sin, mask) -> torch.Tensor:
+        n, first = h.shape[0], index * self.LINEARS_PER_LAYER
         q = linear(h, first).view(n, self.heads, self.head_dim).transpose(0, 1)
         k = linear(h, first + 1).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
         v = linear(h, first + 2).view(n, self.kv_heads, self.head_dim).transpose(0, 1)

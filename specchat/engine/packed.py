@@ -81,6 +81,6 @@ def packed_weights_for(owner, weights: Sequence[torch.Tensor]) -> PackedWeights 
         if owner not in _packs:
             try:
                 _packs[owner] = PackedWeights(weights)
-            except RuntimeError:  # an MKL build without the packed API compiled in
-                return None
+            except RuntimeError:  # an MKL build without the packed API compiled in: remembered, not retried
+                _packs[owner] = None
         return _packs[owner]

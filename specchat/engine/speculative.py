@@ -57,7 +57,7 @@ class SpeculativeEngine:
         applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout.
         lean (None = where it applies: plain Llama targets off the GPU fast path): every pass runs engine/lean.py's
         forward over its own KV cache instead of transformers' (the same numbers, less bookkeeping per pass).
-        packed_weights: the lean forward's verification passes (4-32 tokens) multiply by MKL-packed weights where
+        packed_weights: the lean forward's verification passes (4-17 tokens) multiply by MKL-packed weights where
         MKL has them (engine/packed.py; float32 rounding differs from the one-token steps in the last bits)."""
         self.target = target
         self.tokenizer = tokenizer

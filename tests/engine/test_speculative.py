@@ -241,7 +241,7 @@ def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer,
     hidden = torch.randn(4, target.config.hidden_size)
     expected = target.get_output_embeddings()(hidden)
     torch.testing.assert_close(head(hidden), expected, rtol=1e-5, atol=1e-5)
-    assert 4 in head.layout  # timed once for this length, then remembered
+    assert 4 in head.product  # timed once for this length, then remembered
     untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False, lean=False)
     tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
     config = GenerationConfig(max_new_tokens=32)
