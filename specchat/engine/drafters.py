@@ -35,9 +35,12 @@ class Drafter(ABC):
     # True when proposing costs forward passes of a draft model, so K is chosen before proposing. A model-free
     # drafter is asked for as many tokens as could be used, and K is chosen after seeing its confidence.
     uses_model: bool = False
-    # True for a drafter that reads the target's last hidden state (an EAGLE-style head): the engine then keeps
-    # the hidden state of the position that produced the newest token and hands it over after every target pass.
+    # True for a drafter that reads the target's last hidden states (an EAGLE-style head): the engine then keeps
+    # the hidden states of the newly verified positions and hands them over after every target pass.
     wants_target_features: bool = False
+    # True when it reads the states of the whole context (an attending head), the prompt's included; otherwise
+    # the prefill hands over only its last one.
+    reads_context: bool = False
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         """Called once per generation before the first proposal."""
@@ -49,8 +52,9 @@ class Drafter(ABC):
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         """`context` is the sequence after verification: the old context, n accepted tokens and the target's one."""
 
-    def accept_target_feature(self, feature: torch.Tensor) -> None:
-        """The target's last hidden state at the position that produced the context's newest token."""
+    def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
+        """The target's last hidden states [n, hidden] at the newly verified positions: row i is the state that
+        produced tokens[i], the last row the one that produced the context's newest token."""
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
         """For a drafter with a model: a proposal that costs no model pass (None: none). The engine uses it instead

@@ -7,8 +7,11 @@ output head turns that into a guess for x_{t+2}. Further tokens chain the head o
 
     f^_{t+1} = head(f_t, e(x_{t+1})),  x^_{t+2} = argmax f^_{t+1} W^T,  f^_{t+2} = head(f^_{t+1}, e(x^_{t+2})), ...
 
-The head is stateless (residual MLP blocks, no attention and so no cache to roll back): all the context it needs
-is in f_t. Its output head is the target's own, cut to the V' most frequent tokens of the target's replies
+The first head was stateless (residual MLP blocks: all the context it saw was in f_t). A head with an attention
+block (EAGLE proper) also sees its own states at every earlier position, computed from the target's true hidden
+states: the prompt's, from the prefill, and the reply's, from each verification. It keeps them in a small KV cache;
+drafted positions are appended while drafting and cropped off before the next verified states are added, so the
+cache only ever holds positions computed from the target's own states. Its output head is the target's own, cut to the V' most frequent tokens of the target's replies
 (FR-Spec, Zhao et al. 2025): the full 49152 x 576 matrix would cost a fifth of a target pass per drafted token,
 the cut one a few percent, and a token outside it is only a missed draft, never a wrong output. The shipped file
 holds just the head's own weights and the kept token ids; the embeddings and output rows come from the target.
@@ -26,6 +29,7 @@ from torch import nn
 
 from .drafters import Draft, Drafter, PromptLookupDrafter, over_vocabulary
 from .errors import IncompatibleDraftError, ModelLoadError
+from .lean import LeanCache, apply_rope
 from .sampling import Sampler
 
 CONFIG_FILE = "eagle.json"
@@ -39,26 +43,107 @@ class HeadShape:
     inner: int = 1536  # width of each residual block
     blocks: int = 2
     vocab: int = 8192  # tokens the head can propose (the most frequent in the target's replies)
+    # The attention block (0 heads: none, a stateless head). Grouped-query attention with RoPE, as the target's.
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 64
+    rope_theta: float = 10000.0
+
+    @property
+    def attends(self) -> bool:
+        return self.heads > 0
 
 
 class EagleHead(nn.Module):
-    """[f_t, e(x_{t+1})] -> f^_{t+1}: one linear map of the pair, then residual RMSNorm-SiLU-MLP blocks."""
+    """[f_t, e(x_{t+1})] -> f^_{t+1}: one linear map of the pair, an optional attention block over the earlier
+    positions, then residual RMSNorm-SiLU-MLP blocks."""
 
     def __init__(self, shape: HeadShape):
         super().__init__()
         self.shape = shape
         self.fuse = nn.Linear(2 * shape.hidden, shape.hidden)
+        if shape.attends:
+            self.attention_norm = nn.RMSNorm(shape.hidden, eps=1e-5)
+            self.q = nn.Linear(shape.hidden, shape.heads * shape.head_dim, bias=False)
+            self.k = nn.Linear(shape.hidden, shape.kv_heads * shape.head_dim, bias=False)
+            self.v = nn.Linear(shape.hidden, shape.kv_heads * shape.head_dim, bias=False)
+            self.o = nn.Linear(shape.heads * shape.head_dim, shape.hidden, bias=False)
         self.norms = nn.ModuleList([nn.RMSNorm(shape.hidden, eps=1e-5) for _ in range(shape.blocks)])
         self.ups = nn.ModuleList([nn.Linear(shape.hidden, shape.inner) for _ in range(shape.blocks)])
         self.downs = nn.ModuleList([nn.Linear(shape.inner, shape.hidden) for _ in range(shape.blocks)])
         # The token ids the head proposes from (row i of its output head is the target's row vocab_ids[i]).
         self.register_buffer("vocab_ids", torch.zeros(shape.vocab, dtype=torch.long))
+        self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin for positions 0..size-1
 
     def forward(self, feature: torch.Tensor, token_embedding: torch.Tensor) -> torch.Tensor:
-        u = self.fuse(torch.cat([feature, token_embedding], dim=-1))
+        """The stateless head's step (an attending head needs its cache: extend)."""
+        return self.mlp_blocks(self.fused(feature, token_embedding))
+
+    def fused(self, feature: torch.Tensor, token_embedding: torch.Tensor) -> torch.Tensor:
+        return self.fuse(torch.cat([feature, token_embedding], dim=-1))
+
+    def mlp_blocks(self, u: torch.Tensor) -> torch.Tensor:
         for norm, up, down in zip(self.norms, self.ups, self.downs):
             u = u + down(nn.functional.silu(up(norm(u.float()).to(u.dtype))))  # the norm in float32
         return u
+
+    def project(self, u: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries [..., heads, n, head_dim], keys and values [..., kv_heads, n, head_dim] of u [..., n, hidden],
+        RoPE-rotated for their positions."""
+        shape = self.shape
+        x = self.attention_norm(u.float()).to(u.dtype)
+        split = lambda t, heads: t.unflatten(-1, (heads, shape.head_dim)).transpose(-3, -2)
+        q, k, v = split(self.q(x), shape.heads), split(self.k(x), shape.kv_heads), split(self.v(x), shape.kv_heads)
+        cos, sin = self.rope(positions, u.dtype)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [n, head_dim] for the positions (rotate-half RoPE, as the target's)."""
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        table = self._rope_table
+        if table is None or table[0].shape[0] < needed or table[0].dtype != dtype or table[0].device != positions.device:
+            half = torch.arange(0, self.shape.head_dim, 2, dtype=torch.float32, device=positions.device)
+            frequencies = 1.0 / (self.shape.rope_theta ** (half / self.shape.head_dim))
+            size = max(needed, 2 * table[0].shape[0] if table is not None else 512)
+            angles = torch.outer(torch.arange(size, dtype=torch.float32, device=positions.device), frequencies)
+            angles = torch.cat([angles, angles], dim=-1)
+            table = self._rope_table = (angles.cos().to(dtype), angles.sin().to(dtype))
+        return table[0][positions], table[1][positions]
+
+    def after_attention(self, u: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """u plus the attention block's output (attended: [..., heads, n, head_dim]), then the MLP blocks."""
+        return self.mlp_blocks(u + self.o(attended.transpose(-3, -2).flatten(-2)))
+
+    def new_cache(self, capacity: int = 512) -> LeanCache:
+        parameter = self.fuse.weight
+        return LeanCache(1, self.shape.kv_heads, self.shape.head_dim, capacity, parameter.dtype, parameter.device)
+
+    def extend(self, feature: torch.Tensor, token_embedding: torch.Tensor, cache: LeanCache,
+               last_only: bool = False) -> torch.Tensor:
+        """f^ for n new positions ([n, hidden] inputs) appended to the cached ones: each attends to the cache and
+        to the new positions up to itself. last_only: f^ of the last one only ([1, hidden]); the others need only
+        their keys and values, so their attention and MLP blocks are skipped (the verified positions a draft starts
+        after)."""
+        n, start = feature.shape[0], cache.length
+        end = start + n
+        cache.make_room(end)
+        u = self.fused(feature, token_embedding)
+        q, k, v = self.project(u, torch.arange(start, end, device=u.device))
+        cache.keys[0, :, start:end], cache.values[0, :, start:end] = k, v
+        keys, values = cache.keys[0, :, :end], cache.values[0, :, :end]
+        cache.length = end
+        if last_only and n > 1:
+            u, q, n = u[-1:], q[:, -1:], 1  # the last position sees every key: no mask
+        if n == 1:  # one query per head: the group's queries as rows of one small product per key/value head
+            group = self.shape.heads // self.shape.kv_heads
+            queries = q.reshape(self.shape.kv_heads, group, self.shape.head_dim)
+            weights = torch.softmax((queries @ keys.transpose(1, 2)) * self.shape.head_dim ** -0.5, dim=-1)
+            return self.after_attention(u, (weights @ values).reshape(self.shape.heads, 1, self.shape.head_dim))
+        mask = torch.ones(n, end, dtype=torch.bool, device=u.device).tril(diagonal=start)
+        attended = nn.functional.scaled_dot_product_attention(
+            q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask=mask,
+            enable_gqa=self.shape.heads != self.shape.kv_heads)[0]
+        return self.after_attention(u, attended)
 
 
 def save_head(head: EagleHead, folder: Path, info: dict) -> None:
@@ -102,10 +187,12 @@ def load_head(folder: Path, target: nn.Module) -> EagleHead:
 
 
 class EagleDrafter(Drafter):
-    """Drafts with an EagleHead from the target's hidden state of the last verified position.
+    """Drafts with an EagleHead from the target's hidden states.
 
-    The engine hands over that state after every target pass (`wants_target_features`); a proposal of k tokens
-    costs k passes of the head (a few percent of a target pass each), and nothing has to be rolled back.
+    The engine hands over the states of the newly verified positions after every target pass
+    (`accept_target_states`); a stateless head keeps the last one, an attending head queues them and feeds them
+    through its attention block (one batched pass) when it next drafts, so a step drafted by prompt lookup costs the
+    head nothing. A proposal of k tokens costs k passes of the head (a few percent of a target pass each).
     """
 
     name = "eagle"
@@ -114,6 +201,7 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head: EagleHead, target: nn.Module):
         self.head = head
+        self.reads_context = head.shape.attends
         self.embeddings = target.get_input_embeddings().weight
         # The kept rows of the target's output head, contiguous: one small matrix product per drafted token.
         output = target.get_output_embeddings()
@@ -121,16 +209,25 @@ class EagleDrafter(Drafter):
         self.output_bias = output.bias.detach()[head.vocab_ids] if output.bias is not None else None
         self._feature: torch.Tensor | None = None
         self._forwards = 0
+        self._cache: LeanCache | None = None
+        self._verified: list[tuple[torch.Tensor, Sequence[int]]] = []  # states not yet fed to the attention block
+        self._verified_length = 0  # cached positions computed from the target's own states
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         self._sampler = sampler
         self._target_vocab = target_vocab_size
         self._feature = None
         self._forwards = 0
+        self._verified = []
+        self._verified_length = 0
+        if self.reads_context:
+            self._cache = self.head.new_cache(len(prompt) + 256)
 
-    def accept_target_feature(self, feature: torch.Tensor) -> None:
-        """The target's last hidden state at the position that produced the context's last token."""
-        self._feature = feature
+    def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
+        if self.reads_context:
+            self._verified.append((states, list(tokens)))
+        else:
+            self._feature = states[-1]
 
     @property
     def forward_count(self) -> int:
@@ -138,15 +235,15 @@ class EagleDrafter(Drafter):
 
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
-        if self._feature is None:
+        feature = self._first_predicted_state(context)
+        if feature is None:
             return None
-        feature, token = self._feature.unsqueeze(0), context[-1]
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
-        for _ in range(k):
-            feature = self.head(feature, self.embeddings[token].unsqueeze(0))
+        for i in range(k):
+            if i:
+                feature = self._next_state(feature, token)
             logits = nn.functional.linear(feature[0], self.output_rows, self.output_bias)
-            self._forwards += 1
             if self._sampler.greedy:
                 token = int(self.head.vocab_ids[int(torch.argmax(logits))])
             else:
@@ -157,11 +254,38 @@ class EagleDrafter(Drafter):
             tokens.append(token)
         return Draft(tokens=tokens, probs=torch.stack(dists) if dists else None)
 
+    def _first_predicted_state(self, context: Sequence[int]) -> torch.Tensor | None:
+        """f^ for the position after the context ([1, hidden]). An attending head first drops the drafted positions
+        of its previous proposal and adds the verified ones, in one pass whose last row is that state."""
+        if not self.reads_context:
+            if self._feature is None:
+                return None
+            self._forwards += 1
+            return self.head(self._feature.unsqueeze(0), self.embeddings[context[-1]].unsqueeze(0))
+        if not self._verified:
+            return None
+        states = torch.cat([s for s, _ in self._verified])
+        tokens = [t for _, chunk in self._verified for t in chunk]
+        self._verified = []
+        self._cache.crop(self._verified_length)
+        predicted = self.head.extend(states, self.embeddings[tokens], self._cache, last_only=True)
+        self._verified_length = self._cache.length
+        self._forwards += 1
+        return predicted
+
+    def _next_state(self, feature: torch.Tensor, token: int) -> torch.Tensor:
+        self._forwards += 1
+        embedding = self.embeddings[token].unsqueeze(0)
+        if self.reads_context:
+            return self.head.extend(feature, embedding, self._cache)
+        return self.head(feature, embedding)
+
 
 class EagleHybridDrafter(EagleDrafter):
     """The head, and prompt lookup where the text repeats itself (as HybridDrafter does for a draft model): each
     step the engine weighs a lookup match (free) against the head (its acceptance rate and its cost) and takes the
-    better. The head has no state to catch up on, so lookup steps need no bookkeeping at all."""
+    better. A stateless head has nothing to catch up on after lookup steps; an attending one feeds the states they
+    verified through its attention block when it next drafts."""
 
     name = "eagle-hybrid"
 

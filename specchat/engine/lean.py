@@ -32,7 +32,7 @@ def lean_runner_supported(model) -> bool:
             and getattr(config, "hidden_act", "silu") == "silu" and getattr(config, "pretraining_tp", 1) == 1)
 
 
-def _rope_theta(config) -> float:
+def rope_theta(config) -> float:
     rope = getattr(config, "rope_parameters", None) or {}
     return float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
@@ -96,7 +96,7 @@ class LeanLlama:
         self.scale = 1 / math.sqrt(self.head_dim)
         self.device, self.dtype = self.embed.device, self.embed.dtype
         half = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=self.device) / self.head_dim
-        self.inv_freq = 1.0 / (_rope_theta(config) ** half)
+        self.inv_freq = 1.0 / (rope_theta(config) ** half)
         self._rope = self._rope_tables(64)  # (cos, sin) for positions 0..capacity-1, replaced whole when grown
         self._rope_lock = threading.Lock()
 
@@ -139,7 +139,7 @@ class LeanLlama:
         q = linear(h, first).view(n, self.heads, self.head_dim).transpose(0, 1)
         k = linear(h, first + 1).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
         v = linear(h, first + 2).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         cache.keys[index, :, start:end] = k
         cache.values[index, :, start:end] = v
         keys, values = cache.keys[index, :, :end], cache.values[index, :, :end]
@@ -200,7 +200,7 @@ def _layer_weights(layer) -> list[torch.Tensor]:
             mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight]
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE, rotate-half convention: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) per frequency."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)

@@ -74,6 +74,7 @@ class SpeculativeEngine:
         self._head = tuned_head_for(target) if tuned_head is None or tuned_head else None
         # A drafter reading the target's hidden states needs them from every pass, the prefill included.
         self._keeps_features = self.drafter.wants_target_features
+        self._reads_context = self._keeps_features and self.drafter.reads_context
         self._features: torch.Tensor | None = None  # [keep, hidden] of the latest pass, when kept
         self._prefill_forward = self._plain_forward
         compiled = compile_steps if compile_steps is not None else (on_gpu and self.static_cache)
@@ -123,13 +124,14 @@ class SpeculativeEngine:
         started = time.perf_counter()
 
         cache = self._new_cache(len(prompt), reply.max_new_tokens, config.k_max)
-        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True)[0]
+        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
+                               hidden_rows=len(prompt) if self._reads_context else 1)[0]
         first = sampler.next_token(logits)
         stats.target_passes = 1
         stats.prefill_s = time.perf_counter() - started
         self.drafter.begin(prompt, sampler, self.vocab_size)
-        if self._keeps_features:
-            self.drafter.accept_target_feature(self._features[-1])
+        if self._keeps_features:  # row i produced token i + 1 of the context
+            self.drafter.accept_target_states(self._features, (prompt[1:] + [first])[-len(self._features):])
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
@@ -174,8 +176,8 @@ class SpeculativeEngine:
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
-        if self._keeps_features:  # row n of the verified input produced next_token
-            self.drafter.accept_target_feature(self._features[n])
+        if self._keeps_features:  # row i of the verified input produced accepted[i]
+            self.drafter.accept_target_states(self._features[: n + 1], accepted)
         rollback_s = clock.lap()
         policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=draft.confidence if draft else None,
                        free=free)
@@ -232,25 +234,31 @@ class SpeculativeEngine:
         needed = prompt_tokens + max_new_tokens + k_max + 1
         return new_static_cache(self.target, min(-(-needed // 256) * 256, self.context_window + k_max + 1))
 
-    def _forward(self, input_ids: torch.Tensor, cache, keep: int, prefill: bool = False) -> torch.Tensor:
-        """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length."""
+    def _forward(self, input_ids: torch.Tensor, cache, keep: int, prefill: bool = False,
+                 hidden_rows: int = 0) -> torch.Tensor:
+        """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length. A prefill
+        for a drafter that reads the context keeps the last `hidden_rows` hidden states (only its prefill forward,
+        the decoder's or the lean one, takes the argument)."""
+        if prefill and hidden_rows > keep:
+            return self._prefill_forward(input_ids, cache, keep, hidden_rows)
         forward = self._prefill_forward if prefill else self._step_forward
         return forward(input_ids, cache, keep)
 
-    def _forward_through_decoder(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+    def _forward_through_decoder(self, input_ids: torch.Tensor, cache, keep: int, hidden_rows: int = 0) -> torch.Tensor:
         """The decoder, then the output head on the last `keep` hidden states (kept when the drafter reads them);
         the head is the tuned one where it applies."""
         out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
-        return self._logits(out.last_hidden_state[0, -keep:])
+        return self._logits(out.last_hidden_state[0, -max(keep, hidden_rows):], keep)
 
-    def _forward_lean(self, input_ids: torch.Tensor, cache: LeanCache, keep: int) -> torch.Tensor:
-        return self._logits(self._lean.hidden_states(input_ids[0], cache, keep))
+    def _forward_lean(self, input_ids: torch.Tensor, cache: LeanCache, keep: int, hidden_rows: int = 0) -> torch.Tensor:
+        return self._logits(self._lean.hidden_states(input_ids[0], cache, max(keep, hidden_rows)), keep)
 
-    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The output head on the last hidden states, which are kept first when the drafter reads them."""
+    def _logits(self, hidden: torch.Tensor, keep: int) -> torch.Tensor:
+        """The output head on the last `keep` hidden states; all of them are kept first when the drafter reads
+        them."""
         if self._keeps_features:
             self._keep_features(hidden)
-        return self._output_head(hidden)
+        return self._output_head(hidden[hidden.shape[0] - keep:])
 
     def _keep_features(self, hidden: torch.Tensor) -> None:
         self._features = hidden
