@@ -191,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--preset", choices=("full", "quick"), default="full", help=full)
         train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
         train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
+        if name == "train-head":
+            train.add_argument("--attention", action="store_true",
+                               help="then add an attention block over the earlier positions and train it (EAGLE "
+                                    "proper; measured no faster than the shipped stateless head, see the README)")
         train.set_defaults(handler=handler)
 
     stats = commands.add_parser("stats", help="speedup statistics from the chat database, per session and model pair")
@@ -438,7 +442,7 @@ def _training_pipeline(args, pipeline_class):
     from .training.pipeline import default_work_dir, settings_for
 
     target = ModelSource.parse(args.target)
-    settings = settings_for(args.preset, args.epochs, args.seed)
+    settings = settings_for(args.preset, args.epochs, args.seed, getattr(args, "attention", False))
     return pipeline_class(target, args.out, args.work or default_work_dir(target, args.preset), settings,
                           default_prompt_suite().read_text(encoding="utf-8"),
                           log=lambda line: print(line, file=sys.stderr, flush=True), progress_bar=tqdm)

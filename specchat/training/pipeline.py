@@ -1,5 +1,6 @@
 """`specchat train-draft`: prompts -> the target's replies -> its soft labels -> a small draft model folder.
-`specchat train-head`: the same replies -> the target's hidden states on them -> an EAGLE-style draft head.
+`specchat train-head`: the same replies -> the target's hidden states on them -> an EAGLE-style draft head, first
+stateless, then (by default) with an attention block, trained from the stateless one on whole sequences.
 
 Every stage writes its result to a work folder and is skipped when that result is already there, so an
 interrupted run resumes where it stopped; a finished run is reproduced exactly by the same command and seed.
@@ -21,9 +22,11 @@ import torch
 from ..engine.chat import Message, build_prompt_ids
 from ..engine.models import PROPOSAL_VOCABULARY, LoadedModel, ModelSource, converted_cache_dir, load_model
 from ..engine.speculative import default_eos_ids
-from ..engine.eagle import HeadShape, save_head
+from ..engine.eagle import HeadShape, is_eagle_folder, load_head, save_head
+from ..engine.lean import rope_theta
 from .distill import Example, Labels, generate_replies
-from .eagle import HeadTrainOptions, build_head, frequent_tokens, split, teacher_features, train_head
+from .eagle import (HeadTrainOptions, Sequences, build_attending_head, build_head, frequent_tokens, split,
+                    teacher_features, train_attending_head, train_head)
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
 from .varied import fourth_round_prompts, third_round_prompts
@@ -33,11 +36,14 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class HeadSettings:
-    """The EAGLE-style head's sizes (its hidden size is the target's)."""
+    """The EAGLE-style head's sizes (its hidden size is the target's). attention: add an attention block to the
+    trained stateless head and train it on (`train-head --attention`; not the shipped head: it measured no faster,
+    see the README), with the target's own head counts, head size and RoPE."""
 
     inner: int = 1536
     blocks: int = 2
     vocab: int = 8192
+    attention: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,12 +79,16 @@ class PipelineSettings:
     train: TrainOptions = field(default_factory=TrainOptions)
     head: HeadSettings = field(default_factory=HeadSettings)
     head_train: HeadTrainOptions = field(default_factory=HeadTrainOptions)
+    # The attending head starts from the stateless one, whose parts train at a tenth of the rate; each step is a
+    # batch of whole sequences (batch_tokens padded tokens), unrolled over `unroll` drafted positions.
+    attending_train: HeadTrainOptions = field(default_factory=lambda: HeadTrainOptions(epochs=2, peak_lr=1e-3,
+                                                                                       base_lr_scale=0.1))
     head_rounds: HeadRounds = field(default_factory=HeadRounds)
     seed: int = 0
 
 
 # Settings that only shape training: changing them keeps the generated data.
-TRAINING_ONLY = ("shape", "train", "head", "head_train", "heldout_fraction", "proposal_vocab")
+TRAINING_ONLY = ("shape", "train", "head", "head_train", "attending_train", "heldout_fraction", "proposal_vocab")
 # Settings that only decide which prompts a round asks: a round's replies are reused only when its prompts are the
 # same ones (checked per round), so changing these regenerates just the rounds they change.
 CHECKED_PER_ROUND = ("head_rounds",)
@@ -94,19 +104,25 @@ PRESETS = {
                               train=TrainOptions(epochs=2, batch_tokens=512),
                               head=HeadSettings(inner=32, blocks=1, vocab=64),
                               head_train=HeadTrainOptions(epochs=2, batch=64),
+                              attending_train=HeadTrainOptions(epochs=2, batch_tokens=512),
                               head_rounds=HeadRounds(third_round=16, fourth_round=10, fourth_round_max_new_tokens=12,
                                                      conversation_tokens=(1, 12), document_tokens=(1, 12))),
 }
 
 
-def settings_for(preset: str, epochs: int | None = None, seed: int | None = None) -> PipelineSettings:
+def settings_for(preset: str, epochs: int | None = None, seed: int | None = None,
+                 attention: bool = False) -> PipelineSettings:
     settings = PRESETS[preset]
+    if attention:
+        settings = replace(settings, head=replace(settings.head, attention=True))
     if epochs is not None:
         settings = replace(settings, train=replace(settings.train, epochs=epochs),
-                           head_train=replace(settings.head_train, epochs=epochs))
+                           head_train=replace(settings.head_train, epochs=epochs),
+                           attending_train=replace(settings.attending_train, epochs=epochs))
     if seed is not None:
         settings = replace(settings, seed=seed, train=replace(settings.train, seed=seed),
-                           head_train=replace(settings.head_train, seed=seed))
+                           head_train=replace(settings.head_train, seed=seed),
+                           attending_train=replace(settings.attending_train, seed=seed))
     return settings
 
 
@@ -212,7 +228,7 @@ class Pipeline:
                 labels = [Labels(*pair) for pair in torch.load(labels_path)]
                 return list(zip(stored, labels))
             self.log(f"  the prompts of {name} changed: generating its replies again")
-            for stale in self.work.glob(f"features-{name}.pt"):
+            for stale in self.work.glob(f"features-{name}*.pt"):  # its reply and prompt states
                 stale.unlink()
         generator = target.model
         if self.settings.generation_bf16 and target.model.dtype == torch.float32:
@@ -310,31 +326,88 @@ class HeadPipeline(Pipeline):
 
     def _train_and_save(self, target: LoadedModel, examples: list[Example], labels: list[Labels]) -> dict:
         features = self._features(target, examples)
-        report, head = self._timed("head training", lambda: self._train_head(target, examples, features))
+        report, head = self._timed("head training", lambda: self._stateless_head(target, examples, features))
+        if self.settings.head.attention:
+            prompt_features = self._features(target, examples, span="prompt")
+            stateless_report = report
+            report, head = self._timed("attending head training", lambda: self._train_attending_head(
+                target, examples, prompt_features, features, head))
+            self.facts["stateless_head_epochs"] = stateless_report.epochs
         return self._save_head(target, head, report, examples)
 
-    def _features(self, target: LoadedModel, examples: list[Example]) -> list[torch.Tensor]:
-        """The target's hidden states on every reply, computed and kept per round, so that a new or changed round
-        costs only its own pass."""
+    def _features(self, target: LoadedModel, examples: list[Example], span: str = "reply") -> list[torch.Tensor]:
+        """The target's hidden states on every reply (or prompt), computed and kept per round, so that a new or
+        changed round costs only its own pass."""
         features, start = [], 0
         for name, size in self.round_sizes:
             part = examples[start : start + size]
             start += size
-            features += self._timed(f"{name} hidden states", lambda: self._round_features(target, name, part))
+            stage = f"{name} hidden states" + (" (prompts)" if span == "prompt" else "")
+            features += self._timed(stage, lambda: self._round_features(target, name, part, span))
         return features
 
-    def _round_features(self, target: LoadedModel, name: str, part: list[Example]) -> list[torch.Tensor]:
-        path = self.work / f"features-{name}.pt"
+    def _round_features(self, target: LoadedModel, name: str, part: list[Example], span: str) -> list[torch.Tensor]:
+        path = self.work / (f"features-{name}.pt" if span == "reply" else f"features-{name}-prompt.pt")
+        rows = (lambda e: len(e.ids) - e.prompt_len + 1) if span == "reply" else (lambda e: e.prompt_len - 1)
         if path.exists():
             stored = torch.load(path)
-            if [len(f) for f in stored] == [len(e.ids) - e.prompt_len + 1 for e in part]:
+            if [len(f) for f in stored] == [rows(e) for e in part]:
                 self.log(f"  reusing {path}")
                 self._reused = True
                 return stored
         with self.bar(total=len(part), desc=f"{name} hidden states", unit="reply") as bar:
-            computed = teacher_features(target.model, part, progress=bar.update)
+            computed = teacher_features(target.model, part, progress=bar.update, span=span)
         _write_atomically(path, lambda tmp: torch.save(computed, tmp))
         return computed
+
+    def _stateless_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
+        """The stateless head, kept in the work folder with the settings that made it (reused when they match:
+        the attending stage can then be changed and rerun without retraining it)."""
+        folder, record = self.work / "stateless-head", self.work / "stateless-head.json"
+        sizes = {name: getattr(self.settings.head, name) for name in ("inner", "blocks", "vocab")}
+        made_with = json.loads(json.dumps({"head": sizes, "head_train":
+                                           asdict(self.settings.head_train), "seed": self.settings.seed,
+                                           "heldout_fraction": self.settings.heldout_fraction,
+                                           "examples": examples_fingerprint(examples)}))
+        if is_eagle_folder(folder) and record.exists():
+            stored = json.loads(record.read_text(encoding="utf-8"))
+            if stored["made_with"] == made_with:
+                self.log(f"  reusing {folder}")
+                self._reused = True
+                self.facts.update(stored["facts"])
+                head = load_head(folder, target.model).float()
+                return _Report(stored["epochs"]), head
+        report, head = self._train_head(target, examples, features)
+        save_head(head, folder, {"target": self.target_source.spec})
+        facts = {k: self.facts[k] for k in ("train_positions", "heldout_positions", "head_vocabulary",
+                                            "reply_tokens_covered")}
+        record.write_text(json.dumps({"made_with": made_with, "facts": facts, "epochs": report.epochs}, indent=1),
+                          encoding="utf-8")
+        # As saved (float16), so that a rerun reusing it continues from exactly the same weights.
+        return report, load_head(folder, target.model).float()
+
+    def _train_attending_head(self, target: LoadedModel, examples: list[Example], prompt_features, features,
+                              stateless):
+        """The attending head, started from the stateless one (training/eagle.py, build_attending_head), on the
+        same split of whole sequences."""
+        options = self.settings.attending_train
+        order = list(range(len(examples)))
+        random.Random(self.settings.seed).shuffle(order)  # the stateless head's split (training/eagle.py, split)
+        n_heldout = max(1, int(len(order) * self.settings.heldout_fraction))
+        pick = lambda indices: Sequences([examples[i] for i in indices], [prompt_features[i] for i in indices],
+                                         [features[i] for i in indices])
+        train, heldout = pick(order[n_heldout:]), pick(order[:n_heldout])
+        config = target.model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        shape = HeadShape(hidden=stateless.shape.hidden, inner=stateless.shape.inner, blocks=stateless.shape.blocks,
+                          vocab=stateless.shape.vocab, heads=config.num_attention_heads,
+                          kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+                          head_dim=head_dim, rope_theta=rope_theta(config))
+        head = build_attending_head(stateless, shape, self.settings.seed)
+        steps = len(train.batches(options.batch_tokens)) * options.epochs
+        with self.bar(total=steps, desc="attending head training", unit="step") as bar:
+            progress = self._epoch_progress(bar, "held-out acceptance by position {heldout_acceptance_by_position}")
+            return train_attending_head(head, target.model, train, heldout, options, progress), head
 
     def _train_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
         options = self.settings.head_train
@@ -366,16 +439,19 @@ def head_card(summary: dict) -> str:
     final = summary["epochs"][-1] if summary["epochs"] else {}
     head, facts = summary["settings"]["head"], summary["facts"]
     minutes = sum(summary["timings_s"].values()) / 60
+    attention = ("an attention block over the earlier positions, with its own KV cache, then "
+                 if head.get("attention") else "")
     return "\n".join([
         f"# EAGLE-style draft head for {summary['target']}", "",
-        f"A {summary['parameters'] / 1e6:.1f}M-parameter head ({head['blocks']} residual MLP blocks of width "
-        f"{head['inner']}, float16) that drafts from the target's own last hidden state and the next token's "
+        f"A {summary['parameters'] / 1e6:.1f}M-parameter head ({attention}{head['blocks']} residual MLP blocks of "
+        f"width {head['inner']}, float16) that drafts from the target's own last hidden state and the next token's "
         f"embedding, through the target's output head cut to its {facts.get('head_vocabulary')} most frequent reply "
         f"tokens (covering {facts.get('reply_tokens_covered', 0):.1%} of them). It is not a model on its own: "
         "specchat loads it with its target (the `eagle` and `eagle-hybrid` drafters). transformers' "
         "`generate(assistant_model=...)` cannot use it.", "",
         f"Trained with `specchat train-head` ({minutes:.0f} minutes end to end on the machine that made it, the "
-        "replies included) on the same self-distilled replies as the shipped draft model plus two more varied "
+        "replies included; the attending head starts from a stateless one trained first) on the same "
+        "self-distilled replies as the shipped draft model plus two more varied "
         "rounds (follow-up turns, factual questions, documents to summarize, rewrite and extract from), "
         f"{sum(summary['replies_by_category'].values())} replies in all. Held-out acceptance by "
         f"draft position (each given the previous ones accepted): {final.get('heldout_acceptance_by_position')}. "
@@ -417,6 +493,14 @@ def _reply_vocabulary(target: LoadedModel, examples: list[Example], size: int) -
     return ids, round(sum(t in kept for t in replies) / max(1, len(replies)), 4)
 
 
+def examples_fingerprint(examples: list[Example]) -> str:
+    """A digest of every example's tokens: a trained stage is reused only on exactly the data it was trained on."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps([example.prompt_len, example.ids]).encode())
+    return digest.hexdigest()[:16]
+
+
 def _conversation(prompt: TrainingPrompt) -> list[Message]:
     """A prompt as chat messages: its earlier turns (user and assistant alternating), then its own user turn."""
     roles = ("user", "assistant")
@@ -455,6 +539,11 @@ def _write_examples(path: Path, examples: list[Example]) -> None:
 def _read_examples(path: Path) -> list[Example]:
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
     return [Example(row["ids"], row["prompt_len"], row["category"]) for row in rows]
+
+
+@dataclass
+class _Report:
+    epochs: list[dict]
 
 
 class _NoBar:

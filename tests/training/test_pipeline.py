@@ -13,6 +13,10 @@ from specchat.training.pipeline import Pipeline, folder_megabytes, settings_for
 SUITE = default_prompt_suite().read_text(encoding="utf-8")
 
 
+def model_folders_heads(model_folders) -> int:
+    return json.loads((model_folders / "target" / "config.json").read_text())["num_attention_heads"]
+
+
 def run_quick(model_folders, tmp_path, **kw):
     out = tmp_path / "draft"
     pipeline = Pipeline(ModelSource.parse(str(model_folders / "target")), out, tmp_path / "work",
@@ -81,16 +85,22 @@ def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model
     replies = (tmp_path / "work" / "round1.jsonl").read_text()
     out = tmp_path / "head"
     source = ModelSource.parse(str(model_folders / "target"))
-    summary = HeadPipeline(source, out, tmp_path / "work", settings_for("quick"), SUITE, log=lambda line: None).run()
+    summary = HeadPipeline(source, out, tmp_path / "work", settings_for("quick", attention=True), SUITE,
+                           log=lambda line: None).run()
 
     assert (tmp_path / "work" / "round1.jsonl").read_text() == replies
     for name in ("round1", "round2", "round3", "round4"):
         assert (tmp_path / "work" / f"features-{name}.pt").exists()
+        assert (tmp_path / "work" / f"features-{name}-prompt.pt").exists()
     assert is_eagle_folder(out) and (out / "README.md").exists()
+    assert (tmp_path / "work" / "stateless-head" / "eagle.json").exists()
     assert [e["epoch"] for e in summary["epochs"]] == [1, 2]
     assert len(summary["epochs"][-1]["heldout_acceptance_by_position"]) == 3
+    assert [e["epoch"] for e in summary["facts"]["stateless_head_epochs"]] == [1, 2]
     assert summary["timings_s"].keys() >= {"third-round replies", "fourth-round replies", "round1 hidden states",
-                                           "round4 hidden states", "head training"}
+                                           "round4 hidden states", "round4 hidden states (prompts)", "head training",
+                                           "attending head training"}
+    assert json.loads((out / "eagle.json").read_text())["shape"]["heads"] == model_folders_heads(model_folders)
     assert summary["facts"]["round3_prompts"] > 0 and summary["facts"]["round4_prompts"] > 0
     assert folder_megabytes(out) < 1
 
@@ -120,6 +130,7 @@ def test_changing_the_head_rounds_regenerates_only_those_rounds(model_folders, t
     assert {name: (work / name).stat().st_mtime_ns for name in kept} == kept
     assert (work / "round3.jsonl").read_text() != third
     assert any("prompts of round3 changed" in line for line in log)
+    assert not any("reusing" in line and "stateless-head" in line for line in log)  # new data: trained again
 
 
 def test_follow_up_prompts_carry_the_earlier_turns(model_folders, tmp_path):
