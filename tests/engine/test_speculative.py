@@ -242,6 +242,9 @@ def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer,
     expected = target.get_output_embeddings()(hidden)
     torch.testing.assert_close(head(hidden), expected, rtol=1e-5, atol=1e-5)
     assert 4 in head.product  # timed once for this length, then remembered
+    longer = torch.randn(12, target.config.hidden_size)  # beyond the prepared lengths: no timing, the same logits
+    torch.testing.assert_close(head(longer), target.get_output_embeddings()(longer), rtol=1e-5, atol=1e-5)
+    assert head.product[12] in (head.product[9], head._plain)
     untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False, lean=False)
     tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
     config = GenerationConfig(max_new_tokens=32)
