@@ -116,6 +116,7 @@ class ChatSession(QObject):
             else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
                 draft = default_draft_for(target)
             pair = load_pair(target, draft, LoadOptions(device=settings.device))
+            pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
             return pair, self._calibrate(pair)

@@ -143,9 +143,26 @@ def test_settings_persist(qapp):
 
     from specchat.ui.settings import AppSettings
 
-    AppSettings(drafter="none", k=7, adaptive_k=False, temperature=0.7).save(QSettings())
+    AppSettings(drafter="none", k=7, adaptive_k=False, temperature=0.7, packed_weights=False).save(QSettings())
     loaded = AppSettings.load(QSettings())
     assert (loaded.drafter, loaded.k, loaded.adaptive_k, loaded.temperature) == ("none", 7, False, 0.7)
+    assert loaded.packed_weights is False
+
+
+def test_turning_packed_weights_off_reloads_the_models_without_them(qtbot, store, model_folders):
+    from specchat.ui.session import ChatSession
+    from specchat.ui.settings import AppSettings, SettingsDialog
+
+    settings = AppSettings(target=str(model_folders / "target"), drafter="pld")
+    assert settings.model_key() != AppSettings(**{**settings.__dict__, "packed_weights": False}).model_key()
+    dialog = SettingsDialog(settings, lambda target, draft: (True, ""))
+    qtbot.addWidget(dialog)
+    assert dialog.packed.isChecked()
+    dialog.packed.setChecked(False)
+    session = ChatSession(store, dialog.settings())
+    qtbot.waitUntil(lambda: not session.loading, timeout=20000)
+    assert session.pair is not None and session.pair.packed_weights is False
+    assert session.engine_maker()()._lean.packed is None  # the engines verify with the plain weights
 
 
 def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, store, tiny_pair, unrelated_draft,
