@@ -24,7 +24,7 @@ class ModelPair:
     # The EAGLE-style head's folder (None: the default for the target); loaded on first use, a few MB.
     head_folder: Path | None = None
     # Engines verify 4-17 tokens with MKL-packed copies of the target's layers (engine/packed.py): faster on this
-    # project's CPU, about 430 MB more memory for the embedded target. False: they keep the plain weights.
+    # project's CPU, about 400 MB more memory for the embedded target. False: they keep the plain weights.
     packed_weights: bool = True
     _head: torch.nn.Module | None = field(default=None, repr=False)
 
