@@ -20,6 +20,32 @@ def test_prompt_lookup_falls_back_to_shorter_ngrams():
     assert drafter.propose([5, 6, 7, 1, 2, 9, 2], 2).tokens == [9, 2]
 
 
+def _lookup_by_windows(context, k, max_ngram=6, min_ngram=1):
+    """The definition, spelled out: for n from the longest down, the latest earlier window equal to the final n-gram
+    (not the final one itself), and the k tokens after it."""
+    for n in range(min(max_ngram, len(context) - 1), min_ngram - 1, -1):
+        suffix = context[-n:]
+        starts = [s for s in range(len(context) - n) if context[s:s + n] == suffix]
+        if starts:
+            end = starts[-1] + n
+            return context[end:end + k], n
+    return None
+
+
+@pytest.mark.parametrize("alphabet", [2, 3, 5, 40])
+def test_prompt_lookup_finds_what_the_definition_finds(alphabet):
+    import random
+
+    rng = random.Random(alphabet)
+    drafter = PromptLookupDrafter()
+    for _ in range(400):
+        context = [rng.randrange(alphabet) for _ in range(rng.randrange(1, 60))]
+        k = rng.randrange(1, 8)
+        draft = drafter.propose(context, k)
+        expected = _lookup_by_windows(context, k)
+        assert (None if draft is None else (draft.tokens, draft.confidence)) == expected, context
+
+
 def test_rollback_restores_the_cache_exactly(target, prompt_ids):
     ids = torch.tensor([prompt_ids])
     with torch.no_grad():
