@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("train-draft", run_train_draft, "train a small draft model for a target by self-distillation",
              "full (the shipped draft, about 55 min on 2 CPU cores) or quick (a smoke test)"),
             ("train-head", run_train_head, "train an EAGLE-style draft head on a target's own hidden states",
-             "full (the shipped head, about 70 min on 2 CPU cores after train-draft's replies, about 25 more with --attention) or quick")):
+             "full (the shipped head, about 70 min on 2 CPU cores after train-draft's replies, about 25 more with "
+             "--attention) or quick")):
         train = commands.add_parser(name, help=what)
         train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
         train.add_argument("--out", type=Path, required=True, help="folder for the result")
