@@ -11,10 +11,11 @@ The first head was stateless (residual MLP blocks: all the context it saw was in
 block (EAGLE proper) also sees its own states at every earlier position, computed from the target's true hidden
 states: the prompt's, from the prefill, and the reply's, from each verification. It keeps them in a small KV cache;
 drafted positions are appended while drafting and cropped off before the next verified states are added, so the
-cache only ever holds positions computed from the target's own states. Its output head is the target's own, cut to the V' most frequent tokens of the target's replies
-(FR-Spec, Zhao et al. 2025): the full 49152 x 576 matrix would cost a fifth of a target pass per drafted token,
-the cut one a few percent, and a token outside it is only a missed draft, never a wrong output. The shipped file
-holds just the head's own weights and the kept token ids; the embeddings and output rows come from the target.
+cache only ever holds positions computed from the target's own states. Its output head is the target's own, cut
+to the V' most frequent tokens of the target's replies (FR-Spec, Zhao et al. 2025): the full 49152 x 576 matrix
+would cost a fifth of a target pass per drafted token, the cut one a few percent, and a token outside it is only a
+missed draft, never a wrong output. The shipped file holds just the head's own weights and the kept token ids; the
+embeddings and output rows come from the target.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from torch import nn
 
 from .drafters import Draft, Drafter, PromptLookupDrafter, over_vocabulary
 from .errors import IncompatibleDraftError, ModelLoadError
-from .lean import LeanCache, apply_rope
+from .lean import LeanCache, apply_rope, rope_frequencies, rope_tables
 from .sampling import Sampler
 
 CONFIG_FILE = "eagle.json"
@@ -98,16 +99,15 @@ class EagleHead(nn.Module):
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [n, head_dim] for the positions (rotate-half RoPE, as the target's)."""
+        """cos and sin [n, head_dim] for the positions (rotate-half RoPE, as the target's), from a table kept and
+        grown by doubling."""
         needed = int(positions.max()) + 1 if positions.numel() else 0
         table = self._rope_table
-        if table is None or table[0].shape[0] < needed or table[0].dtype != dtype or table[0].device != positions.device:
-            half = torch.arange(0, self.shape.head_dim, 2, dtype=torch.float32, device=positions.device)
-            frequencies = 1.0 / (self.shape.rope_theta ** (half / self.shape.head_dim))
+        if (table is None or table[0].shape[0] < needed or table[0].dtype != dtype
+                or table[0].device != positions.device):
             size = max(needed, 2 * table[0].shape[0] if table is not None else 512)
-            angles = torch.outer(torch.arange(size, dtype=torch.float32, device=positions.device), frequencies)
-            angles = torch.cat([angles, angles], dim=-1)
-            table = self._rope_table = (angles.cos().to(dtype), angles.sin().to(dtype))
+            frequencies = rope_frequencies(self.shape.head_dim, self.shape.rope_theta, positions.device)
+            table = self._rope_table = rope_tables(frequencies, size, dtype)
         return table[0][positions], table[1][positions]
 
     def after_attention(self, u: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:

@@ -50,7 +50,7 @@ class TunedHead:
         return product(hidden)
 
     def _beyond_prepared(self, hidden: torch.Tensor) -> Callable:
-        """A longer input (a verification of 10-17 tokens, or a prompt) takes the layout chosen for the longest
+        """A longer input (a verification of 10-17 tokens) takes the layout chosen for the longest
         prepared one where it applies, without timing: timed here, the trials (about 0.1 s for a 10-row input)
         landed inside a measured verification pass, 8% of a 200-token generation in a profile, and told the
         draft-length policy that long drafts cost more than they do."""

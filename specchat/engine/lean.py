@@ -95,8 +95,7 @@ class LeanLlama:
         self.eps = config.rms_norm_eps
         self.scale = 1 / math.sqrt(self.head_dim)
         self.device, self.dtype = self.embed.device, self.embed.dtype
-        half = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=self.device) / self.head_dim
-        self.inv_freq = 1.0 / (rope_theta(config) ** half)
+        self.inv_freq = rope_frequencies(self.head_dim, rope_theta(config), self.device)
         self._rope = self._rope_tables(64)  # (cos, sin) for positions 0..capacity-1, replaced whole when grown
         self._rope_lock = threading.Lock()
 
@@ -160,9 +159,7 @@ class LeanLlama:
             return self._rope
 
     def _rope_tables(self, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = torch.outer(torch.arange(capacity, dtype=torch.float32, device=self.device), self.inv_freq)
-        angles = torch.cat([freqs, freqs], dim=-1)
-        return angles.cos().to(self.dtype), angles.sin().to(self.dtype)
+        return rope_tables(self.inv_freq, capacity, self.dtype)
 
 
 class LeanLlamaRunner:
@@ -198,6 +195,19 @@ def _layer_weights(layer) -> list[torch.Tensor]:
     attn, mlp = layer.self_attn, layer.mlp
     return [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, attn.o_proj.weight,
             mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight]
+
+
+def rope_frequencies(head_dim: int, theta: float, device) -> torch.Tensor:
+    """RoPE's inverse frequencies theta^(-2i/d), computed as transformers does (the tables must match bit for bit)."""
+    half = torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim
+    return 1.0 / (theta ** half)
+
+
+def rope_tables(inv_freq: torch.Tensor, capacity: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [capacity, head_dim] for positions 0..capacity-1 (rotate-half layout: each frequency twice)."""
+    freqs = torch.outer(torch.arange(capacity, dtype=torch.float32, device=inv_freq.device), inv_freq)
+    angles = torch.cat([freqs, freqs], dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

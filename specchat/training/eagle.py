@@ -176,15 +176,25 @@ def _unrolled_losses(head: EagleHead, frozen: _Frozen, samples: Samples, starts:
         token = samples.Y[starts + j]
         truth = samples.F[starts + j + 1].float()
         predicted = head(feature, frozen.embeddings[token])
-        teacher = torch.softmax(truth @ frozen.rows.T, dim=-1).float()
-        log_q = torch.log_softmax((predicted @ frozen.rows.T).float(), dim=-1)
-        total = total + (-(teacher * log_q).sum(-1).mean()
-                         + options.feature_weight * nn.functional.smooth_l1_loss(predicted.float(), truth))
-        pick = frozen.vocab_ids[log_q.argmax(-1)]
-        wanted = (truth @ frozen.full.T).argmax(-1) if measure_full else frozen.vocab_ids[teacher.argmax(-1)]
-        agreements.append(pick == wanted)
+        loss, agreement = _scored(predicted, truth, frozen, options, measure_full)
+        total = total + loss
+        agreements.append(agreement)
         feature = predicted
     return total, agreements
+
+
+def _scored(predicted: torch.Tensor, truth: torch.Tensor, frozen: _Frozen, options: HeadTrainOptions,
+            measure_full: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One drafted position's loss (soft cross-entropy against the target's distribution over the kept rows, plus
+    the feature regression) and whether the head's pick equals the target's argmax (over the kept vocabulary while
+    training; over the full vocabulary with measure_full, as acceptance sees it)."""
+    teacher = torch.softmax(truth @ frozen.rows.T, dim=-1).float()
+    log_q = torch.log_softmax((predicted @ frozen.rows.T).float(), dim=-1)
+    loss = (-(teacher * log_q).sum(-1).mean()
+            + options.feature_weight * nn.functional.smooth_l1_loss(predicted.float(), truth))
+    pick = frozen.vocab_ids[log_q.argmax(-1)]
+    wanted = (truth @ frozen.full.T).argmax(-1) if measure_full else frozen.vocab_ids[teacher.argmax(-1)]
+    return loss, pick == wanted
 
 
 def _lr(step: int, total: int, peak: float) -> float:
@@ -269,13 +279,19 @@ def evaluate_head(head: EagleHead, target: nn.Module, heldout: Samples, options:
             "heldout_acceptance_by_position": [round(r, 4) for r in rates]}
 
 
+def split_indices(count: int, heldout_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Example indices for training and held out: a seeded shuffle, so both heads hold out the same replies."""
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    n_heldout = max(1, int(count * heldout_fraction))
+    return order[n_heldout:], order[:n_heldout]
+
+
 def split(examples: Sequence[Example], features: Sequence[torch.Tensor], heldout_fraction: float, seed: int,
           unroll: int) -> tuple[Samples, Samples]:
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    n_heldout = max(1, int(len(order) * heldout_fraction))
     pick = lambda indices: Samples([examples[i] for i in indices], [features[i] for i in indices], unroll)
-    return pick(order[n_heldout:]), pick(order[:n_heldout])
+    train, heldout = split_indices(len(examples), heldout_fraction, seed)
+    return pick(train), pick(heldout)
 
 
 # ---- The attending head: trained on whole sequences, unrolled the way it drafts -------------------------------------
@@ -297,10 +313,9 @@ class Sequences:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def batches(self, batch_tokens: int, order: Sequence[int] | None = None) -> list[list[int]]:
-        """Examples grouped by similar length within a padded-token budget, in `order` of the groups if given."""
-        groups = length_sorted_batches([len(i) for i in self.ids], 1 << 20, batch_tokens)
-        return [groups[i] for i in order] if order is not None else groups
+    def batches(self, batch_tokens: int) -> list[list[int]]:
+        """Examples grouped by similar length within a padded-token budget."""
+        return length_sorted_batches([len(i) for i in self.ids], 1 << 20, batch_tokens)
 
     def padded(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Features [B, T, hidden] (float32), ids [B, T], lengths [B] and reply starts [B], right-padded."""
@@ -373,14 +388,9 @@ def _sequence_losses(head: EagleHead, frozen: _Frozen, batch, options: HeadTrain
     for j, predicted in enumerate(states):
         # chains start on the reply's side (s >= prompt_len - 1, where drafting happens) and f_{p+1} must exist
         scored = (positions - j >= (reply_starts - 1).unsqueeze(1)) & (positions <= (lengths - 2).unsqueeze(1))
-        f_hat, f = predicted[scored], truth[scored]
-        teacher = torch.softmax(f @ frozen.rows.T, dim=-1)
-        log_q = torch.log_softmax((f_hat @ frozen.rows.T).float(), dim=-1)
-        total = total + (-(teacher * log_q).sum(-1).mean()
-                         + options.feature_weight * nn.functional.smooth_l1_loss(f_hat.float(), f))
-        pick = frozen.vocab_ids[log_q.argmax(-1)]
-        wanted = (f @ frozen.full.T).argmax(-1) if measure_full else frozen.vocab_ids[teacher.argmax(-1)]
-        agreements.append(pick == wanted)
+        loss, agreement = _scored(predicted[scored], truth[scored], frozen, options, measure_full)
+        total = total + loss
+        agreements.append(agreement)
         rows = torch.arange(B).unsqueeze(1).expand(B, T)[scored]
         starts.append(rows * T + (positions.expand(B, T)[scored] - j))
     return total, agreements, starts

@@ -1,6 +1,6 @@
 """`specchat train-draft`: prompts -> the target's replies -> its soft labels -> a small draft model folder.
-`specchat train-head`: the same replies -> the target's hidden states on them -> an EAGLE-style draft head, first
-stateless, then (by default) with an attention block, trained from the stateless one on whole sequences.
+`specchat train-head`: the same replies -> the target's hidden states on them -> an EAGLE-style draft head (with
+--attention, an attention block is then added to it and trained on whole sequences).
 
 Every stage writes its result to a work folder and is skipped when that result is already there, so an
 interrupted run resumes where it stopped; a finished run is reproduced exactly by the same command and seed.
@@ -25,8 +25,8 @@ from ..engine.speculative import default_eos_ids
 from ..engine.eagle import HeadShape, is_eagle_folder, load_head, save_head
 from ..engine.lean import rope_theta
 from .distill import Example, Labels, generate_replies
-from .eagle import (HeadTrainOptions, Sequences, build_attending_head, build_head, frequent_tokens, split,
-                    teacher_features, train_attending_head, train_head)
+from .eagle import (HeadReport, HeadTrainOptions, Sequences, build_attending_head, build_head, frequent_tokens,
+                    split, split_indices, teacher_features, train_attending_head, train_head)
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
 from .varied import fourth_round_prompts, third_round_prompts
@@ -329,10 +329,9 @@ class HeadPipeline(Pipeline):
         report, head = self._timed("head training", lambda: self._stateless_head(target, examples, features))
         if self.settings.head.attention:
             prompt_features = self._features(target, examples, span="prompt")
-            stateless_report = report
+            self.facts["stateless_head_epochs"] = report.epochs
             report, head = self._timed("attending head training", lambda: self._train_attending_head(
                 target, examples, prompt_features, features, head))
-            self.facts["stateless_head_epochs"] = stateless_report.epochs
         return self._save_head(target, head, report, examples)
 
     def _features(self, target: LoadedModel, examples: list[Example], span: str = "reply") -> list[torch.Tensor]:
@@ -376,7 +375,7 @@ class HeadPipeline(Pipeline):
                 self._reused = True
                 self.facts.update(stored["facts"])
                 head = load_head(folder, target.model).float()
-                return _Report(stored["epochs"]), head
+                return HeadReport(stored["epochs"]), head
         report, head = self._train_head(target, examples, features)
         save_head(head, folder, {"target": self.target_source.spec})
         facts = {k: self.facts[k] for k in ("train_positions", "heldout_positions", "head_vocabulary",
@@ -391,12 +390,9 @@ class HeadPipeline(Pipeline):
         """The attending head, started from the stateless one (training/eagle.py, build_attending_head), on the
         same split of whole sequences."""
         options = self.settings.attending_train
-        order = list(range(len(examples)))
-        random.Random(self.settings.seed).shuffle(order)  # the stateless head's split (training/eagle.py, split)
-        n_heldout = max(1, int(len(order) * self.settings.heldout_fraction))
         pick = lambda indices: Sequences([examples[i] for i in indices], [prompt_features[i] for i in indices],
                                          [features[i] for i in indices])
-        train, heldout = pick(order[n_heldout:]), pick(order[:n_heldout])
+        train, heldout = map(pick, split_indices(len(examples), self.settings.heldout_fraction, self.settings.seed))
         config = target.model.config
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         shape = HeadShape(hidden=stateless.shape.hidden, inner=stateless.shape.inner, blocks=stateless.shape.blocks,
@@ -539,11 +535,6 @@ def _write_examples(path: Path, examples: list[Example]) -> None:
 def _read_examples(path: Path) -> list[Example]:
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
     return [Example(row["ids"], row["prompt_len"], row["category"]) for row in rows]
-
-
-@dataclass
-class _Report:
-    epochs: list[dict]
 
 
 class _NoBar:
