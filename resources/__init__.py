@@ -13,3 +13,8 @@ def resource(*parts: str) -> Traversable:
 
 def default_prompt_suite() -> Traversable:
     return resource("prompts", "suite.jsonl")
+
+
+def spec_bench_questions() -> Traversable:
+    """Spec-Bench's 480 questions (spec_bench/PROVENANCE.md)."""
+    return resource("spec_bench", "question.jsonl")

@@ -16,10 +16,12 @@ from .engine import GenerationConfig, Message, PromptError, SpecchatError, build
 from .engine.adaptive import expected_tokens
 from .engine.events import GenerationStats
 from .engine.pair import ModelPair
+from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
-MODES = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model")
+MODES = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model", *PEER_MODES)
+REFERENCE_PREFIXES = ("hf-", "llama-cpp")  # other engines' generation, timed beside ours: no per-step statistics
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,10 @@ class ModeRecord:
 
 
 def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
-                 categories: set[str] | None = None) -> list[BenchPrompt]:
-    """Spec-Bench JSONL: {"question_id": ..., "category": ..., "turns": [user message, ...]} per line."""
-    prompts = []
+                 categories: set[str] | None = None, parsed: list[BenchPrompt] | None = None) -> list[BenchPrompt]:
+    """Spec-Bench JSONL: {"question_id": ..., "category": ..., "turns": [user message, ...]} per line (or prompts
+    already `parsed`), then filtered by category and cut to `limit`."""
+    prompts = list(parsed or [])
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -115,6 +118,27 @@ def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
     if not prompts:
         raise PromptError(f"{source} has no prompts")
     return prompts[:limit] if limit else prompts
+
+
+# Spec-Bench's six tasks; MT-bench's eight categories are its multi-turn task.
+SPEC_BENCH_TASKS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
+MT_BENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
+
+
+def spec_bench_sample(prompts: list[BenchPrompt], per_task: int | None, seed: int = 0) -> list[BenchPrompt]:
+    """Spec-Bench grouped by its six tasks (MT-bench's categories become multi_turn); per_task: a fixed, seeded
+    sample of that many questions per task (stratified), in the file's order."""
+    import random
+
+    tasked = [BenchPrompt(p.question_id, "multi_turn" if p.category in MT_BENCH_CATEGORIES else p.category, p.turns)
+              for p in prompts]
+    if per_task is None:
+        return tasked
+    keep: set[int] = set()
+    for task in SPEC_BENCH_TASKS:
+        indices = [i for i, p in enumerate(tasked) if p.category == task]
+        keep.update(random.Random(f"{seed}:{task}").sample(indices, min(per_task, len(indices))))
+    return [p for i, p in enumerate(tasked) if i in keep]
 
 
 def _bench_prompt(record: object, where: str) -> BenchPrompt:
@@ -136,6 +160,8 @@ def parse_modes(text: str, has_draft: bool) -> list[str]:
         raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
     if not has_draft and any(m in ("model", "hybrid", "hf-model") for m in modes):
         raise SpecchatError("the model, hybrid and hf-model modes need a draft model (give --draft SRC)")
+    if any(m in PEER_MODES for m in modes):
+        require_llama_cpp()
     if "none" not in modes:
         modes.insert(0, "none")  # every speedup and identity check is against our plain decoding
     return list(dict.fromkeys(modes))
@@ -151,6 +177,8 @@ class BenchRunner:
     def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
         if mode.startswith("hf-"):
             return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
+        if mode in PEER_MODES:
+            return self._run_peer(mode, prompt_ids, max_new_tokens)
         engine = self._engines.get(mode) or self._engines.setdefault(
             mode, self.pair.engine(mode, packed_weights=self.settings.packed_weights))
         config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
@@ -158,9 +186,23 @@ class BenchRunner:
         result = engine.generate(prompt_ids, config)
         return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats)
 
+    def _run_peer(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+        peer = self._engines.get(mode)
+        if peer is None:
+            gguf = self.pair.target.gguf_path()
+            if gguf is None:
+                raise SpecchatError(f"the {mode} mode runs llama.cpp on the target's GGUF file; "
+                                    f"{self.pair.target.name} is not one")
+            native = self.pair.target.native
+            peer = self._engines[mode] = LlamaCppPeer(gguf, self.pair.target.eos_token_ids(),
+                                                      prompt_lookup=mode == "llama-cpp-pld",
+                                                      threads=native.threads if native is not None else None)
+        tokens, wall = peer.generate(prompt_ids, max_new_tokens)
+        return TurnOutput(tokens, self.tokenizer.decode(tokens, skip_special_tokens=True), wall)
+
     @torch.inference_mode()
     def _run_hf(self, drafter: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
-        model = self.pair.target.model
+        model = self.pair.target.torch_model()
         input_ids = torch.tensor([prompt_ids], device=self.pair.target.device)
         kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, attention_mask=torch.ones_like(input_ids),
                       pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
@@ -375,7 +417,18 @@ def environment() -> dict:
 
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
+            "processor": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
+            "llama_cpp": _llama_cpp_version()}
+
+
+def _llama_cpp_version() -> str | None:
+    from .engine.llamacpp import llama_cpp_available
+
+    if not llama_cpp_available():
+        return None
+    import llama_cpp
+
+    return llama_cpp.__version__
 
 
 def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
@@ -408,7 +461,7 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
 
     Benchmarks decode greedily with seed 0. The speedup is measured against plain decoding of the same prompt in
     the same run; plain decoding itself gets none (it is the baseline), as the race's plain lane."""
-    if record.mode.startswith("hf-"):
+    if record.mode.startswith(REFERENCE_PREFIXES):
         return None
     speedup = record.speedup if record.mode != "none" else None
     proposed, accepted = list(record.proposed_by_position), list(record.accepted_by_position)

@@ -137,10 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
     bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
+    bench.add_argument("--suite", choices=("own", "spec-bench"), default="own",
+                       help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; own: the "
+                            "shipped 48-prompt smoke suite (default)")
+    bench.add_argument("--per-task", type=positive_int,
+                       help="with --suite spec-bench: a fixed, seeded sample of N questions per task")
     bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
     bench.add_argument("--categories", help="comma-separated categories to keep")
     bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
-                       help="comma-separated: none, pld, model, hf-none, hf-pld, hf-model")
+                       help="comma-separated: none, pld, model, hybrid, eagle, eagle-hybrid (ours); hf-none, "
+                            "hf-pld, hf-model (transformers' generate); llama-cpp, llama-cpp-pld (llama-cpp-python "
+                            "on the target's GGUF file)")
     _model_options(bench)
     bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
@@ -164,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     costs.add_argument("--draft-shape", choices=sorted(SHAPE_NAMES), help="random draft weights of this shape")
     costs.add_argument("--device", default="auto")
     costs.add_argument("--dtype", default="auto")
+    costs.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
+                       help="how a GGUF --target runs (default: llama.cpp on the CPU where installed)")
+    costs.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: every core)")
     costs.add_argument("--max-n", type=positive_int, default=9, help="measure forwards of 1..N new tokens")
     costs.add_argument("--context", type=positive_int, default=256, help="tokens already cached")
     costs.add_argument("--repeats", type=positive_int, default=10)
@@ -230,6 +240,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
     parser.add_argument("--allow-pickle", action="store_true", help="allow pickle (.bin) weights")
+    parser.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
+                        help="how a GGUF target runs: llama.cpp on its own quantized weights (the default on the CPU "
+                             "where llama-cpp-python is installed) or torch on a float32 copy")
+    parser.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: SPECCHAT_THREADS, else "
+                                                             "every core)")
 
 
 def _decoding_options(parser: argparse.ArgumentParser) -> None:
@@ -261,16 +276,29 @@ def _load(args, with_draft: bool, on_loaded=None):
     from .engine.pair import load_pair
 
     options = LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
-                          allow_pickle=args.allow_pickle)
+                          allow_pickle=args.allow_pickle, backend=getattr(args, "backend", None),
+                          threads=getattr(args, "threads", None))
     target = ModelSource.parse(args.target)
     draft = _draft_source(args) if with_draft else None
     for source in (target, draft):
-        if source is not None and needs_conversion(source):
+        if source is not None and needs_conversion(source) and (source is draft or args.backend == "torch"):
             print(f"Preparing {source.describe()} for its first use (dequantising, about 30 s)…", file=sys.stderr,
                   flush=True)
     pair = load_pair(target, draft, options, on_loaded)
     pair.head_folder = getattr(args, "head", None)
     return pair
+
+
+def _runs_on_llama_cpp(args) -> bool:
+    import torch
+
+    from .engine import ModelSource
+    from .engine.llamacpp import llama_cpp_available
+
+    source = ModelSource.parse(args.target)
+    return (source.kind in ("embedded", "gguf") and getattr(args, "backend", "auto") != "torch"
+            and (args.device == "cpu" or args.device == "auto" and not torch.cuda.is_available())
+            and llama_cpp_available())
 
 
 def _has_head(args) -> bool:
@@ -281,11 +309,13 @@ def _has_head(args) -> bool:
 
 
 def _drafter_choice(args) -> str:
-    """--drafter, else the fastest the target has on the shipped suite: the draft head with prompt lookup, else
-    the draft model with prompt lookup, else prompt lookup alone."""
+    """--drafter, else prompt lookup for a target on llama.cpp (no drafter beats plain decoding there on Spec-Bench,
+    and lookup needs no extra weights: docs/performance.md); else the fastest the target has on the torch path:
+    the draft head with prompt lookup, else the draft model with prompt lookup, else prompt lookup alone."""
     has_draft = _draft_source(args) is not None
-    drafter = getattr(args, "drafter", None) or ("eagle-hybrid" if _has_head(args) and not args.draft else
-                                                 "hybrid" if has_draft else "pld")
+    drafter = getattr(args, "drafter", None) or (
+        "pld" if _runs_on_llama_cpp(args) else
+        "eagle-hybrid" if _has_head(args) and not args.draft else "hybrid" if has_draft else "pld")
     if drafter in MODEL_DRAFTERS and not has_draft:
         from .engine import SpecchatError
         raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
@@ -359,7 +389,7 @@ def run_generate(args) -> int:
 
 def run_bench(args) -> int:
     from . import bench
-    from .resources import default_prompt_suite
+    from .resources import default_prompt_suite, spec_bench_questions
 
     modes = bench.parse_modes(args.modes, has_draft=_draft_source(args) is not None)
     categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
@@ -370,12 +400,19 @@ def run_bench(args) -> int:
             from .engine import PromptError
             raise PromptError(f"cannot read {args.prompts}: {getattr(error, 'strerror', None) or error}") from error
         source = str(args.prompts)
+    elif args.suite == "spec-bench":
+        lines, source = spec_bench_questions().read_text(encoding="utf-8").splitlines(), "Spec-Bench"
     else:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
-    prompts = bench.load_prompts(lines, source, args.limit, categories)
+    if args.suite == "spec-bench" and not args.prompts:
+        prompts = bench.spec_bench_sample(bench.load_prompts(lines, source), args.per_task)
+        prompts = bench.load_prompts([], source, args.limit, categories, prompts)
+    else:
+        prompts = bench.load_prompts(lines, source, args.limit, categories)
     memory = {"before loading": bench.resident_mb()}
     pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes),
                  on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
+    print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats, packed_weights=args.packed_weights)
     runner = bench.BenchRunner(pair, settings)
@@ -392,7 +429,7 @@ def run_bench(args) -> int:
         bench.print_profile(summary, modes, memory)
     if args.out:
         report = {"command": "specchat " + " ".join(sys.argv[1:]), "environment": bench.environment(),
-                  "target": pair.target.name, "draft": pair.draft.name if pair.draft else None,
+                  "target": pair.target.name, "backend": pair.target.backend, "draft": pair.draft.name if pair.draft else None,
                   "settings": vars(settings), "modes": modes, "summary": summary, "memory_mb": memory,
                   "records": [r.to_dict() for r in records]}
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -439,7 +476,7 @@ def _training_pipeline(args, pipeline_class):
     from tqdm.auto import tqdm
 
     from .engine import ModelSource
-    from .resources import default_prompt_suite
+    from .resources import default_prompt_suite, spec_bench_questions
     from .training.pipeline import default_work_dir, settings_for
 
     target = ModelSource.parse(args.target)

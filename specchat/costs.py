@@ -64,9 +64,12 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
     `specchat bench`, not here)."""
     from .engine import NoDrafter, SpeculativeEngine
 
-    engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[], static_cache=static_cache,
-                               compile_steps=False, packed_weights=packed_weights)
-    vocab = model.config.vocab_size
+    if isinstance(model, torch.nn.Module):
+        engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[], static_cache=static_cache,
+                                   compile_steps=False, packed_weights=packed_weights)
+    else:  # a runner, e.g. llama.cpp's
+        engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[])
+    vocab = engine.vocab_size
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (1, context), generator=generator).to(device)
     cache = engine.new_cache(context + max_n + 1)
@@ -81,7 +84,7 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
             engine.forward(tokens, cache, keep=n)
             synchronize(device)
             times.append(time.perf_counter() - started)
-            rollback(cache, context, length=context + n)
+            engine.runner.rollback(cache, context, length=context + n)
         curve[n] = statistics.median(times[1:])
     return curve
 
@@ -163,9 +166,12 @@ def run(args) -> int:
                       draft_cost_ratio=round(draft_s / curve[1], 4))
     report["predicted"] = predicted_speedups(curve, draft_s, args.alphas)
     report["free_draft_ceiling"] = free_draft_ceiling(curve)
-    ceiling = engine_ceiling(target, tokenizer or _NoTokenizer(), args.k, args.tokens)
-    report["ceiling"] = {**vars(ceiling), "speedup": round(ceiling.self_draft_tokens_per_s /
-                                                         ceiling.plain_tokens_per_s, 3)}
+    if isinstance(target, torch.nn.Module):
+        ceiling = engine_ceiling(target, tokenizer or _NoTokenizer(), args.k, args.tokens)
+        report["ceiling"] = {**vars(ceiling), "speedup": round(ceiling.self_draft_tokens_per_s /
+                                                             ceiling.plain_tokens_per_s, 3)}
+    else:  # the target drafting for itself needs it in torch too; the free-draft ceiling above says the most
+        report["ceiling"] = None
     if args.json:
         print(json.dumps(report, indent=1))
     else:
@@ -180,7 +186,10 @@ def _model(source: str | None, shape: str | None, device, dtype, args):
     from .engine.models import load_model
 
     loaded = load_model(ModelSource.parse(source or "embedded"),
-                        LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch.")))
+                        LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch."),
+                                    backend=getattr(args, "backend", None), threads=getattr(args, "threads", None)))
+    if loaded.native is not None:
+        return loaded.native.runner(), loaded.tokenizer, f"{loaded.name} on llama.cpp ({loaded.native.threads} threads)"
     return loaded.model, loaded.tokenizer, loaded.name
 
 
@@ -197,9 +206,10 @@ def _print(report: dict, out=None) -> None:
         print(f"draft {report['draft']}: {report['draft_forward_ms']:.2f} ms a token "
               f"(c = {report['draft_cost_ratio']:.3f} of a target step)", file=out)
     c = report["ceiling"]
-    print(f"ceiling (target as its own draft, K = {c['k']}, alpha = 1): {c['self_draft_tokens_per_s']:.1f} tok/s vs "
-          f"plain {c['plain_tokens_per_s']:.1f} = {c['speedup']:.2f}x; engine overhead "
-          f"{c['overhead_per_step_ms']:.2f} ms a step", file=out)
+    if c is not None:
+        print(f"ceiling (target as its own draft, K = {c['k']}, alpha = 1): {c['self_draft_tokens_per_s']:.1f} tok/s vs "
+              f"plain {c['plain_tokens_per_s']:.1f} = {c['speedup']:.2f}x; engine overhead "
+              f"{c['overhead_per_step_ms']:.2f} ms a step", file=out)
     free = report["free_draft_ceiling"]
     print(f"ceiling with a perfect draft that costs nothing: {free['speedup']:.2f}x at K = {free['k']}", file=out)
     print("predicted speedup at the best K for a given alpha" + (f" ({report['note']})" if report["note"] else "")

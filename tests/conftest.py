@@ -48,11 +48,23 @@ def model_folders(tmp_path_factory, tokenizer, target, unrelated_draft):
 
 @pytest.fixture(scope="session")
 def embedded_pair():
-    """The real embedded model with its shipped draft (first use in a fresh environment converts the GGUF file
-    once, ~30 s)."""
-    from specchat.engine import ModelSource
+    """The real embedded model on the torch path, with its shipped draft (first use in a fresh environment converts
+    the GGUF file once, ~30 s)."""
+    from specchat.engine import LoadOptions, ModelSource
     from specchat.engine.models import default_draft_for
     from specchat.engine.pair import load_pair
 
     target = ModelSource.parse("embedded")
-    return load_pair(target, default_draft_for(target))
+    return load_pair(target, default_draft_for(target), LoadOptions(backend="torch"))
+
+
+@pytest.fixture(scope="session")
+def native_pair():
+    """The real embedded model on llama.cpp (its default on the CPU), with its shipped draft."""
+    from specchat.engine import LoadOptions, ModelSource
+    from specchat.engine.models import default_draft_for
+    from specchat.engine.pair import load_pair
+
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make setup installs it)")
+    target = ModelSource.parse("embedded")
+    return load_pair(target, default_draft_for(target), LoadOptions(backend="llama.cpp"))

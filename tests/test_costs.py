@@ -44,3 +44,13 @@ def test_costs_can_time_passes_without_packed_weights(capsys):
                  "--tokens", "8", "--no-packed-weights"])
     out = capsys.readouterr().out
     assert code == 0 and "packed weights off" in out and "5:" in out
+
+
+def test_costs_on_the_embedded_model_time_the_llama_cpp_runner(capsys):
+    import pytest
+
+    pytest.importorskip("llama_cpp")
+    code = main(["costs", "--max-n", "3", "--context", "16", "--repeats", "1", "--alphas", "0.9", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and "on llama.cpp" in report["target"] and report["ceiling"] is None
+    assert set(report["target_forward_ms"]) == {"1", "2", "3"} and report["predicted"][0]["alpha"] == 0.9

@@ -38,7 +38,7 @@ def test_the_lean_forward_replies_exactly_as_transformers_generate(embedded_pair
     ids = prompt(embedded_pair, "Write two sentences about the sea.")
     model = embedded_pair.target.model
     lean = embedded_pair.engine("none")
-    assert lean._lean is not None  # the default on this CPU
+    assert lean.runner._lean is not None  # the default on this CPU
     ours = lean.generate(ids, GenerationConfig(max_new_tokens=48))
     with torch.inference_mode():
         theirs = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),

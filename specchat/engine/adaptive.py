@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -112,9 +113,13 @@ class DraftLengthPolicy:
     the length of the n-gram it matched; on this project's suite a 1-token match has its first token accepted about
     22% of the time and a 6-token match about 92%). verify_cost(n) is measured, not assumed flat: on a CPU checking
     8 tokens can cost twice as much as checking 1. K = 0 (plain decoding) wins when drafts keep failing, which is
-    what keeps speculative decoding from being much slower than plain decoding; after `probe_every` such steps a
-    K = 1 probe (cheap: verify_cost(2) is close to verify_cost(1)) lets alpha recover when drafts get good again.
-    With adaptive off, K is fixed.
+    what keeps speculative decoding from being much slower than plain decoding. A K = 1 probe after a run of such
+    steps lets alpha recover when drafts get good again; the run is long enough that probes cost at most
+    `probe_budget` of the time (at least `probe_every` steps): where checking 2 tokens costs little more than 1
+    (transformers on this CPU) that is every 6 steps, where it costs twice as much (llama.cpp here) every ~50.
+    `acceptance` may be shared between generations (the engine does so for greedy decoding, whose output does not
+    depend on K), so a reply starts from what earlier ones measured rather than from the prior. With adaptive off,
+    K is fixed.
     """
 
     k: int = 5
@@ -122,7 +127,8 @@ class DraftLengthPolicy:
     adaptive: bool = True
     decay: float = 0.7
     probe_every: int = 6
-    _acceptance: dict = field(default_factory=dict)  # confidence class -> _Acceptance
+    probe_budget: float = 0.02
+    acceptance: dict = field(default_factory=dict)  # confidence class -> _Acceptance
     costs: StepCosts = field(default_factory=StepCosts)
 
     def __post_init__(self) -> None:
@@ -144,12 +150,17 @@ class DraftLengthPolicy:
         best_k, _ = self._best(limit, acceptance, free)
         if best_k == 0:
             acceptance.plain_streak += 1
-            if acceptance.plain_streak >= self.probe_every:
+            if acceptance.plain_streak >= self._probe_interval():
                 acceptance.plain_streak = 0
                 return 1
         else:
             acceptance.plain_streak = 0
         return best_k
+
+    def _probe_interval(self) -> int:
+        """Plain steps between probes: a probe costs verify(2) - verify(1) more than the plain step it replaces."""
+        extra = self.costs.verify_estimate(2) / self.costs.verify_estimate(1) - 1.0
+        return max(self.probe_every, math.ceil(extra / self.probe_budget))
 
     def free_beats_model(self, limit: int, confidence: int | None) -> bool:
         """For a drafter with both: is a free proposal of this confidence class worth more tokens per second than
@@ -176,6 +187,6 @@ class DraftLengthPolicy:
             self._class(confidence).add(k, n_accepted, self.decay)
 
     def _class(self, confidence: int | None) -> _Acceptance:
-        if confidence not in self._acceptance:
-            self._acceptance[confidence] = _Acceptance.with_prior(confidence)
-        return self._acceptance[confidence]
+        if confidence not in self.acceptance:
+            self.acceptance[confidence] = _Acceptance.with_prior(confidence)
+        return self.acceptance[confidence]

@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -100,23 +100,65 @@ def default_head_for(target: ModelSource) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+BACKENDS = ("auto", "llama.cpp", "torch")
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     device: str | None = None  # None: CUDA, else MPS, else CPU
     dtype: str | None = None  # None: bf16/fp16 on GPUs, fp32 on CPU
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    # How a GGUF target runs: "llama.cpp" on the file's own quantized weights (engine/llamacpp.py), "torch" on
+    # transformers' float copy; None/"auto": llama.cpp on the CPU where it is installed and passes its check.
+    backend: str | None = None
+    threads: int | None = None  # llama.cpp's threads (None: SPECCHAT_THREADS, else every core)
 
 
 @dataclass
 class LoadedModel:
     source: ModelSource
-    model: torch.nn.Module
+    model: torch.nn.Module | None  # None until torch_model() when the model runs on llama.cpp
     tokenizer: object
     device: torch.device
     dtype: torch.dtype
     # For a draft: the token ids it proposes from (PROPOSAL_VOCABULARY in its folder), or None for all.
     proposal_vocab: torch.Tensor | None = None
+    native: object | None = None  # the LlamaCppModel when the model runs on llama.cpp
+    options: LoadOptions = LoadOptions()
+    backend_note: str | None = None  # why a GGUF model runs on torch although llama.cpp was wanted, for the user
+
+    @property
+    def backend(self) -> str:
+        return "llama.cpp" if self.native is not None else "torch"
+
+    @property
+    def runs_on(self) -> str:
+        """Where the model runs, for the user: "llama.cpp, 2 threads", "cpu", "cuda"."""
+        if self.native is not None:
+            return f"llama.cpp, {self.native.threads} thread{'s' if self.native.threads > 1 else ''}"
+        return f"{self.device} ({self.backend_note})" if self.backend_note else str(self.device)
+
+    def torch_model(self) -> torch.nn.Module:
+        """The transformers model, loaded now if the model runs on llama.cpp (transformers' generate(), training,
+        cost curves of the torch path)."""
+        if self.model is None:
+            self.model = load_model(self.source, replace(self.options, backend="torch")).model
+        return self.model
+
+    def gguf_path(self) -> Path | None:
+        """The GGUF file this model comes from, if any."""
+        if self.source.kind == "embedded":
+            return embedded_model_file()
+        return Path(self.source.location) if self.source.kind == "gguf" else None
+
+    def eos_token_ids(self) -> set[int]:
+        from .speculative import default_eos_ids
+
+        if self.native is not None:
+            ids = {self.native.eos_token_id} - {-1}
+            return ids | ({self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set())
+        return default_eos_ids(self.model, self.tokenizer)
 
     @property
     def name(self) -> str:
@@ -237,10 +279,20 @@ def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):
 
 
 def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> LoadedModel:
-    """Loads model and tokenizer onto the chosen device in eval mode."""
+    """Loads model and tokenizer onto the chosen device in eval mode (a GGUF file on the CPU: onto llama.cpp, see
+    LoadOptions.backend)."""
     device = choose_device(options.device)
     dtype = choose_dtype(device, options.dtype)
     location, extra = _weights_location(source)
+    note = None
+    if "gguf_file" in extra and _runs_on_llama_cpp(device, options):
+        native = _load_native(Path(location) / extra["gguf_file"], options)
+        if native is not None:
+            return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options), device=device,
+                               dtype=torch.float32, native=native, options=options)
+        note = "torch: llama.cpp failed its exactness check"
+    elif "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
+        note = "torch: llama.cpp is not installed"
     try:
         if "gguf_file" in extra:
             model, tokenizer = _load_gguf(Path(location) / extra["gguf_file"], dtype)
@@ -255,7 +307,45 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
     except Exception as error:
         raise ModelLoadError(f"could not load {source.describe()}: {_first_line(error)}") from error
     return LoadedModel(source=source, model=model, tokenizer=tokenizer, device=device, dtype=dtype,
-                       proposal_vocab=read_proposal_vocabulary(Path(location), model))
+                       proposal_vocab=read_proposal_vocabulary(Path(location), model), options=options,
+                       backend_note=note)
+
+
+def _runs_on_llama_cpp(device: torch.device, options: LoadOptions) -> bool:
+    from .llamacpp import INSTALL_HINT, llama_cpp_available
+
+    backend = options.backend or "auto"
+    if backend not in BACKENDS:
+        raise ModelLoadError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
+    if backend == "torch":
+        return False
+    if device.type != "cpu":
+        if backend == "llama.cpp":
+            raise ModelLoadError("the llama.cpp backend runs on the CPU here; use --device cpu or --backend torch")
+        return False
+    if not llama_cpp_available():
+        if backend == "llama.cpp":
+            raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
+        log.warning("llama.cpp is not installed: GGUF models run on transformers' float32 copy, several times "
+                    "slower; %s", INSTALL_HINT)
+        return False
+    return True
+
+
+def _load_native(gguf_path: Path, options: LoadOptions):
+    """The GGUF file on llama.cpp, or None (with a warning) where this build's passes are not bit-identical across
+    batch sizes, so that verification could change a reply: the torch path is exact there."""
+    from .llamacpp import LlamaCppModel
+
+    native = LlamaCppModel(gguf_path, threads=options.threads)
+    if native.check_batch_invariance():
+        return native
+    native.close()
+    if options.backend == "llama.cpp":
+        raise ModelLoadError("this llama.cpp build gives different numbers for one token and for a batch, so "
+                             "speculative replies could differ from plain ones; use --backend torch")
+    log.warning("llama.cpp's passes differ across batch sizes on this machine; using the torch path")
+    return None
 
 
 PROPOSAL_VOCABULARY = "proposal_vocab.json"  # written by `specchat train-draft` next to the draft's weights

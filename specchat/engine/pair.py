@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -37,14 +37,27 @@ class ModelPair:
                                 "`specchat train-head`, then give --head DIR)")
 
     def engine(self, drafter: str, packed_weights: bool | None = None) -> SpeculativeEngine:
-        """An engine for `drafter`; packed_weights None: the pair's setting."""
+        """An engine for `drafter` on the target's backend; packed_weights None: the pair's setting (torch
+        targets only)."""
         self.check_drafter(drafter)
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
-        return SpeculativeEngine(self.target.model, self.target.tokenizer,
-                                 make_drafter(drafter, draft_model, head, self.target.model, draft_vocab),
+        made = make_drafter(drafter, draft_model, head, self._head_target() if head is not None else None,
+                            draft_vocab)
+        eos = self.target.eos_token_ids()
+        native = self.target.native
+        if native is not None:
+            return SpeculativeEngine(native.runner(keeps_features=made.wants_target_features),
+                                     self.target.tokenizer, made, eos_token_ids=eos)
+        return SpeculativeEngine(self.target.model, self.target.tokenizer, made, eos_token_ids=eos,
                                  packed_weights=self.packed_weights if packed_weights is None else packed_weights)
+
+    def _head_target(self) -> torch.nn.Module:
+        """Where a draft head finds the target's embeddings and output head: the model, or for a llama.cpp target
+        just those two matrices read from its file."""
+        native = self.target.native
+        return native.embeddings() if native is not None else self.target.model
 
     def draft_name(self, drafter: str) -> str | None:
         """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""
@@ -65,7 +78,7 @@ class ModelPair:
             if folder is None:
                 raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
                                     "`specchat train-head`, then give --head DIR)")
-            self._head = load_head(folder, self.target.model)
+            self._head = load_head(folder, self._head_target())
         return self._head
 
     def _head_location(self) -> Path | None:
@@ -89,7 +102,8 @@ def load_pair(target: ModelSource, draft: ModelSource | None = None, options: Lo
     loaded_target = load_model(target, options)
     if on_loaded:
         on_loaded("target")
-    loaded_draft = load_model(draft, options) if draft is not None else None
+    # A draft runs in torch (its drafter calls the model between target passes), whatever its file.
+    loaded_draft = load_model(draft, replace(options, backend="torch")) if draft is not None else None
     if on_loaded and draft is not None:
         on_loaded("draft")
     return ModelPair(loaded_target, loaded_draft)

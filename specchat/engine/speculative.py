@@ -17,13 +17,11 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
-from .cache import cache_argument, new_cache, new_static_cache, rollback
-from .head import tuned_head_for
 from .drafters import Drafter, NoDrafter
-from .lean import LeanCache, LeanLlama, lean_runner_supported
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
+from .runners import TargetRunner, TorchRunner, compile_forward  # noqa: F401 (compile_forward: re-exported)
 from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic
 
 
@@ -47,56 +45,33 @@ class GenerationConfig:
 class SpeculativeEngine:
     """Generates with a target model and a drafter; the output is what the target alone would produce."""
 
-    def __init__(self, target: torch.nn.Module, tokenizer, drafter: Drafter | None = None,
-                 eos_token_ids: Sequence[int] | None = None, static_cache: bool | None = None,
-                 compile_steps: bool | None = None, tuned_head: bool | None = None, lean: bool | None = None,
-                 packed_weights: bool = True):
-        """static_cache / compile_steps: the GPU fast path (None = on for CUDA). A static KV cache keeps every
-        buffer at a fixed address; the verification forward (1..K+1 tokens) is then compiled with CUDA graphs,
-        one graph per input length, while the prefill (any prompt length) stays eager. tuned_head (None = where it
-        applies, CPU float32 Llama-like models): steps compute logits with engine/head.py's faster layout.
-        lean (None = where it applies: plain Llama targets off the GPU fast path): every pass runs engine/lean.py's
-        forward over its own KV cache instead of transformers' (the same numbers, less bookkeeping per pass).
-        packed_weights: the lean forward's verification passes (4-17 tokens) multiply by MKL-packed weights where
-        MKL has them (engine/packed.py; float32 rounding differs from the one-token steps in the last bits)."""
-        self.target = target
+    def __init__(self, target: torch.nn.Module | TargetRunner, tokenizer, drafter: Drafter | None = None,
+                 eos_token_ids: Sequence[int] | None = None, **torch_options):
+        """target: a TargetRunner (engine/runners.py), or a transformers model, which runs through a TorchRunner
+        made with `torch_options` (static_cache, compile_steps, tuned_head, lean, packed_weights: see TorchRunner).
+        A drafter that reads the target's hidden states gets them from every pass, the prefill included."""
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
-        self.device = next(target.parameters()).device
-        self.eos_token_ids = set(eos_token_ids) if eos_token_ids is not None else default_eos_ids(target, tokenizer)
-        self.context_window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
-        self.vocab_size = target.get_output_embeddings().weight.shape[0]
-        self._cache_argument = cache_argument(target)
-        self.step_costs = StepCosts()  # measured per engine, reused by every generation
-        on_gpu = self.device.type == "cuda"
-        self.static_cache = on_gpu if static_cache is None else static_cache
-        self._step_forward = self._plain_forward
-        self._head = tuned_head_for(target) if tuned_head is None or tuned_head else None
-        # A drafter reading the target's hidden states needs them from every pass, the prefill included.
         self._keeps_features = self.drafter.wants_target_features
         self._reads_context = self._keeps_features and self.drafter.reads_context
-        self._features: torch.Tensor | None = None  # [keep, hidden] of the latest pass, when kept
-        self._prefill_forward = self._plain_forward
-        compiled = compile_steps if compile_steps is not None else (on_gpu and self.static_cache)
-        if lean is None:
-            lean = not self.static_cache and not compiled and lean_runner_supported(target)
-        self._lean = LeanLlama(target, packed=packed_weights) if lean else None
-        if self._lean is not None:
-            if self.static_cache or compiled:
-                raise ValueError("the lean forward keeps its own cache; the static cache and compiled steps are "
-                                 "transformers' forward")
-            self._output_head = self._head or target.get_output_embeddings()
-            self._step_forward = self._prefill_forward = self._forward_lean
-        elif self._head is not None or self._keeps_features:
-            self._decoder = target.get_decoder()
-            self._output_head = self._head or target.get_output_embeddings()
-            self._step_forward = self._forward_through_decoder
-            if self._keeps_features:
-                self._prefill_forward = self._forward_through_decoder
-        if compiled:
-            if not self.static_cache:
-                raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
-            self._step_forward = compile_forward(target, self._keep_features if self._keeps_features else None)
+        if isinstance(target, torch.nn.Module):
+            self.target = target
+            self.runner: TargetRunner = TorchRunner(target, keeps_features=self._keeps_features, **torch_options)
+        else:
+            if torch_options:
+                raise ValueError(f"{', '.join(torch_options)}: options of the torch runner only")
+            if self._keeps_features and not target.keeps_features:
+                raise ValueError("the drafter reads the target's hidden states; this runner does not keep them")
+            self.target = None
+            self.runner = target
+        self.device = self.runner.device
+        if eos_token_ids is None:
+            eos_token_ids = default_eos_ids(self.target, tokenizer)
+        self.eos_token_ids = set(eos_token_ids)
+        self.context_window = self.runner.context_window
+        self.vocab_size = self.runner.vocab_size
+        self.step_costs = StepCosts()  # measured per engine, reused by every generation
+        self.acceptance: dict = {}  # the draft-length policy's acceptance per confidence class, kept likewise
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -120,18 +95,25 @@ class SpeculativeEngine:
         stats = GenerationStats(prompt_tokens=len(prompt))
         # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
         costs = self.step_costs if sampler.greedy else StepCosts.fixed(self.drafter.uses_model)
-        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs)
+        # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
+        # on the replies before it.
+        acceptance = self.acceptance if sampler.greedy else {}
+        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs,
+                                   acceptance=acceptance)
         started = time.perf_counter()
 
-        cache = self._new_cache(len(prompt), reply.max_new_tokens, config.k_max)
-        logits = self._forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
-                               hidden_rows=len(prompt) if self._reads_context else 1)[0]
+        # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
+        # rolled back).
+        cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + config.k_max + 1)
+        logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
+                                     hidden_rows=len(prompt) if self._reads_context else 1)[0]
         first = sampler.next_token(logits)
         stats.target_passes = 1
         stats.prefill_s = time.perf_counter() - started
         self.drafter.begin(prompt, sampler, self.vocab_size)
         if self._keeps_features:  # row i produced token i + 1 of the context
-            self.drafter.accept_target_states(self._features, (prompt[1:] + [first])[-len(self._features):])
+            features = self.runner.features
+            self.drafter.accept_target_states(features, (prompt[1:] + [first])[-len(features):])
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
@@ -161,7 +143,7 @@ class SpeculativeEngine:
         draft_s = clock.lap() - policy_s
 
         k = len(draft_tokens)
-        logits = self._forward(torch.tensor([[context[-1], *draft_tokens]], device=self.device), cache, keep=k + 1)
+        logits = self.runner.forward(torch.tensor([[context[-1], *draft_tokens]], device=self.device), cache, keep=k + 1)
         verify_s = clock.lap()  # on a GPU this includes the wait for the kernels: the rule below needs the logits
         if sampler.greedy:
             n, next_token = verify_greedy(logits, draft_tokens)
@@ -171,13 +153,13 @@ class SpeculativeEngine:
         accept_s = clock.lap()
 
         # Keep [.. last token, x_1..x_n]; the next input is next_token. The cache holds len(context) + k positions.
-        rollback(cache, len(context) + n, length=len(context) + k)
+        self.runner.rollback(cache, len(context) + n, length=len(context) + k)
         accepted = draft_tokens[:n] + [next_token]
         context.extend(accepted)
         if k:
             self.drafter.update(context, n)
         if self._keeps_features:  # row i of the verified input produced accepted[i]
-            self.drafter.accept_target_states(self._features[: n + 1], accepted)
+            self.drafter.accept_target_states(self.runner.features[: n + 1], accepted)
         rollback_s = clock.lap()
         policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=draft.confidence if draft else None,
                        free=free)
@@ -218,54 +200,11 @@ class SpeculativeEngine:
 
     def new_cache(self, tokens: int):
         """A KV cache with room for `tokens` positions, of the kind this engine's passes use (for measurements)."""
-        return self._new_cache(tokens, 0, 0)
+        return self.runner.new_cache(tokens)
 
     def forward(self, input_ids: torch.Tensor, cache, keep: int = 1, prefill: bool = False) -> torch.Tensor:
-        """One target pass as the engine runs it (its forward path and output head): logits [keep, vocab]."""
-        return self._forward(input_ids, cache, keep, prefill)
-
-    def _new_cache(self, prompt_tokens: int, max_new_tokens: int, k_max: int):
-        if self._lean is not None:  # room for the whole generation at once: it never grows
-            return self._lean.new_cache(prompt_tokens + max_new_tokens + k_max + 1)
-        if not self.static_cache:
-            return new_cache(self.target)
-        # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
-        # rolled back), rounded up so that replies of similar length share compiled graphs' cache shapes.
-        needed = prompt_tokens + max_new_tokens + k_max + 1
-        return new_static_cache(self.target, min(-(-needed // 256) * 256, self.context_window + k_max + 1))
-
-    def _forward(self, input_ids: torch.Tensor, cache, keep: int, prefill: bool = False,
-                 hidden_rows: int = 0) -> torch.Tensor:
-        """Logits [keep, vocab] for the last `keep` input positions; the cache grows by the input length. A prefill
-        for a drafter that reads the context keeps the last `hidden_rows` hidden states (only its prefill forward,
-        the decoder's or the lean one, takes the argument)."""
-        if prefill and hidden_rows > keep:
-            return self._prefill_forward(input_ids, cache, keep, hidden_rows)
-        forward = self._prefill_forward if prefill else self._step_forward
-        return forward(input_ids, cache, keep)
-
-    def _forward_through_decoder(self, input_ids: torch.Tensor, cache, keep: int, hidden_rows: int = 0) -> torch.Tensor:
-        """The decoder, then the output head on the last `keep` hidden states (kept when the drafter reads them);
-        the head is the tuned one where it applies."""
-        out = self._decoder(input_ids=input_ids, use_cache=True, **{self._cache_argument: cache})
-        return self._logits(out.last_hidden_state[0, -max(keep, hidden_rows):], keep)
-
-    def _forward_lean(self, input_ids: torch.Tensor, cache: LeanCache, keep: int, hidden_rows: int = 0) -> torch.Tensor:
-        return self._logits(self._lean.hidden_states(input_ids[0], cache, max(keep, hidden_rows)), keep)
-
-    def _logits(self, hidden: torch.Tensor, keep: int) -> torch.Tensor:
-        """The output head on the last `keep` hidden states; all of them are kept first when the drafter reads
-        them."""
-        if self._keeps_features:
-            self._keep_features(hidden)
-        return self._output_head(hidden[hidden.shape[0] - keep:])
-
-    def _keep_features(self, hidden: torch.Tensor) -> None:
-        self._features = hidden
-
-    def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
-        out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
-        return out.logits[0]
+        """One target pass as the engine runs it (its runner's forward path and output head): logits [keep, vocab]."""
+        return self.runner.forward(input_ids, cache, keep, prefill=prefill)
 
     def _checked_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
         prompt = [int(t) for t in prompt_ids]
@@ -356,33 +295,7 @@ def _merge(first: Emission, second: Emission) -> Emission:
                     first.text_delta + second.text_delta, first.text_offset)
 
 
-def compile_forward(model: torch.nn.Module, keep_features: Callable[[torch.Tensor], None] | None = None):
-    """The target's step forward compiled with CUDA graphs ("reduce-overhead"): input lengths 1..K+1 each get a
-    graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses). keep_features:
-    the decoder is compiled instead, its last hidden states (copied) go to this callback, and the output head runs
-    eagerly."""
-    argument = cache_argument(model)
-    if keep_features is not None:
-        decoder, head = model.get_decoder(), model.get_output_embeddings()
-        compiled_decoder = torch.compile(decoder.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
-
-        def forward_keeping_features(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
-            out = compiled_decoder(input_ids=input_ids, use_cache=True, **{argument: cache})
-            hidden = out.last_hidden_state[0, -keep:].clone()  # graph outputs are overwritten by the next replay
-            keep_features(hidden)
-            return head(hidden)
-
-        return forward_keeping_features
-    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
-
-    def forward(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
-        out = compiled(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{argument: cache})
-        return out.logits[0].clone()  # graph outputs are overwritten by the next replay
-
-    return forward
-
-
-def default_eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
+def default_eos_ids(model: torch.nn.Module | None, tokenizer) -> set[int]:
     """End-of-sequence ids from the generation config and the tokenizer (chat models often end turns with their
     own token, e.g. <|im_end|>, listed in the generation config)."""
     ids: set[int] = set()

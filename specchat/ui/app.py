@@ -69,6 +69,7 @@ def run_gui(argv: list[str] | None = None) -> int:
 
     from .main_window import MainWindow
     from .session import ChatSession
+    from .workers import JobThread
 
     app = create_application(argv)
     store, problem = open_store()
@@ -83,4 +84,7 @@ def run_gui(argv: list[str] | None = None) -> int:
     app.aboutToQuit.connect(closed.set)
     with loop:
         loop.run_until_complete(closed.wait())
+    # Closing the window waits a bounded time; a job that outlasted it (a model still loading) must end before its
+    # QThread is destroyed at exit, which would abort the process.
+    JobThread.stop_all(timeout_ms=None)
     return 0

@@ -39,7 +39,7 @@ from ..resources import default_prompt_suite
 from ..storage import StorageError
 from ..storage.records import GroupStats, RunAggregate, RunFilter, RunRow
 from .theme import current_theme
-from .workers import BackgroundThread, CallWorker
+from .workers import CallWorker
 
 # --- what the filters offer ---------------------------------------------------------------------------------------
 
@@ -675,8 +675,7 @@ class BenchmarkProgress(QObject):
 class BenchmarkRun:
     """A running benchmark: what the results are stored with, and how to stop it."""
 
-    worker: CallWorker
-    thread: BackgroundThread
+    worker: CallWorker  # runs on the session's model thread
     cancel: threading.Event
     pair: ModelPair  # the pair it measures (the session may load another meanwhile)
     settings: BenchSettings
@@ -1285,9 +1284,8 @@ class DashboardWindow(QWidget):
             bench.records = runner.run(prompts, modes, progress=progress, cancel=cancel)
             return bench.records
 
-        worker = CallWorker(work)
-        bench = BenchmarkRun(worker, BackgroundThread(worker, [worker.done, worker.failed]), cancel,
-                             self.session.pair, settings, modes)
+        worker = CallWorker(work, cancel, if_not_run=[])  # also cancelled when the session shuts down
+        bench = BenchmarkRun(worker, cancel, self.session.pair, settings, modes)
         # Bound methods of this window (not lambdas): Qt then queues the calls to the GUI thread.
         worker.done.connect(self._on_benchmark_done)
         worker.failed.connect(self._on_benchmark_failed)
@@ -1300,7 +1298,7 @@ class DashboardWindow(QWidget):
         self.bench_panel.show()
         self._say("")
         self._update_actions()
-        bench.thread.start()
+        self.session.model_thread.submit(worker)
 
     @Slot(int, int, str)
     def _on_benchmark_progress(self, done: int, total: int, what: str) -> None:
@@ -1367,18 +1365,16 @@ class DashboardWindow(QWidget):
     def _end_benchmark(self) -> None:
         bench, self._benchmark = self._benchmark, None
         if bench is not None:
-            bench.thread.stop()
             self.session.release_device(BENCH_DEVICE_USER)
         self.bench_panel.hide()
         self._update_actions()
 
     def closeEvent(self, event) -> None:
-        """Cancel a running benchmark and wait for it: a thread must not outlive its window's objects."""
+        """Cancel a running benchmark and wait for it, so that the prompts it finished are stored now."""
         bench = self._benchmark
         if bench is not None:
             self.cancel_benchmark()
-            bench.thread.stop(CLOSE_WAIT_MS)
-            if not bench.thread.is_running():
+            if bench.worker.wait(CLOSE_WAIT_MS):
                 self._finish_benchmark(bench.records or [])  # the queued done signal is then ignored
         super().closeEvent(event)
 

@@ -20,7 +20,7 @@ from .settings import SettingsDialog
 from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
-from .workers import BackgroundThread, GenerationWorker
+from .workers import GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
 SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
@@ -54,7 +54,7 @@ class ActiveReply:
     conversation_id: int
     message_id: int
     cancel: threading.Event
-    thread: BackgroundThread
+    worker: GenerationWorker
     started: float
     last_saved: float = 0.0
 
@@ -322,16 +322,15 @@ class MainWindow(QMainWindow):
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
         cancel = threading.Event()
         worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel)
-        thread = BackgroundThread(worker, [worker.finished, worker.failed])
         worker.step.connect(self._on_step)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
-        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, thread, time.perf_counter())
+        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter())
         self.transcript.begin_reply()
         self._set_generating(True)
         self.session.claim_device("chat")
         self._frame_timer.start()
-        thread.start()
+        self.session.model_thread.submit(worker)
 
     def _on_step(self, event: StepEvent) -> None:
         self._pending_events.append(event)
@@ -361,7 +360,8 @@ class MainWindow(QMainWindow):
         store = self.session.store
         store.update_message(active.message_id, text=result.text, spans=spans.to_json(), stopped=stopped,
                              finish_reason=result.finish_reason)
-        self.session.record_run(active.conversation_id, active.message_id, result)
+        if result.token_ids:  # a reply stopped before it started measured nothing
+            self.session.record_run(active.conversation_id, active.message_id, result)
         self._end_reply()
         if self.conversation_id == active.conversation_id:
             self.open_conversation(active.conversation_id)
@@ -381,7 +381,6 @@ class MainWindow(QMainWindow):
     def _end_reply(self) -> None:
         self._frame_timer.stop()
         if self.active is not None:
-            self.active.thread.stop()
             self.session.release_device("chat")
         self.active = None
         self._set_generating(False)
@@ -531,9 +530,8 @@ class MainWindow(QMainWindow):
         settings.setValue("window/splitter", self.splitter.saveState())
         if self.active is not None:
             self.active.cancel.set()
-            self.active.thread.stop()
         for window in (self.race_window, self.dashboard):
             if window is not None:
                 window.close()
-        self.session.shutdown()
+        self.session.shutdown()  # cancels whatever else runs or waits, then ends the model thread
         super().closeEvent(event)

@@ -28,12 +28,13 @@ from ..engine.race import PLAIN, RaceRunner, Track, all_identical, lane_results,
 from .spans import DRAFT
 from .theme import current_theme
 from .transcript import DRAFT_TIP, ORIGIN_PROPERTY, TARGET_TIP, draft_positions
-from .workers import BackgroundThread, RaceWorker
+from .workers import RaceWorker
 
 REPLAY_FRAME_MS = 30
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 DEFAULT_RACE_TOKENS = 128
+CLOSE_WAIT_MS = 10_000  # a stopped race ends after the lane's current step
 
 
 BOX_LABELS = {"pld": "prompt lookup", "model": "draft model", "hybrid": "model + lookup", "eagle": "draft head",
@@ -220,7 +221,7 @@ class RaceWindow(QWidget):
         self.lanes: list[Lane] = []
         self.greedy = True
         self.comparison_id: int | None = None
-        self._thread: BackgroundThread | None = None
+        self._job: RaceWorker | None = None
         self._cancel: threading.Event | None = None
         self._runner: RaceRunner | None = None
         self._runner_pair = None
@@ -384,7 +385,7 @@ class RaceWindow(QWidget):
     # -- racing ---------------------------------------------------------------------------------------------------
 
     def running(self) -> bool:
-        return self._thread is not None
+        return self._job is not None
 
     def start_race(self) -> None:
         text = self.prompt.toPlainText().strip()
@@ -423,15 +424,14 @@ class RaceWindow(QWidget):
         self._set_lanes([Track(d) for d in lanes_for(drafters)])
         self.lanes[0].status.setText("warming up every lane, then running…")
         self._cancel = threading.Event()
-        worker = RaceWorker(runner, prompt_ids, drafters, config, self._cancel)
-        self._thread = BackgroundThread(worker, [worker.finished, worker.failed])
+        self._job = worker = RaceWorker(runner, prompt_ids, drafters, config, self._cancel)
         worker.step.connect(self._on_step)
         worker.lane_finished.connect(self._on_lane_finished)
         worker.finished.connect(self._on_race_finished)
         worker.failed.connect(self._on_race_failed)
         self.session.claim_device("race")
         self._update_buttons()
-        self._thread.start()
+        self.session.model_thread.submit(worker)
 
     def _race_runner(self) -> RaceRunner:
         """Engines are kept between races (warmed up once) until the models change."""
@@ -483,9 +483,7 @@ class RaceWindow(QWidget):
         self.race_finished.emit()
 
     def _end_race(self) -> None:
-        if self._thread is not None:
-            self._thread.stop()
-        self._thread = None
+        self._job = None
         self.session.release_device("race")
         self._update_buttons()
 
@@ -730,9 +728,9 @@ class RaceWindow(QWidget):
 
     def closeEvent(self, event) -> None:
         self.stop()
-        if self._thread is not None:
-            self._thread.stop()
-            self._thread = None
+        if self._job is not None:  # its report then arrives before anything else can start here
+            self._job.wait(CLOSE_WAIT_MS)
+            self._job = None
             self.session.release_device("race")
         self._replay_timer.stop()
         super().closeEvent(event)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -17,33 +17,21 @@ from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
 from .settings import AppSettings
-from .workers import BackgroundThread, CallWorker, log_unexpected, describe_failure
+from .workers import CallWorker, JobThread
 
 CALIBRATION_PROMPT = "Write three sentences about the sea."
 # As long as a typical reply (this prompt's ends near 80 tokens): the first couple of dozen tokens decode about 10%
 # faster than a whole reply on this CPU, and a baseline measured on them made every reply look slower than plain.
 CALIBRATION_TOKENS = 96
-
-
-def _running_asyncio_loop():
-    try:
-        loop = asyncio.get_event_loop()
-    except RuntimeError:
-        return None
-    return loop if loop.is_running() else None
-
-
-def _deliver(done, on_done, on_failed) -> None:
-    error = done.exception()
-    if error is None:
-        on_done(done.result())
-    else:
-        log_unexpected(error)
-        on_failed(describe_failure(error))
+# How long closing the window waits for the threads: a running job stops at its next check (a reply or race after
+# its current step), but loading a model cannot be interrupted.
+SHUTDOWN_WAIT_MS = 10_000
 
 
 class ChatSession(QObject):
-    """Loads models in the background, keeps the plain-decoding calibration fresh and records every run."""
+    """Loads models in the background, keeps the plain-decoding calibration fresh and records every run.
+
+    model_thread runs all model work, the windows' included: loading, calibration, replies, races, benchmarks."""
 
     status_changed = Signal()
     stats_changed = Signal()
@@ -59,7 +47,8 @@ class ChatSession(QObject):
         self.loading = False
         self.error: str | None = None
         self.plain_tokens_per_s: float | None = None
-        self._threads: list[BackgroundThread] = []
+        self.model_thread = JobThread("specchat-model")
+        self._download_thread: JobThread | None = None  # network I/O, not model work: kept off the model thread
         self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
@@ -84,11 +73,11 @@ class ChatSession(QObject):
         return self.pair.target.tokenizer
 
     def engine_maker(self) -> Callable[[], SpeculativeEngine]:
-        """What a reply's worker calls, in its own thread, for the engine of the chosen drafter; raises
+        """What a reply's worker calls, on the model thread, for the engine of the chosen drafter; raises
         SpecchatError here, on the GUI thread, when that drafter cannot run. The engine is built once per loaded
-        pair and drafter, so its measured cost curve carries over from reply to reply, and it is built in the
-        worker's thread: torch work on the GUI thread gives that thread an OpenMP team of its own, and generation
-        in another thread then ran about 20% slower here (README, "Threads")."""
+        pair and drafter, so its measured cost curve carries over from reply to reply, and it is built on the
+        model thread: torch work on the GUI thread gives that thread an OpenMP team of its own, which slows
+        generation in the model thread (README, "Threads")."""
         pair, drafter = self.pair, self.settings.drafter
         pair.check_drafter(drafter)
 
@@ -105,6 +94,7 @@ class ChatSession(QObject):
         settings = self.settings
         self.loading = True
         self.status_changed.emit()
+        cancel = threading.Event()  # set when the app closes during the load
 
         def load():
             target = ModelSource.parse(settings.target)
@@ -119,20 +109,39 @@ class ChatSession(QObject):
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
-            return pair, self._calibrate(pair)
+            speed = self._calibrate(pair, cancel)
+            engine = self._warmed_engine(pair, settings.drafter, cancel)
+            if cancel.is_set():  # a calibration cut short measured nothing worth keeping
+                raise SpecchatError("Loading was stopped.")
+            return pair, speed, engine
 
-        self._run_in_background(load, self._on_loaded, self._on_load_failed)
+        self._run_in_background(load, self._on_loaded, self._on_load_failed, cancel)
 
-    def _calibrate(self, pair: ModelPair) -> float:
+    @staticmethod
+    def _warmed_engine(pair: ModelPair, drafter: str, cancel: threading.Event | None) -> tuple | None:
+        """The chat's engine, built and run once at load: the first reply then starts with the cost curve measured
+        (a fresh engine drafts blind for its first steps, which made the first reply after launch the slowest)."""
+        try:
+            pair.check_drafter(drafter)
+        except SpecchatError:
+            return None  # said when a reply is asked for
+        engine = pair.engine(drafter)
+        prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
+        engine.generate(prompt, GenerationConfig(max_new_tokens=24), cancel)
+        return drafter, engine
+
+    def _calibrate(self, pair: ModelPair, cancel: threading.Event | None = None) -> float:
         """Plain decoding speed of this target on this device: the baseline of every reply's speedup."""
         prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
         engine = pair.engine("none")
-        engine.generate(prompt, GenerationConfig(max_new_tokens=4))  # warm-up
-        result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS))
+        engine.generate(prompt, GenerationConfig(max_new_tokens=4), cancel)  # warm-up
+        result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
         return result.stats.decode_tokens_per_s
 
     def _on_loaded(self, value) -> None:
-        self.pair, speed = value
+        self.pair, speed, engine = value
+        if engine is not None and engine[0] == self.settings.drafter:
+            self._engine = engine
         self.loading = False
         self.plain_tokens_per_s = speed
         self.store.save_calibration(self.pair.target.name, str(self.pair.target.device), str(self.pair.target.dtype),
@@ -145,20 +154,14 @@ class ChatSession(QObject):
         self.error = f"The models could not be loaded: {message}\nChoose another model in Settings (Ctrl+,)."
         self.status_changed.emit()
 
-    def _run_in_background(self, function, on_done, on_failed) -> None:
-        """On the app's qasync loop: an asyncio executor task whose result comes back as a loop callback. Without
-        a running asyncio loop (tests drive Qt directly): a QThread worker."""
-        loop = _running_asyncio_loop()
-        if loop is not None:
-            task = loop.run_in_executor(None, function)
-            task.add_done_callback(lambda done: _deliver(done, on_done, on_failed))
-            return
-        worker = CallWorker(function)
-        thread = BackgroundThread(worker, [worker.done, worker.failed])
+    def _run_in_background(self, function, on_done, on_failed, cancel: threading.Event | None = None,
+                           thread: JobThread | None = None) -> None:
+        """function runs on `thread` (the model thread unless given); on_done or on_failed gets its end, queued to
+        the GUI thread."""
+        worker = CallWorker(function, cancel)
         worker.done.connect(on_done)
         worker.failed.connect(on_failed)
-        self._threads = [t for t in self._threads if t.is_running()] + [thread]
-        thread.start()
+        (thread or self.model_thread).submit(worker)
 
     def check_pair(self, target: str, draft: str) -> tuple[bool, str]:
         try:
@@ -202,8 +205,18 @@ class ChatSession(QObject):
             self.error = message
             self.status_changed.emit()
 
-        reporting = progress_tqdm(self.download_progress.emit)
-        self._run_in_background(lambda: download_from_hub(hub_id, tqdm_class=reporting), done, failed)
+        cancel = threading.Event()  # set when the app closes: the next progress report then ends the download
+
+        def report(done_bytes: int, total_bytes: int) -> None:
+            if cancel.is_set():
+                raise SpecchatError("The download was stopped.")
+            self.download_progress.emit(done_bytes, total_bytes)
+
+        if self._download_thread is None:
+            self._download_thread = JobThread("specchat-downloads")
+        reporting = progress_tqdm(report)
+        self._run_in_background(lambda: download_from_hub(hub_id, tqdm_class=reporting), done, failed, cancel,
+                                self._download_thread)
 
     def status_text(self) -> str:
         if self.loading:
@@ -216,7 +229,7 @@ class ChatSession(QObject):
         drafter = DRAFTER_LABELS.get(self.settings.drafter, self.settings.drafter)
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
         target = self.pair.target.name.split(" (")[0]  # the status bar is narrow: "(embedded, GGUF Q4_1)" is dropped
-        return f"{target} · {drafter} · {k} · {self.pair.target.device}"
+        return f"{target} · {drafter} · {k} · {self.pair.target.runs_on}"
 
     # -- one generation at a time -----------------------------------------------------------------------------------
 
@@ -310,9 +323,11 @@ class ChatSession(QObject):
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         return self.store.import_json(data).id
 
-    def shutdown(self) -> None:
-        for thread in self._threads:
-            thread.stop()
+    def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:
+        """Cancels the running and waiting jobs and ends the threads, waiting at most timeout_ms for each."""
+        for thread in (self.model_thread, self._download_thread):
+            if thread is not None:
+                thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
 
 

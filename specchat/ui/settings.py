@@ -18,7 +18,10 @@ from ..engine.drafters import HEAD_DRAFTERS, MODEL_DRAFTERS
 class AppSettings:
     target: str = "embedded"
     draft: str = ""  # empty: the target's default draft (the shipped one for the embedded model)
-    drafter: str = "eagle-hybrid"  # one of engine.drafters.DRAFTER_KINDS; the fastest on the suite (README)
+    # One of engine.drafters.DRAFTER_KINDS. Prompt lookup: on the default GGUF path (llama.cpp) no drafter beats
+    # plain decoding on Spec-Bench and lookup needs no extra weights (docs/performance.md); on the torch path the
+    # draft head with lookup ("eagle-hybrid") is the fastest.
+    drafter: str = "pld"
     k: int = 5
     adaptive_k: bool = True
     temperature: float = 0.0

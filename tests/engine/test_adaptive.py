@@ -91,3 +91,26 @@ def test_measured_costs_are_kept_where_the_curve_rises():
         policy.costs.record(n - 1, verify_s=cost, draft_s=None)
     assert [round(policy.costs.verify_estimate(n), 4) for n in (1, 2, 3, 4, 6, 8, 10)] == [
         0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0715]
+
+
+def test_probes_are_rare_where_checking_two_tokens_costs_twice_one():
+    """llama.cpp on this CPU: verify(2) ~ 2 x verify(1), so a K = 1 probe costs a whole extra pass; probes must
+    then stay within the probe budget (2% of the time) instead of coming every 6 steps."""
+    steep = lambda n: 0.0056 * (1 if n == 1 else 0.6 + 0.45 * n)  # noqa: E731 (1: 5.6 ms, 2: 8.4, 4: 13.4)
+    chosen = run(DraftLengthPolicy(k=4), alpha=0.0, steps=400, cost=steep)
+    tail = chosen[50:]
+    extra = sum(steep(k + 1) - steep(1) for k in tail)
+    assert extra / (len(tail) * steep(1)) <= 0.02 + 1e-9
+    assert 0 < tail.count(1) <= len(tail) // 20  # still probing, rarely (every 6 steps would be 58)
+
+
+def test_greedy_replies_start_from_the_acceptance_earlier_replies_measured(target, tokenizer, prompt_ids):
+    from specchat.engine import GenerationConfig, PromptLookupDrafter, SamplingParams, SpeculativeEngine
+
+    engine = SpeculativeEngine(target, tokenizer, PromptLookupDrafter())
+    engine.generate(prompt_ids, GenerationConfig(max_new_tokens=24, seed=0))
+    learned = {c: a.trials for c, a in engine.acceptance.items()}
+    assert learned and any(trials > 3.0 for trials in learned.values())  # live counts beyond the prior's
+    sampled = GenerationConfig(max_new_tokens=24, seed=0, sampling=SamplingParams(temperature=1.0))
+    engine.generate(prompt_ids, sampled)
+    assert {c: a.trials for c, a in engine.acceptance.items()} == learned  # a sample neither reads nor writes them

@@ -107,7 +107,7 @@ def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_dr
     for lean in (True, False):
         drafter = make_drafter(drafter_kind, close_draft, head, target)
         engine = SpeculativeEngine(target, tokenizer, drafter, lean=lean)
-        assert (engine._lean is not None) == lean
+        assert (engine.runner._lean is not None) == lean
         results.append(engine.generate(prompt_ids, config))
     assert results[0].token_ids == results[1].token_ids
     assert results[0].stats.draft_accepted == results[1].stats.draft_accepted  # the head read the same features

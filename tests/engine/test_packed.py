@@ -65,6 +65,6 @@ def test_replies_are_identical_with_and_without_packed_weights(target, close_dra
     plain = SpeculativeEngine(target, tokenizer).generate(prompt_ids, config)
     engines = [SpeculativeEngine(target, tokenizer, ModelDrafter(close_draft), packed_weights=packed)
                for packed in (False, True)]
-    assert engines[1]._lean.packed is not None and engines[0]._lean.packed is None
+    assert engines[1].runner._lean.packed is not None and engines[0].runner._lean.packed is None
     for engine in engines:
         assert engine.generate(prompt_ids, config).token_ids == plain.token_ids

@@ -228,9 +228,9 @@ def test_compiled_steps_need_the_static_cache(target, tokenizer):
 
 def test_the_gpu_fast_path_is_off_on_the_cpu_by_default_and_the_lean_forward_on(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
-    assert engine.static_cache is False and engine._step_forward == engine._forward_lean
+    assert engine.runner.static_cache is False and engine.runner._step_forward == engine.runner._forward_lean
     transformers_forward = SpeculativeEngine(target, tokenizer, NoDrafter(), lean=False)
-    assert transformers_forward._step_forward == transformers_forward._forward_through_decoder
+    assert transformers_forward.runner._step_forward == transformers_forward.runner._forward_through_decoder
 
 
 def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer, prompt_ids):
@@ -248,5 +248,5 @@ def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer,
     untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False, lean=False)
     tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
     config = GenerationConfig(max_new_tokens=32)
-    assert untuned._step_forward == untuned._plain_forward
+    assert untuned.runner._step_forward == untuned.runner._plain_forward
     assert tuned.generate(prompt_ids, config).token_ids == untuned.generate(prompt_ids, config).token_ids

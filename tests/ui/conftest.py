@@ -18,6 +18,16 @@ def isolated_settings(tmp_path, qapp):
     yield
 
 
+@pytest.fixture(autouse=True)
+def job_threads_stopped(qapp):
+    """Every session's threads are quit and waited for at teardown, whether or not a window closed them: a QThread
+    left running would be destroyed while it runs."""
+    from specchat.ui.workers import JobThread
+
+    yield
+    assert JobThread.stop_all(timeout_ms=60000) and not JobThread.running()
+
+
 @pytest.fixture
 def store(tmp_path):
     store = Store(open_database(tmp_path / "specchat.db"))

@@ -162,7 +162,7 @@ def test_turning_packed_weights_off_reloads_the_models_without_them(qtbot, store
     session = ChatSession(store, dialog.settings())
     qtbot.waitUntil(lambda: not session.loading, timeout=20000)
     assert session.pair is not None and session.pair.packed_weights is False
-    assert session.engine_maker()()._lean.packed is None  # the engines verify with the plain weights
+    assert session.engine_maker()().runner._lean.packed is None  # the engines verify with the plain weights
 
 
 def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, store, tiny_pair, unrelated_draft,

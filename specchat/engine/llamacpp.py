@@ -1,0 +1,401 @@
+"""The target on llama.cpp: a GGUF file run on its own quantized weights and kernels (through llama-cpp-python's C
+API), behind the same runner interface as the torch paths (engine/runners.py).
+
+Why: transformers dequantizes a GGUF file to float32, so every token reads about five times the bytes that the
+file's 4-bit blocks hold, and each pass pays Python and dispatch costs per operation. llama.cpp multiplies by the
+blocks themselves in one C graph per pass.
+
+The speculative loop needs three things of a backend, and llama.cpp has them all:
+- one pass over [last token, x_1..x_K] that returns logits at every position (a batch whose tokens all ask for
+  output);
+- rollback of rejected positions (`llama_memory_seq_rm` from the first rejected position on);
+- the last hidden states for the draft head, in the same pass: with `embeddings` on and no pooling, llama.cpp
+  returns the final-norm output (the output head's input, as the torch paths keep) beside the logits.
+
+Losslessness needs the logits of a position to be the same whether the pass holds 1 token or K+1, and whatever
+the prompt's chunking. llama.cpp's matrix products quantize each activation row on its own and reduce in a fixed
+order, so they are. Its attention is not by default: without flash attention the products differ by batch size;
+with it and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads
+(flash decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16
+KV cache both are off (they take float16/float32 caches only), every row is reduced by one thread in one order,
+and the speed is the same. So the runner forces flash attention and a bfloat16 cache, and checks bit-identity
+across row counts, prompt chunking and a long context once per loaded file (`check_batch_invariance`); a build that
+fails is refused, and the caller falls back to the torch path rather than risk a different reply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ('pip install "llama-cpp-python==0.3.36" (builds llama.cpp from source: about 3-4 minutes on two '
+                'cores; `make setup` does it)')
+KV_CACHE_TYPE = 30  # GGML_TYPE_BF16 (module docstring)
+CONTEXT_STEP = 1024  # contexts are made in multiples of this many positions, and remade larger when needed
+MAX_BATCH = 512  # tokens per llama_decode call; longer prompts are fed in chunks
+
+
+def llama_cpp_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def default_threads() -> int:
+    """SPECCHAT_THREADS, else every core this process may run on (llama.cpp's own default is the physical cores;
+    here they are the same)."""
+    configured = os.environ.get("SPECCHAT_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _llama():
+    """The llama_cpp module, its backend initialised once per process, and its log quietened."""
+    global _backend_ready
+    if not llama_cpp_available():
+        raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
+    import llama_cpp
+
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _quiet_log(llama_cpp)
+            _backend_ready = True
+    return llama_cpp
+
+
+def _log_errors_only(level: int, text: bytes, user_data) -> None:
+    if level == 4 and text:  # GGML_LOG_LEVEL_ERROR; llama.cpp's information and debug lines are not for users
+        log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+
+_log_callback = None  # kept alive for as long as llama.cpp may call it
+
+
+def _quiet_log(llama_cpp) -> None:
+    global _log_callback
+    _log_callback = llama_cpp.llama_log_callback(_log_errors_only)
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
+class LlamaCppModel:
+    """A GGUF file loaded by llama.cpp (weights memory-mapped), shared by every runner made from it."""
+
+    def __init__(self, path: Path | str, threads: int | None = None):
+        self.llama = _llama()
+        self.path = Path(path)
+        self.threads = threads or default_threads()
+        # torch and llama.cpp share one OpenMP runtime in this process (torch's libgomp is loaded first); giving
+        # torch's small operations between passes (the argmax, the verification rule) the same team size lets them
+        # reuse llama.cpp's team instead of resizing it at every switch, which measurably slowed every pass.
+        torch.set_num_threads(self.threads)
+        params = self.llama.llama_model_default_params()
+        params.n_gpu_layers = 0
+        handle = self.llama.llama_model_load_from_file(str(self.path).encode(), params)
+        if not handle:
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name}")
+        self.handle = handle
+        self.vocab = self.llama.llama_model_get_vocab(handle)
+        self.vocab_size = int(self.llama.llama_vocab_n_tokens(self.vocab))
+        self.hidden_size = int(self.llama.llama_model_n_embd(handle))
+        self.context_window = int(self.llama.llama_model_n_ctx_train(handle))
+        self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
+        self._invariance_checked: bool | None = None
+        self._embeddings: TargetEmbeddings | None = None
+
+    def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
+        return LlamaCppRunner(self, keeps_features)
+
+    def check_batch_invariance(self, tokens: Sequence[int] | None = None) -> bool:
+        """True when a pass over n tokens gives, for every position, bit for bit the logits of n one-token passes
+        (n = 2..9, the draft lengths that matter most); computed once per model."""
+        if self._invariance_checked is None:
+            # Past 512 cached positions and with a 200-token prefill: where llama.cpp's attention kernels would
+            # otherwise change (module docstring); about two seconds on two cores.
+            tokens = tokens or [100 + (7919 * i) % (self.vocab_size - 200) for i in range(560)]
+            self._invariance_checked = batch_invariant(self.runner(), tokens, prefix=len(tokens) - 36)
+        return self._invariance_checked
+
+    def embeddings(self) -> TargetEmbeddings:
+        """The file's token embeddings and output head as float32 torch modules, for a draft head (read from the
+        GGUF file once, on first use)."""
+        if self._embeddings is None:
+            self._embeddings = TargetEmbeddings.from_gguf(self.path)
+        return self._embeddings
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            self.llama.llama_model_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class TargetEmbeddings(torch.nn.Module):
+    """What a draft head needs of its target besides hidden states: token embeddings and the output head (the same
+    matrix when the file ties them). Offers the two accessors of a transformers model, so the head code is shared."""
+
+    def __init__(self, embeddings: torch.Tensor, output: torch.Tensor | None = None):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding.from_pretrained(embeddings, freeze=True)
+        self.lm_head = torch.nn.Linear(embeddings.shape[1], embeddings.shape[0], bias=False)
+        self.lm_head.weight = self.embed_tokens.weight if output is None else torch.nn.Parameter(output, False)
+
+    @classmethod
+    def from_gguf(cls, path: Path) -> TargetEmbeddings:
+        from gguf import GGUFReader
+        from gguf.quants import dequantize
+
+        tensors = {t.name: t for t in GGUFReader(str(path)).tensors if t.name in ("token_embd.weight", "output.weight")}
+        if "token_embd.weight" not in tensors:
+            raise ModelLoadError(f"{path.name} has no token embeddings")
+
+        def read(name: str) -> torch.Tensor:
+            tensor = tensors[name]
+            return torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+                                    .reshape(int(tensor.shape[1]), int(tensor.shape[0])).copy())
+
+        return cls(read("token_embd.weight"), read("output.weight") if "output.weight" in tensors else None)
+
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        return self.embed_tokens
+
+    def get_output_embeddings(self) -> torch.nn.Linear:
+        return self.lm_head
+
+
+def batch_invariant(runner: LlamaCppRunner, tokens: Sequence[int], sizes: Sequence[int] = range(2, 10),
+                    prefix: int = 8) -> bool:
+    """Every position of `tokens` after `prefix` gives bit for bit the same logits in one-token passes, in passes of
+    each size in `sizes`, and (the prefix's last position) in one prefill or in two chunks."""
+    cache = runner.new_cache(len(tokens) + 1)
+    whole = runner.forward(torch.tensor([tokens[:prefix]]), cache, keep=1)
+    one_by_one = [runner.forward(torch.tensor([[t]]), cache, keep=1)[0] for t in tokens[prefix:]]
+    runner.rollback(cache, prefix // 2, cache.length)
+    if not torch.equal(runner.forward(torch.tensor([tokens[prefix // 2:prefix]]), cache, keep=1), whole):
+        log.warning("llama.cpp gives a prompt's last position other logits when the prompt is fed in chunks")
+        return False
+    for size in sizes:
+        runner.rollback(cache, prefix, cache.length)
+        start = 0
+        while start + size <= len(one_by_one):
+            rows = runner.forward(torch.tensor([tokens[prefix + start: prefix + start + size]]), cache, keep=size)
+            if not all(torch.equal(rows[i], one_by_one[start + i]) for i in range(size)):
+                log.warning("llama.cpp passes of %d tokens differ from one-token passes", size)
+                return False
+            start += size
+        runner.rollback(cache, prefix, cache.length)  # the partial tail was never fed
+    return True
+
+
+class ThreadGovernor:
+    """Keeps llama.cpp's passes from collapsing when another busy process shares the cores.
+
+    llama.cpp's threads meet at a barrier after every operation (hundreds a pass) and spin there; when another
+    process takes one of the cores, each barrier waits for a descheduled thread's next time slice, and a pass of a
+    few milliseconds can take hundreds. One thread has no barriers. So a pass far slower than the fastest seen for
+    its size at full threads switches the context to one thread for a while, then full threads are tried again,
+    after twice as long each time they are still slow. The thread count does not change a pass's numbers (each
+    output row is computed by one thread either way; checked in the tests), so this costs no exactness."""
+
+    SLOW = 4.0  # a pass this many times slower than the best seen for its size means contention
+    COOLDOWN = 64  # passes at one thread before full threads are tried again (doubling while still contended)
+    MAX_COOLDOWN = 4096
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.current = threads
+        self.best: dict[int, float] = {}  # fastest pass seen at full threads, by tokens in the pass
+        self.cooldown = self.COOLDOWN
+        self._left = 0  # passes still to run at one thread
+        self.reduced_passes = 0  # passes run at one thread because of contention
+
+    def threads_for_next_pass(self) -> int:
+        if self._left > 0:
+            self._left -= 1
+            self.reduced_passes += 1
+            return 1
+        return self.threads
+
+    def observe(self, tokens: int, threads: int, seconds: float) -> None:
+        if threads != self.threads or self.threads == 1:
+            return
+        best = self.best.get(tokens)
+        if best is not None and seconds > self.SLOW * best:
+            self._left = self.cooldown
+            self.cooldown = min(2 * self.cooldown, self.MAX_COOLDOWN)
+            return
+        self.best[tokens] = seconds if best is None else min(best, seconds)
+        self.cooldown = self.COOLDOWN  # full threads ran at speed: contention is over
+
+
+class LlamaCppCache:
+    """The engine's view of a context's KV cache: how many positions it holds."""
+
+    def __init__(self, runner: LlamaCppRunner):
+        self.runner = runner
+        self.length = 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+class LlamaCppRunner:
+    """One llama.cpp context (its KV cache) running the target for one engine; not shared between threads."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, model: LlamaCppModel, keeps_features: bool = False):
+        self.model = model
+        self.llama = model.llama
+        self.keeps_features = keeps_features
+        self.vocab_size = model.vocab_size
+        self.context_window = model.context_window
+        self.features: torch.Tensor | None = None  # [rows, hidden] of the latest pass, when kept
+        self._ctx = None
+        self._n_ctx = 0
+        self._batch = self.llama.llama_batch_init(MAX_BATCH, 0, 1)
+        self._held: list[int] = []  # the tokens whose positions the context's KV cache holds, in order
+        self.reused_tokens = 0  # prompt positions the latest prefill took from the previous generation
+        self.governor = ThreadGovernor(model.threads)
+        self._threads = model.threads  # the context's thread count now
+
+    def new_cache(self, capacity: int) -> LlamaCppCache:
+        """An empty cache with room for `capacity` positions (the context is remade only when it must grow). The
+        KV entries of the previous generation stay until the prefill, which keeps their common prefix."""
+        capacity = min(max(capacity, 1), self.context_window)
+        if self._ctx is None or capacity > self._n_ctx:
+            self._make_context(min(-(-capacity // CONTEXT_STEP) * CONTEXT_STEP, self.context_window))
+        return LlamaCppCache(self)
+
+    def forward(self, input_ids: torch.Tensor, cache: LlamaCppCache, keep: int, hidden_rows: int = 0,
+                prefill: bool = False) -> torch.Tensor:
+        """Logits [keep, vocab] for the last `keep` input positions; with keeps_features, the final-norm hidden
+        states of the last max(keep, hidden_rows) positions are in `features`.
+
+        A prefill into an empty cache reuses the positions that the previous generation left for the same leading
+        tokens (the system prompt, earlier turns of the chat), as llama.cpp's server does: every row of a pass
+        depends only on the tokens before it, not on how they were batched (module docstring), so the logits are
+        the same as with a full prefill. Not when the caller wants hidden states of the whole prompt."""
+        tokens = input_ids.reshape(-1).tolist()
+        rows = max(keep, hidden_rows if self.keeps_features else 0)
+        if prefill and cache.length == 0:
+            tokens = self._reuse_prefix(tokens, cache, reusable=rows <= 1)
+        self._drop_from(cache.length)  # positions held beyond the caller's cache (a new cache, not a prefill)
+        if cache.length + len(tokens) > self._n_ctx:
+            raise ModelLoadError(f"the llama.cpp context holds {self._n_ctx} positions; {cache.length + len(tokens)} "
+                                 "were needed")
+        for start in range(0, len(tokens), MAX_BATCH):
+            chunk = tokens[start:start + MAX_BATCH]
+            outputs_from = len(tokens) - rows - start  # the chunk's first position that asks for output
+            self._decode(chunk, cache.length, outputs_from)
+            cache.length += len(chunk)
+            self._held.extend(chunk)
+        last_chunk = len(tokens) - (len(tokens) - 1) // MAX_BATCH * MAX_BATCH
+        # With embeddings on, llama.cpp outputs every position of the batch, whatever it asked for; the rows are
+        # in batch order either way, so the wanted ones are the last.
+        outputs = last_chunk if self.keeps_features else min(rows, last_chunk)
+        logits = np.ctypeslib.as_array(self.llama.llama_get_logits(self._ctx), shape=(outputs, self.vocab_size))
+        if self.keeps_features:
+            states = np.ctypeslib.as_array(self.llama.llama_get_embeddings(self._ctx),
+                                           shape=(outputs, self.model.hidden_size))
+            self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
+        return torch.from_numpy(logits[outputs - keep:].copy())
+
+    def rollback(self, cache: LlamaCppCache, keep: int, length: int | None = None) -> None:
+        """Drops every position from `keep` on (the rejected draft tokens)."""
+        if cache.length > keep:
+            self._drop_from(keep)
+            cache.length = keep
+
+    def _reuse_prefix(self, tokens: list[int], cache: LlamaCppCache, reusable: bool) -> list[int]:
+        """Keeps the held positions that match the prompt's first tokens (at most all but the last, which must be
+        run for its logits); returns the tokens still to run."""
+        common = 0
+        if reusable:
+            limit = min(len(self._held), len(tokens) - 1)
+            while common < limit and self._held[common] == tokens[common]:
+                common += 1
+        self._drop_from(common)
+        cache.length = self.reused_tokens = common
+        return tokens[common:]
+
+    def _drop_from(self, position: int) -> None:
+        if len(self._held) > position:
+            self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, position, -1)
+            del self._held[position:]
+
+    def _decode(self, tokens: list[int], position: int, outputs_from: int) -> None:
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = position + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i >= outputs_from
+        threads = self.governor.threads_for_next_pass()
+        if threads != self._threads:
+            self.llama.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads = threads
+        started = time.perf_counter()
+        status = self.llama.llama_decode(self._ctx, batch)
+        self.governor.observe(len(tokens), threads, time.perf_counter() - started)
+        if status != 0:
+            raise ModelLoadError(f"llama.cpp could not run a pass of {len(tokens)} tokens (status {status})")
+
+    def _make_context(self, n_ctx: int) -> None:
+        self._free_context()
+        params = self.llama.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = MAX_BATCH
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = self.model.threads
+        # Flash attention over a bfloat16 cache keeps every row's numbers independent of the batch (module docstring).
+        params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        params.type_k = params.type_v = KV_CACHE_TYPE
+        params.no_perf = True
+        if self.keeps_features:
+            params.embeddings = True
+            params.pooling_type = self.llama.LLAMA_POOLING_TYPE_NONE
+        self._threads = self.model.threads
+        ctx = self.llama.llama_init_from_model(self.model.handle, params)
+        if not ctx:
+            raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
+        self._ctx, self._n_ctx = ctx, n_ctx
+        self._held = []
+
+    def _free_context(self) -> None:
+        if self._ctx is not None:
+            self.llama.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self):
+        try:
+            self._free_context()
+            self.llama.llama_batch_free(self._batch)
+        except Exception:  # interpreter shutdown
+            pass

@@ -1,0 +1,175 @@
+"""The llama.cpp target runner on the real embedded GGUF file: bit-identity across row counts, lossless greedy and
+sampled verification, the hidden states a draft head reads, and the messages when llama-cpp-python is missing."""
+
+import pytest
+import torch
+
+from specchat.engine import GenerationConfig, Message, SamplingParams, SpecchatError, build_prompt_ids
+from specchat.engine import llamacpp
+from specchat.engine.errors import ModelLoadError
+from specchat.engine.sampling import Sampler, verify_stochastic
+
+from test_sampling import chi_square_p, lossy_verify
+
+pytestmark = pytest.mark.model
+
+QUESTIONS = ["What is the capital of France? Answer in one sentence.",
+             "Repeat exactly: The library opens at nine and closes at six; loans last three weeks."]
+
+
+def prompt(pair, text):
+    return build_prompt_ids(pair.target.tokenizer, [Message("user", text)])
+
+
+def test_the_default_gguf_backend_on_the_cpu_is_llama_cpp(native_pair):
+    from specchat.engine import LoadOptions, ModelSource
+    from specchat.engine.models import _runs_on_llama_cpp
+
+    assert native_pair.target.backend == "llama.cpp" and native_pair.target.model is None  # no float copy loaded
+    assert _runs_on_llama_cpp(torch.device("cpu"), LoadOptions())
+    assert ModelSource.parse("embedded").kind == "embedded"
+
+
+LONG = [100 + (7919 * i) % 40000 for i in range(600)]  # past the 512 positions where flash decoding would start
+
+
+@pytest.mark.parametrize("sizes", [range(2, 10), range(10, 18)])
+def test_every_row_of_a_pass_is_bit_identical_to_one_token_passes(native_pair, sizes):
+    runner = native_pair.target.native.runner()
+    assert llamacpp.batch_invariant(runner, prompt(native_pair, QUESTIONS[1]), sizes)
+    assert llamacpp.batch_invariant(runner, LONG, sizes, prefix=560)  # a long context, a prefill of 280 + 280
+    assert native_pair.target.native.check_batch_invariance()
+
+
+@pytest.mark.parametrize("kv_type, flash", [(llamacpp.KV_CACHE_TYPE, 0), (1, 1)])  # 1: GGML_TYPE_F16
+def test_the_check_catches_settings_whose_rows_depend_on_the_batch(native_pair, monkeypatch, kv_type, flash):
+    # Without flash attention the attention's products differ between one row and several; with a float16 cache,
+    # one-token passes over 512+ positions split them between threads and prefills of 64+ tokens are tiled.
+    monkeypatch.setattr(native_pair.target.native.llama, "LLAMA_FLASH_ATTN_TYPE_ENABLED", flash)
+    monkeypatch.setattr(llamacpp, "KV_CACHE_TYPE", kv_type)
+    runner = native_pair.target.native.runner()
+    assert not llamacpp.batch_invariant(runner, LONG, range(4, 6), prefix=560)
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_greedy_outputs_are_identical_across_drafters_on_llama_cpp(native_pair, question):
+    ids = prompt(native_pair, question)
+    config = GenerationConfig(max_new_tokens=40, k=4, adaptive_k=False)
+    plain = native_pair.engine("none").generate(ids, config)
+    assert plain.text.strip()
+    for drafter in ("pld", "model", "hybrid", "eagle", "eagle-hybrid"):
+        drafted = native_pair.engine(drafter).generate(ids, config)
+        assert drafted.token_ids == plain.token_ids, drafter
+        assert drafted.stats.draft_proposed > 0, drafter  # the drafts really were verified in batches
+
+
+def test_the_runner_keeps_the_final_norm_states_the_head_reads(native_pair):
+    native = native_pair.target.native
+    runner = native.runner(keeps_features=True)
+    ids = prompt(native_pair, QUESTIONS[0])
+    cache = runner.new_cache(len(ids) + 8)
+    logits = runner.forward(torch.tensor([ids]), cache, keep=3, prefill=True)
+    assert runner.features.shape == (3, native.hidden_size)
+    # The output head applied to the kept states gives the pass's logits (llama.cpp multiplies by its 8-bit blocks
+    # on 8-bit activations, so closely rather than exactly).
+    head_logits = native.embeddings().get_output_embeddings()(runner.features)
+    assert torch.equal(head_logits.argmax(-1), logits.argmax(-1))
+    assert torch.allclose(head_logits, logits, atol=0.5)
+
+
+def test_sampled_verification_on_llama_cpp_logits_reproduces_the_target_and_a_wrong_rule_is_caught(native_pair):
+    """The acceptance rule over the real model's verification pass: the first emitted token follows p_1 whatever
+    the draft proposed."""
+    runner = native_pair.target.native.runner()
+    ids = prompt(native_pair, "Name a colour.")
+    cache = runner.new_cache(len(ids) + 8)
+    first = int(runner.forward(torch.tensor([ids]), cache, keep=1, prefill=True)[0].argmax())
+    alone = runner.forward(torch.tensor([[first]]), cache, keep=1)
+    runner.rollback(cache, len(ids), cache.length)
+    draft = [int(alone[0].argmax())]  # the likeliest token: a wrong rule on rejection shows up most there
+    logits = runner.forward(torch.tensor([[first, *draft]]), cache, keep=len(draft) + 1)
+    assert torch.equal(logits[0], alone[0])
+    sampler = Sampler(SamplingParams(temperature=1.0), seed=0, device=torch.device("cpu"))
+    p = sampler.probs(logits)
+    top = torch.topk(p[0], 12)
+    expected = {int(t): float(v) for t, v in zip(top.indices, top.values)}
+    expected[-1] = 1.0 - sum(expected.values())  # every other token in one cell
+    runs = 4000
+
+    def histogram(rule) -> dict:
+        counts: dict = {}
+        for _ in range(runs):
+            n, token = rule(p, draft, None, sampler)
+            emitted = draft[0] if n > 0 else token
+            cell = emitted if emitted in expected else -1
+            counts[cell] = counts.get(cell, 0) + 1
+        return counts
+
+    assert chi_square_p(histogram(verify_stochastic), expected, runs) > 1e-3
+    assert chi_square_p(histogram(lossy_verify), expected, runs) < 1e-6
+
+
+def test_missing_llama_cpp_gives_clear_messages_and_a_fallback(monkeypatch):
+    from specchat import bench
+    from specchat.engine import LoadOptions
+    from specchat.engine.models import _runs_on_llama_cpp
+
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: False)
+    with pytest.raises(SpecchatError, match="llama-cpp-python"):
+        bench.parse_modes("none,llama-cpp", has_draft=False)
+    with pytest.raises(ModelLoadError, match="pip install"):
+        _runs_on_llama_cpp(torch.device("cpu"), LoadOptions(backend="llama.cpp"))
+    assert not _runs_on_llama_cpp(torch.device("cpu"), LoadOptions())  # auto: the torch path, with a warning
+
+
+def test_the_peer_mode_runs_llama_cpp_python_beside_ours_with_the_same_reply(native_pair):
+    from specchat import bench
+
+    runner = bench.BenchRunner(native_pair, bench.BenchSettings(max_new_tokens=24))
+    prompts = [bench.BenchPrompt(1, "qa", (QUESTIONS[0],))]
+    records = runner.run(prompts, bench.parse_modes("none,llama-cpp,llama-cpp-pld", has_draft=False))
+    by_mode = {r.mode: r for r in records}
+    assert by_mode["llama-cpp"].new_tokens > 0 and by_mode["llama-cpp"].identical
+    assert by_mode["llama-cpp-pld"].identical
+    assert bench.bench_run_values(by_mode["llama-cpp"], native_pair, runner.settings, None) is None
+
+
+def test_a_prefill_reuses_the_previous_generations_prefix_with_the_same_reply(native_pair):
+    first = prompt(native_pair, QUESTIONS[0])
+    follow_up = build_prompt_ids(native_pair.target.tokenizer, [
+        Message("user", QUESTIONS[0]), Message("assistant", "Paris."), Message("user", "And of Italy?")])
+    config = GenerationConfig(max_new_tokens=24)
+    engine = native_pair.engine("pld")
+    engine.generate(first, config)
+    reused = engine.generate(follow_up, config)
+    assert engine.runner.reused_tokens >= len(first) - 1  # the whole first turn was kept
+    fresh = native_pair.engine("none").generate(follow_up, config)
+    assert reused.token_ids == fresh.token_ids
+
+
+def test_the_thread_count_does_not_change_a_pass(native_pair):
+    """The governor may switch a context to one thread mid-reply; that must not change any logits."""
+    runner = native_pair.target.native.runner()
+    ids = LONG
+    cache = runner.new_cache(len(ids) + 8)
+    full = runner.forward(torch.tensor([ids]), cache, keep=6)
+    runner.rollback(cache, 0, cache.length)
+    runner.llama.llama_set_n_threads(runner._ctx, 1, 1)
+    single = runner.forward(torch.tensor([ids]), cache, keep=6)
+    assert torch.equal(full, single)
+
+
+def test_the_governor_drops_to_one_thread_under_contention_and_returns():
+    governor = llamacpp.ThreadGovernor(threads=2)
+    for _ in range(5):
+        governor.observe(1, governor.threads_for_next_pass(), 0.005)
+    governor.observe(1, governor.threads_for_next_pass(), 0.300)  # a collapsed pass: another process took a core
+    assert [governor.threads_for_next_pass() for _ in range(governor.COOLDOWN)] == [1] * governor.COOLDOWN
+    assert governor.threads_for_next_pass() == 2  # tried again
+    governor.observe(1, 2, 0.250)  # still contended: a longer rest
+    assert governor.cooldown == 4 * governor.COOLDOWN
+    for _ in range(2 * governor.COOLDOWN):
+        governor.threads_for_next_pass()
+    governor.observe(1, governor.threads_for_next_pass(), 0.0052)  # fast again
+    assert governor.cooldown == governor.COOLDOWN and governor.threads_for_next_pass() == 2
+    assert governor.reduced_passes == 3 * governor.COOLDOWN
