@@ -322,7 +322,7 @@ class MainWindow(QMainWindow):
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
         cancel = threading.Event()
         worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel)
-        worker.step.connect(self._on_step)
+        worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
         self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter())
@@ -332,8 +332,8 @@ class MainWindow(QMainWindow):
         self._frame_timer.start()
         self.session.model_thread.submit(worker)
 
-    def _on_step(self, event: StepEvent) -> None:
-        self._pending_events.append(event)
+    def _on_steps(self, events: list[StepEvent]) -> None:
+        self._pending_events.extend(events)
 
     def _flush_events(self) -> None:
         """Draws the steps that arrived since the last frame in one go, and saves the partial reply now and then."""

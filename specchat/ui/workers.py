@@ -11,6 +11,7 @@ ModelPair.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from typing import Callable, ClassVar
 
@@ -85,7 +86,12 @@ class ModelJob(QObject):
 
 
 class GenerationWorker(ModelJob):
-    step = Signal(object)  # StepEvent
+    """Streams one reply. Steps go to the GUI thread in batches, at most one every BATCH_S: on llama.cpp a step
+    takes a few milliseconds, and a queued signal per step woke the GUI thread (and took the GIL) ~150 times a
+    second on the cores the model's threads use; the window draws at most ~30 frames a second anyway."""
+
+    BATCH_S = 0.02
+    steps = Signal(object)  # list[StepEvent], in order
     finished = Signal(object)  # GenerationResult
 
     def __init__(self, make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
@@ -96,8 +102,14 @@ class GenerationWorker(ModelJob):
         self.make_engine, self.prompt_ids, self.config = make_engine, prompt_ids, config
 
     def run(self) -> None:
+        batch: list = []
+        sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
         for event in self.make_engine().stream(self.prompt_ids, self.config, self.cancel):
-            self.step.emit(event)
+            batch.append(event)
+            now = time.perf_counter()
+            if event.result is not None or now - sent >= self.BATCH_S:
+                self.steps.emit(batch)
+                batch, sent = [], now
             if event.result is not None:
                 self.finished.emit(event.result)
 

@@ -69,7 +69,13 @@ def test_reopening_restores_the_highlighting(qtbot, make_window):
 def test_stop_keeps_the_partial_reply(qtbot, make_window, store):
     window = make_window(max_new_tokens=2000)
     window.composer.setPlainText("The quick brown fox")
-    QTimer.singleShot(300, window.stop)
+    on_steps = window._on_steps
+
+    def stop_at_the_first_steps(events):  # not after a fixed time: a fast machine finishes 2000 tokens in 300 ms
+        on_steps(events)
+        window.stop()
+
+    window._on_steps = stop_at_the_first_steps
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.send()
     reply = store.messages(window.conversation_id)[-1]
@@ -99,7 +105,7 @@ def test_event_loop_stays_responsive_while_generating(qtbot, make_window):
     send(qtbot, window, "The quick brown fox")
     timer.stop()
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    assert len(ticks) > 20
+    assert len(ticks) >= 3  # the loop ran during the reply (how often depends on how long the reply took)
     assert max(gaps) < 0.25  # never frozen for more than a quarter of a second
 
 
