@@ -98,10 +98,9 @@ class ModeRecord:
 
 
 def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
-                 categories: set[str] | None = None, parsed: list[BenchPrompt] | None = None) -> list[BenchPrompt]:
-    """Spec-Bench JSONL: {"question_id": ..., "category": ..., "turns": [user message, ...]} per line (or prompts
-    already `parsed`), then filtered by category and cut to `limit`."""
-    prompts = list(parsed or [])
+                 categories: set[str] | None = None) -> list[BenchPrompt]:
+    """Spec-Bench JSONL: {"question_id": ..., "category": ..., "turns": [user message, ...]} per line."""
+    prompts = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -110,6 +109,12 @@ def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
         except json.JSONDecodeError as error:
             raise PromptError(f"{source}, line {number}: not valid JSON ({error.msg})") from error
         prompts.append(_bench_prompt(record, f"{source}, line {number}"))
+    return select_prompts(prompts, source, limit, categories)
+
+
+def select_prompts(prompts: list[BenchPrompt], source: str, limit: int | None = None,
+                   categories: set[str] | None = None) -> list[BenchPrompt]:
+    """The prompts of the given categories, at most `limit` of them."""
     if categories:
         unknown = categories - {p.category for p in prompts}
         if unknown:

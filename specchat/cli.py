@@ -270,14 +270,20 @@ def _draft_source(args):
     return ModelSource.parse(args.draft) if args.draft else default_draft_for(ModelSource.parse(args.target))
 
 
+def _load_options(args):
+    from .engine import LoadOptions
+
+    return LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
+                       allow_pickle=args.allow_pickle, backend=getattr(args, "backend", None),
+                       threads=getattr(args, "threads", None))
+
+
 def _load(args, with_draft: bool, on_loaded=None):
     from .engine import LoadOptions, ModelSource
     from .engine.models import needs_conversion
     from .engine.pair import load_pair
 
-    options = LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
-                          allow_pickle=args.allow_pickle, backend=getattr(args, "backend", None),
-                          threads=getattr(args, "threads", None))
+    options = _load_options(args)
     target = ModelSource.parse(args.target)
     draft = _draft_source(args) if with_draft else None
     for source in (target, draft):
@@ -287,18 +293,6 @@ def _load(args, with_draft: bool, on_loaded=None):
     pair = load_pair(target, draft, options, on_loaded)
     pair.head_folder = getattr(args, "head", None)
     return pair
-
-
-def _runs_on_llama_cpp(args) -> bool:
-    import torch
-
-    from .engine import ModelSource
-    from .engine.llamacpp import llama_cpp_available
-
-    source = ModelSource.parse(args.target)
-    return (source.kind in ("embedded", "gguf") and getattr(args, "backend", "auto") != "torch"
-            and (args.device == "cpu" or args.device == "auto" and not torch.cuda.is_available())
-            and llama_cpp_available())
 
 
 def _has_head(args) -> bool:
@@ -312,9 +306,12 @@ def _drafter_choice(args) -> str:
     """--drafter, else prompt lookup for a target on llama.cpp (no drafter beats plain decoding there on Spec-Bench,
     and lookup needs no extra weights: docs/performance.md); else the fastest the target has on the torch path:
     the draft head with prompt lookup, else the draft model with prompt lookup, else prompt lookup alone."""
+    from .engine import ModelSource
+    from .engine.models import runs_on_llama_cpp
+
     has_draft = _draft_source(args) is not None
     drafter = getattr(args, "drafter", None) or (
-        "pld" if _runs_on_llama_cpp(args) else
+        "pld" if runs_on_llama_cpp(ModelSource.parse(args.target), _load_options(args)) else
         "eagle-hybrid" if _has_head(args) and not args.draft else "hybrid" if has_draft else "pld")
     if drafter in MODEL_DRAFTERS and not has_draft:
         from .engine import SpecchatError
@@ -404,11 +401,10 @@ def run_bench(args) -> int:
         lines, source = spec_bench_questions().read_text(encoding="utf-8").splitlines(), "Spec-Bench"
     else:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
+    prompts = bench.load_prompts(lines, source)
     if args.suite == "spec-bench" and not args.prompts:
-        prompts = bench.spec_bench_sample(bench.load_prompts(lines, source), args.per_task)
-        prompts = bench.load_prompts([], source, args.limit, categories, prompts)
-    else:
-        prompts = bench.load_prompts(lines, source, args.limit, categories)
+        prompts = bench.spec_bench_sample(prompts, args.per_task)
+    prompts = bench.select_prompts(prompts, source, args.limit, categories)
     memory = {"before loading": bench.resident_mb()}
     pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes),
                  on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))

@@ -36,9 +36,9 @@ class LlamaCppPeer:
         from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
+        threads = threads or default_threads()
         self._make = lambda n_ctx: Llama(
-            model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads or default_threads(),
-            n_threads_batch=threads or default_threads(),
+            model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
             flash_attn=True, type_k=KV_CACHE_TYPE, type_v=KV_CACHE_TYPE,  # as in our runner: the same numbers
             draft_model=LlamaPromptLookupDecoding(num_pred_tokens=lookup_tokens) if prompt_lookup else None,
             # its draft mode keeps logits of every position but sizes that array from this flag: without it, any

@@ -285,14 +285,18 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
     dtype = choose_dtype(device, options.dtype)
     location, extra = _weights_location(source)
     note = None
-    if "gguf_file" in extra and _runs_on_llama_cpp(device, options):
+    if "gguf_file" in extra and runs_on_llama_cpp(source, options):
         native = _load_native(Path(location) / extra["gguf_file"], options)
         if native is not None:
             return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options), device=device,
                                dtype=torch.float32, native=native, options=options)
         note = "torch: llama.cpp failed its exactness check"
     elif "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
+        from .llamacpp import INSTALL_HINT
+
         note = "torch: llama.cpp is not installed"
+        log.warning("llama.cpp is not installed: GGUF models run on transformers' float32 copy, several times "
+                    "slower; %s", INSTALL_HINT)
     try:
         if "gguf_file" in extra:
             model, tokenizer = _load_gguf(Path(location) / extra["gguf_file"], dtype)
@@ -311,23 +315,24 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
                        backend_note=note)
 
 
-def _runs_on_llama_cpp(device: torch.device, options: LoadOptions) -> bool:
+def runs_on_llama_cpp(source: ModelSource, options: LoadOptions = LoadOptions()) -> bool:
+    """Whether load_model puts `source` on llama.cpp: a GGUF file, on the CPU, llama-cpp-python installed, and the
+    backend not "torch" (before its exactness check, which may still send it to torch). An explicit "llama.cpp"
+    that cannot run is a ModelLoadError saying why."""
     from .llamacpp import INSTALL_HINT, llama_cpp_available
 
     backend = options.backend or "auto"
     if backend not in BACKENDS:
         raise ModelLoadError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
-    if backend == "torch":
+    if backend == "torch" or source.kind not in ("embedded", "gguf"):
         return False
-    if device.type != "cpu":
+    if choose_device(options.device).type != "cpu":
         if backend == "llama.cpp":
             raise ModelLoadError("the llama.cpp backend runs on the CPU here; use --device cpu or --backend torch")
         return False
     if not llama_cpp_available():
         if backend == "llama.cpp":
             raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
-        log.warning("llama.cpp is not installed: GGUF models run on transformers' float32 copy, several times "
-                    "slower; %s", INSTALL_HINT)
         return False
     return True
 

@@ -21,7 +21,7 @@ from .drafters import Drafter, NoDrafter
 from .errors import PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
-from .runners import TargetRunner, TorchRunner, compile_forward  # noqa: F401 (compile_forward: re-exported)
+from .runners import TargetRunner, TorchRunner
 from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic
 
 

@@ -44,7 +44,8 @@ def log_unexpected(error: BaseException) -> None:
 
 
 class ModelJob(QObject):
-    """One piece of background work. A JobThread calls execute(), which calls run() or, when the job's cancel
+    """One piece of background work; each subclass defines run(), the work itself, reporting through its own
+    signals. A JobThread calls execute(), which calls run() or, when the job's cancel
     event was set before it started, not_run(): either way the job reports its end exactly once, through its
     subclass's signals or `failed`, so the window that waits for it always hears back.
 
@@ -69,9 +70,6 @@ class ModelJob(QObject):
             self.failed.emit(describe_failure(error))
         finally:
             self._ended.set()
-
-    def run(self) -> None:
-        raise NotImplementedError
 
     def not_run(self) -> None:
         self.failed.emit(NOT_RUN_MESSAGE)

@@ -23,11 +23,11 @@ def prompt(pair, text):
 
 def test_the_default_gguf_backend_on_the_cpu_is_llama_cpp(native_pair):
     from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.models import _runs_on_llama_cpp
+    from specchat.engine.models import runs_on_llama_cpp
 
     assert native_pair.target.backend == "llama.cpp" and native_pair.target.model is None  # no float copy loaded
-    assert _runs_on_llama_cpp(torch.device("cpu"), LoadOptions())
-    assert ModelSource.parse("embedded").kind == "embedded"
+    assert runs_on_llama_cpp(ModelSource.parse("embedded"), LoadOptions(device="cpu"))
+    assert not runs_on_llama_cpp(ModelSource.parse("embedded"), LoadOptions(device="cpu", backend="torch"))
 
 
 LONG = [100 + (7919 * i) % 40000 for i in range(600)]  # past the 512 positions where flash decoding would start
@@ -112,14 +112,15 @@ def test_sampled_verification_on_llama_cpp_logits_reproduces_the_target_and_a_wr
 def test_missing_llama_cpp_gives_clear_messages_and_a_fallback(monkeypatch):
     from specchat import bench
     from specchat.engine import LoadOptions
-    from specchat.engine.models import _runs_on_llama_cpp
+    from specchat.engine import ModelSource
+    from specchat.engine.models import runs_on_llama_cpp
 
     monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: False)
     with pytest.raises(SpecchatError, match="llama-cpp-python"):
         bench.parse_modes("none,llama-cpp", has_draft=False)
     with pytest.raises(ModelLoadError, match="pip install"):
-        _runs_on_llama_cpp(torch.device("cpu"), LoadOptions(backend="llama.cpp"))
-    assert not _runs_on_llama_cpp(torch.device("cpu"), LoadOptions())  # auto: the torch path, with a warning
+        runs_on_llama_cpp(ModelSource.parse("embedded"), LoadOptions(device="cpu", backend="llama.cpp"))
+    assert not runs_on_llama_cpp(ModelSource.parse("embedded"), LoadOptions(device="cpu"))  # auto: the torch path
 
 
 def test_the_peer_mode_runs_llama_cpp_python_beside_ours_with_the_same_reply(native_pair):
