@@ -15,12 +15,13 @@ import torch
 from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
 from .engine.adaptive import expected_tokens
 from .engine.events import GenerationStats
+from .engine.history import SuffixIndex
 from .engine.pair import ModelPair
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
-MODES = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model", *PEER_MODES)
+MODES = ("none", "pld", "history", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model", *PEER_MODES)
 REFERENCE_PREFIXES = ("hf-", "llama-cpp")  # other engines' generation, timed beside ours: no per-step statistics
 
 
@@ -178,6 +179,10 @@ class BenchRunner:
         self.settings = settings
         self.tokenizer = pair.target.tokenizer
         self._engines = {}
+        # The "history" mode's past replies: its own earlier replies in this run, added as each turn ends (as the
+        # app adds a finished reply), so a prompt is drafted from the prompts run before it, never from itself.
+        self.history = SuffixIndex()
+        self._remember = True
 
     def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
         if mode.startswith("hf-"):
@@ -185,7 +190,8 @@ class BenchRunner:
         if mode in PEER_MODES:
             return self._run_peer(mode, prompt_ids, max_new_tokens)
         engine = self._engines.get(mode) or self._engines.setdefault(
-            mode, self.pair.engine(mode, packed_weights=self.settings.packed_weights))
+            mode, self.pair.engine(mode, packed_weights=self.settings.packed_weights,
+                                   history=self.history if mode == "history" else None))
         config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
                                   adaptive_k=self.settings.adaptive, seed=0)
         result = engine.generate(prompt_ids, config)
@@ -230,6 +236,8 @@ class BenchRunner:
             prompt_ids = build_prompt_ids(self.tokenizer, history)
             output = self._fastest_of_repeats(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens)
             outputs.append(output)
+            if mode == "history" and self._remember:
+                self.history.add(output.token_ids)
             history.append(Message("assistant", output.text))
         ours = [o.stats for o in outputs if o.stats is not None]
         return ModeRecord(
@@ -259,9 +267,13 @@ class BenchRunner:
         return min(runs, key=lambda run: run.wall_s)
 
     def warm_up(self, modes: list[str], prompt: BenchPrompt) -> None:
-        for mode in modes:
-            self.run_prompt(BenchPrompt(prompt.question_id, prompt.category, prompt.turns[:1]), mode,
-                            max_new_tokens=self.settings.warmup_tokens)
+        self._remember = False  # the warm-up's reply is the start of the first prompt's: not history
+        try:
+            for mode in modes:
+                self.run_prompt(BenchPrompt(prompt.question_id, prompt.category, prompt.turns[:1]), mode,
+                                max_new_tokens=self.settings.warmup_tokens)
+        finally:
+            self._remember = True
 
     def run(self, prompts: list[BenchPrompt], modes: list[str],
             progress: Callable[[int, int, ModeRecord], None] | None = None,

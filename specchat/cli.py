@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 EXIT_USAGE = 2
-DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
+DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "history", "pld", "none")  # as in specchat.engine.drafters (not imported: it loads torch)
 MODEL_DRAFTERS = ("hybrid", "model")
 SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
@@ -207,6 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
                                help="then add an attention block over the earlier positions and train it (EAGLE "
                                     "proper; measured no faster than the shipped stateless head, see the README)")
         train.set_defaults(handler=handler)
+
+    manifest = commands.add_parser("manifest", help="check drafters' training-prompt manifests against the benchmark")
+    manifest_commands = manifest.add_subparsers(dest="manifest_command", metavar="ACTION", required=True)
+    manifest_check = manifest_commands.add_parser(
+        "check", help="does any training prompt overlap the benchmark (the same text, a shared run of 13 words, or "
+                      "a shorter benchmark text inside it)? exit 0 if none does, 1 if one does")
+    manifest_check.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                                help="manifest.jsonl(.gz) files or drafter folders (default: the shipped drafters')")
+    manifest_check.add_argument("--benchmark", type=Path,
+                                help="Spec-Bench-style JSONL file (default: Spec-Bench's 480 questions, shipped)")
+    manifest_check.set_defaults(handler=run_manifest_check)
 
     stats = commands.add_parser("stats", help="speedup statistics from the chat database, per session and model pair")
     stats.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -501,6 +512,37 @@ def run_train_head(args) -> int:
           f"{sum(summary['timings_s'].values()) / 60:.0f} min; held-out acceptance by draft position "
           f"{final.get('heldout_acceptance_by_position')}; saved to {args.out}")
     return 0
+
+
+def run_manifest_check(args) -> int:
+    """Checks training-prompt manifests against a benchmark: exit 0 if no prompt overlaps it, 1 if any does."""
+    from .engine import SpecchatError
+    from .engine.models import SHIPPED_DRAFT, SHIPPED_HEAD
+    from .resources import resource
+    from .training.manifest import MANIFEST, BenchmarkIndex, benchmark_texts, check_manifest, spec_bench_texts
+
+    if args.benchmark:
+        try:
+            texts = benchmark_texts(args.benchmark.read_text(encoding="utf-8"), args.benchmark.stem)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+            raise SpecchatError(f"cannot read {args.benchmark} as Spec-Bench-style JSONL: {error}") from error
+    else:
+        texts = spec_bench_texts()
+    benchmark = BenchmarkIndex(texts)
+    paths = args.paths or [Path(str(resource("models", name))) for name in (SHIPPED_DRAFT, SHIPPED_HEAD)]
+    clean = True
+    for path in paths:
+        path = path / MANIFEST if path.is_dir() else path
+        try:
+            checked, overlaps = check_manifest(path, benchmark)
+        except (OSError, UnicodeDecodeError, ValueError, IndexError) as error:
+            raise SpecchatError(f"cannot read the manifest {path}: {error}") from error
+        print(f"{path}: {checked} texts, {len(overlaps) or 'no'} overlap{'s' if len(overlaps) != 1 else ''} with "
+              f"{len(texts)} benchmark texts")
+        for overlap in overlaps:
+            print(f"  {overlap}")
+        clean = clean and not overlaps
+    return 0 if clean else 1
 
 
 STATS_GROUPS = (("app_session", "Per app session"), ("pair", "Per model pair and drafter"))

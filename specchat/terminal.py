@@ -121,6 +121,9 @@ class TerminalChat:
             self.history.pop()
             return
         self.history.append(Message("assistant", result.text))
+        past_replies = getattr(self.engine.drafter, "history", None)  # the history drafter's index
+        if past_replies is not None:
+            past_replies.add(result.token_ids)
         self.printer.finish(result, self.drafter, file=self.out)
 
     def _say(self, text: str) -> None:

@@ -69,6 +69,7 @@ def test_wheel_has_the_resources_and_both_entry_points(tmp_path):
                    "specchat/resources/models/smollm2-eagle/eagle.safetensors",
                    "specchat/resources/models/smollm2-eagle/eagle.json",
                    "specchat/storage/migrations/script.py.mako",
-                   "specchat/storage/migrations/versions/0003_comparisons.py", "specchat/__main__.py"):
+                   "specchat/resources/models/smollm2-eagle/manifest.jsonl.gz",
+                   "specchat/storage/migrations/versions/0004_history.py", "specchat/__main__.py"):
         assert needed in names, needed
     assert "specchat = specchat.cli:main" in entry_points and "specchat-gui = specchat.cli:gui_main" in entry_points

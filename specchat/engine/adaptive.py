@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 
@@ -19,13 +20,18 @@ class StepCosts:
     """Measured costs of one step, shared by all generations of an engine: they belong to the hardware and the
     models, not to the prompt, so a new reply starts with the curve the previous ones measured."""
 
-    verify: dict[int, float] = field(default_factory=dict)  # EMA seconds of a target pass over n tokens (record())
+    # Seconds of a target pass over n tokens: the lower quartile of the last SAMPLES passes of that size (record()).
+    # Not a mean: on a shared machine one pass that waited for a core (55 ms against 17) lifted a running mean of
+    # verify(1) enough to make long checks look cheap, and the policy then verified 10 and 16 tokens at a time.
+    verify: dict[int, float] = field(default_factory=dict)
     draft_per_token: float | None = None  # EMA seconds per drafted token
     frozen: bool = False  # a fixed model that ignores timings
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
     # step, and each estimate sorts the measurements (0.3 ms a step in a profile of eagle-hybrid)
     _estimates: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    _samples: dict[int, deque] = field(default_factory=dict, repr=False, compare=False)
 
+    SAMPLES = 16
     @classmethod
     def fixed(cls, model_drafter: bool) -> StepCosts:
         """Costs that do not depend on the clock, for seeded sampling: with timings steering K, the same seed
@@ -38,8 +44,9 @@ class StepCosts:
         if self.frozen:
             return
         self._estimates.clear()
-        previous = self.verify.get(k + 1)
-        self.verify[k + 1] = verify_s if previous is None else 0.5 * previous + 0.5 * verify_s
+        samples = self._samples.setdefault(k + 1, deque(maxlen=self.SAMPLES))
+        samples.append(verify_s)
+        self.verify[k + 1] = sorted(samples)[(len(samples) - 1) // 4]
         if k and draft_s is not None:
             per_token = draft_s / k
             previous = self.draft_per_token
@@ -58,8 +65,10 @@ class StepCosts:
         """The cost of verifying n tokens, never more than a measured cost for more tokens (checking fewer tokens
         cannot cost more; a higher measurement is noise, e.g. a pass that also timed the output head's layouts).
 
-        Unmeasured sizes: between measured ones, a line through the two nearest; above them, that line's slope or
-        +10% per token while only one size has been seen (a longer draft must earn its place); below them, 10% less
+        Unmeasured sizes: between measured ones, a line through the two nearest; above them, that line's slope, but
+        at least half the mean slope from the smallest measured size (two sizes that measured alike, or the wrong
+        way round, must not make every longer check look free), or +10% per token while only one size has been
+        seen (a longer draft must earn its place); below them, 10% less
         per token than the cheapest measurement above. That last guess is optimistic on purpose: a policy that has
         only ever measured long drafts must believe short ones are cheaper, or it never tries one (from a single
         noisy measurement at 5 tokens it would otherwise keep proposing 5 at an acceptance of 0.16)."""
@@ -75,22 +84,33 @@ class StepCosts:
             return c0 * (1 + 0.1 * (n - n0))
         (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
         slope = max((c1 - c0) / (n1 - n0), 0.0)
+        if n > points[-1][0]:  # from the largest measurement on
+            (first, c_first), (n0, c0) = points[0], points[-1]
+            slope = max(slope, 0.5 * (c0 - c_first) / (n0 - first))
         return min(max(c0 + slope * (n - n0), 0.25 * points[0][1]), cap)  # a line may not reach zero cost
 
 
 @dataclass
 class _Acceptance:
     """Exponentially weighted Bernoulli counts; each step is k trials cut at the first failure (n successes and
-    one failure if n < k). Starts from a prior with the weight of three trials."""
+    one failure if n < k). Starts from a prior with the weight of three trials.
+
+    `gain` is the ledger behind the floor: a decayed sum, over this class's drafting steps, of the seconds each saved
+    against plain decoding (the tokens it produced times a one-token pass, minus what the step cost). The expected
+    rate says whether drafting should pay; the ledger says whether it has, and drafting stops while it is in the red.
+    """
 
     successes: float
     trials: float = 3.0
     plain_streak: int = 0  # consecutive steps where K = 0 won
+    gain: float = 0.0  # seconds saved against plain decoding, decayed
 
     @classmethod
-    def with_prior(cls, confidence: int | None) -> _Acceptance:
-        """Prior alpha: 0.5 without a confidence; c / (c + 2) for a confidence c (a longer n-gram match is
-        likelier to continue: 0.33 for one token, 0.5 for two, 0.75 for six). Live counts soon outweigh it."""
+    def with_prior(cls, key: int | tuple[str, int] | None) -> _Acceptance:
+        """Prior alpha: 0.5 without a confidence; c / (c + 2) for a match length c, whichever source matched (a
+        longer n-gram match is likelier to continue: 0.33 for one token, 0.5 for two, 0.75 for six). Live counts
+        soon outweigh it."""
+        confidence = key[1] if isinstance(key, tuple) else key
         prior = 0.5 if confidence is None else confidence / (confidence + 2)
         return cls(successes=3.0 * prior)
 
@@ -120,6 +140,13 @@ class DraftLengthPolicy:
     `acceptance` may be shared between generations (the engine does so for greedy decoding, whose output does not
     depend on K), so a reply starts from what earlier ones measured rather than from the prior. With adaptive off,
     K is fixed.
+
+    The floor: estimates can be wrong in ways the model above cannot see (acceptance that is not independent from
+    position to position, a class whose text changed, a noisy clock), so each class also keeps a ledger of what its
+    drafting steps actually saved or lost against plain decoding (_Acceptance.gain). While a class's ledger is more
+    than `floor_tokens` one-token passes in the red, it drafts only in budgeted probes, with the K the model picks, so
+    that a good run can bring it back. A fresh policy with no measured costs decodes plainly until it has measured a
+    pass rather than drafting blind.
     """
 
     k: int = 5
@@ -127,66 +154,89 @@ class DraftLengthPolicy:
     adaptive: bool = True
     decay: float = 0.7
     probe_every: int = 6
-    probe_budget: float = 0.02
-    acceptance: dict = field(default_factory=dict)  # confidence class -> _Acceptance
+    probe_budget: float = 0.01
+    floor_tokens: float = 2.0
+    gain_decay: float = 0.8
+    acceptance: dict = field(default_factory=dict)  # acceptance class (Draft.acceptance_class) -> _Acceptance
     costs: StepCosts = field(default_factory=StepCosts)
+
+    ALPHA_CAP = 0.95
+    K_STRIDE = 2
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ValueError("K must be at least 1")
         self.k_max = max(self.k_max, self.k)
 
-    def alpha(self, confidence: int | None = None) -> float:
+    def alpha(self, confidence=None) -> float:
         return self._class(confidence).alpha
 
-    def choose(self, limit: int, confidence: int | None = None, free: bool = False) -> int:
+    def choose(self, limit: int, confidence=None, free: bool = False) -> int:
         """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own).
-        `free`: the proposal is already made and cost nothing (prompt lookup), so only verification is charged."""
+        `confidence`: the proposal's acceptance class. `free`: the proposal is already made and cost nothing (prompt
+        lookup), so only verification is charged."""
         if limit <= 0:
             return 0
-        if not self.adaptive or not self.costs.verify:
+        if not self.adaptive:
             return min(self.k, limit)
+        if not self.costs.verify:
+            return 0  # measure a plain pass first: drafting blind on a steep cost curve can cost several passes
         acceptance = self._class(confidence)
         best_k, _ = self._best(limit, acceptance, free)
-        if best_k == 0:
+        in_the_red = acceptance.gain < -self.floor_tokens * self.costs.verify_estimate(1)
+        if best_k == 0 or in_the_red:
             acceptance.plain_streak += 1
-            if acceptance.plain_streak >= self._probe_interval():
+            if acceptance.plain_streak >= self._probe_interval(max(best_k, 1), free):
                 acceptance.plain_streak = 0
-                return 1
-        else:
-            acceptance.plain_streak = 0
+                return max(best_k, 1)
+            return 0
+        acceptance.plain_streak = 0
         return best_k
 
-    def _probe_interval(self) -> int:
-        """Plain steps between probes: a probe costs verify(2) - verify(1) more than the plain step it replaces."""
-        extra = self.costs.verify_estimate(2) / self.costs.verify_estimate(1) - 1.0
+    def _probe_interval(self, k: int, free: bool) -> int:
+        """Plain steps between probes: a probe of k tokens costs verify(k+1) - verify(1) more than the plain step it
+        replaces (plus drafting, for a model), so probing every that / probe_budget steps costs at most the budget."""
+        extra = self.costs.step(k, free) / self.costs.verify_estimate(1) - 1.0
         return max(self.probe_every, math.ceil(extra / self.probe_budget))
 
-    def free_beats_model(self, limit: int, confidence: int | None) -> bool:
+    def free_beats_model(self, limit: int, confidence) -> bool:
         """For a drafter with both: is a free proposal of this confidence class worth more tokens per second than
         running the draft model? Compares the best expected rate of each (alpha per class, measured costs)."""
         if limit <= 0 or not self.adaptive or not self.costs.verify:
-            return confidence is not None and confidence >= 3  # before any measurement: long matches only
+            length = confidence[1] if isinstance(confidence, tuple) else confidence
+            return length is not None and length >= 3  # before any measurement: long matches only
         free_k, free_rate = self._best(limit, self._class(confidence), free=True)
         _, model_rate = self._best(limit, self._class(None), free=False)
         return free_k > 0 and free_rate >= model_rate
 
     def _best(self, limit: int, acceptance: _Acceptance, free: bool) -> tuple[int, float]:
+        """The K with the highest expected rate. Two guards against trusting too little data: alpha counts as at
+        most ALPHA_CAP (a run of copied tokens drove a 6-token match class to 0.99, and then 16-token checks), and K
+        grows at most K_STRIDE past the largest size measured so far, so the cost of a longer check is measured
+        before it is relied on."""
         best_k, best_rate = 0, 0.0
-        for k in range(0, min(self.k_max, limit) + 1):
-            rate = expected_tokens(acceptance.alpha, k) / self.costs.step(k, free)
+        alpha = min(acceptance.alpha, self.ALPHA_CAP)
+        top = self.k_max if self.costs.frozen else max(self.costs.verify) - 1 + self.K_STRIDE
+        for k in range(0, min(self.k_max, limit, top) + 1):
+            rate = expected_tokens(alpha, k) / self.costs.step(k, free)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k, best_rate
 
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
-                confidence: int | None = None, free: bool = False) -> None:
+                confidence=None, free: bool = False) -> None:
         """Record one verified step: k proposed, n accepted, and what it cost."""
+        plain_pass = self.costs.verify_estimate(1) if self.costs.verify else None
         self.costs.record(k, verify_s, None if free else draft_s)
         if k:
-            self._class(confidence).add(k, n_accepted, self.decay)
+            acceptance = self._class(confidence)
+            acceptance.add(k, n_accepted, self.decay)
+            if plain_pass is not None and not self.costs.frozen:
+                # plain decoding would have spent one pass per token this step produced
+                saved = (n_accepted + 1) * plain_pass - verify_s - (0.0 if free else draft_s)
+                acceptance.gain = self.gain_decay * acceptance.gain + saved
 
-    def _class(self, confidence: int | None) -> _Acceptance:
+    def _class(self, confidence) -> _Acceptance:
         if confidence not in self.acceptance:
             self.acceptance[confidence] = _Acceptance.with_prior(confidence)
         return self.acceptance[confidence]

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .cache import cache_argument, new_cache, rollback
+from .history import SuffixIndex, backward_agreement
 from .lean import LeanLlamaRunner, lean_runner_supported
 from .sampling import Sampler
 
@@ -28,6 +29,14 @@ class Draft:
     # A class of proposals with similar acceptance (prompt lookup: the matched n-gram length), so that the draft
     # length policy can learn each class's acceptance rate separately. None: one class.
     confidence: int | None = None
+    # Where a model-free proposal came from: "context" (prompt lookup) or "history" (the user's past replies,
+    # engine/history.py). Each source has its own acceptance classes.
+    source: str = "context"
+
+    @property
+    def acceptance_class(self) -> int | tuple[str, int] | None:
+        """The key the draft-length policy keeps this proposal's acceptance under."""
+        return self.confidence if self.source == "context" else (self.source, self.confidence)
 
 
 class Drafter(ABC):
@@ -85,13 +94,27 @@ class PromptLookupDrafter(Drafter):
 
     name = "pld"
 
-    def __init__(self, max_ngram: int = 6, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 6, min_ngram: int = 1, history: SuffixIndex | None = None):
+        """history: also look in the user's past replies (the "history" drafter); the longer match wins, the
+        context on a tie."""
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.history = history
+        if history is not None:
+            self.name = "history"
 
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        draft = self._from_context(context, k)
+        if self.history is None or k < 1:
+            return draft
+        found = self.history.match(context, k)
+        if found is None or not found.tokens or (draft is not None and draft.confidence >= found.length):
+            return draft
+        return Draft(tokens=found.tokens, confidence=found.length, source="history")
+
+    def _from_context(self, context: Sequence[int], k: int) -> Draft | None:
         """The tokens after the latest earlier occurrence of the longest suffix n-gram (max_ngram down to
         min_ngram) that is followed by at least one token."""
         ids = np.asarray(context, dtype=np.int64)
@@ -103,15 +126,8 @@ class PromptLookupDrafter(Drafter):
         ends = np.flatnonzero(ids[:-1] == ids[-1])
         if len(ends) == 0:
             return None
-        agree = np.ones(len(ends), dtype=np.int64)
-        alive = np.ones(len(ends), dtype=bool)
-        for back in range(1, min(self.max_ngram, len(ids) - 1)):  # the n-gram must end before the last token
-            before = ends - back
-            alive &= before >= 0
-            alive[alive] = ids[before[alive]] == ids[-1 - back]
-            if not alive.any():
-                break
-            agree += alive
+        tail = ids[::-1][: self.max_ngram]  # the n-gram must end before the last token
+        agree = backward_agreement(ids, ends, tail, known=1, limit=min(self.max_ngram, len(ids) - 1))
         n = int(agree.max())
         if n < self.min_ngram:
             return None
@@ -220,9 +236,10 @@ class HybridDrafter(ModelDrafter):
 
     name = "hybrid"
 
-    def __init__(self, model: torch.nn.Module, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+    def __init__(self, model: torch.nn.Module, lean: bool | None = None, vocab_ids: torch.Tensor | None = None,
+                 history: SuffixIndex | None = None):
         super().__init__(model, lean, vocab_ids)
-        self._lookup = PromptLookupDrafter()
+        self._lookup = PromptLookupDrafter(history=history)
         self._model_proposed = False
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
@@ -263,31 +280,37 @@ class TransformersRunner:
         return out.logits[0, -1]
 
 
-DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "pld", "none")
+DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "history", "pld", "none")
 MODEL_DRAFTERS = ("hybrid", "model")  # the kinds that need a draft model
 HEAD_DRAFTERS = ("eagle-hybrid", "eagle")  # the kinds that need a draft head trained for the target
+LOOKUP_DRAFTERS = ("hybrid", "eagle-hybrid", "history", "pld")  # the kinds whose lookup can also read history
 DRAFTER_LABELS = {"hybrid": "draft model + prompt lookup", "model": "draft model",
-                  "eagle-hybrid": "draft head + prompt lookup", "eagle": "draft head (EAGLE)", "pld": "prompt lookup",
-                  "none": "plain decoding"}
+                  "eagle-hybrid": "draft head + prompt lookup", "eagle": "draft head (EAGLE)",
+                  "history": "prompt lookup + past replies", "pld": "prompt lookup", "none": "plain decoding"}
 
 
 def make_drafter(kind: str, draft_model: torch.nn.Module | None = None, head: torch.nn.Module | None = None,
-                 target: torch.nn.Module | None = None, draft_vocab: torch.Tensor | None = None) -> Drafter:
+                 target: torch.nn.Module | None = None, draft_vocab: torch.Tensor | None = None,
+                 history: SuffixIndex | None = None) -> Drafter:
     """A drafter of `kind`; the model kinds need `draft_model` (and may propose from `draft_vocab` only), the head
-    kinds a `head` and its `target`."""
+    kinds a `head` and its `target`, the history kind a `history` index. The other lookup kinds read `history`
+    too when given one (the app's "draft from past replies" setting)."""
     if kind == "none":
         return NoDrafter()
-    if kind == "pld":
-        return PromptLookupDrafter()
+    if kind == "history" and history is None:
+        raise ValueError("the history drafter needs an index of past replies")
+    if kind in ("pld", "history"):
+        return PromptLookupDrafter(history=history)
     if kind in MODEL_DRAFTERS:
         if draft_model is None:
             raise ValueError(f"the {kind} drafter needs a draft model")
-        drafter = ModelDrafter if kind == "model" else HybridDrafter
-        return drafter(draft_model, vocab_ids=draft_vocab)
+        if kind == "model":
+            return ModelDrafter(draft_model, vocab_ids=draft_vocab)
+        return HybridDrafter(draft_model, vocab_ids=draft_vocab, history=history)
     if kind in HEAD_DRAFTERS:
         if head is None or target is None:
             raise ValueError(f"the {kind} drafter needs a draft head and its target")
         from .eagle import EagleDrafter, EagleHybridDrafter  # eagle.py builds on this module
 
-        return EagleDrafter(head, target) if kind == "eagle" else EagleHybridDrafter(head, target)
+        return EagleDrafter(head, target) if kind == "eagle" else EagleHybridDrafter(head, target, history=history)
     raise ValueError(f"unknown drafter {kind!r} (choose one of {', '.join(DRAFTER_KINDS)})")

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from .drafters import Draft, Drafter, PromptLookupDrafter, over_vocabulary
+from .history import SuffixIndex
 from .errors import IncompatibleDraftError, ModelLoadError
 from .lean import LeanCache, apply_rope, rope_frequencies, rope_tables
 from .sampling import Sampler
@@ -289,9 +290,9 @@ class EagleHybridDrafter(EagleDrafter):
 
     name = "eagle-hybrid"
 
-    def __init__(self, head: EagleHead, target: nn.Module):
+    def __init__(self, head: EagleHead, target: nn.Module, history: SuffixIndex | None = None):
         super().__init__(head, target)
-        self._lookup = PromptLookupDrafter()
+        self._lookup = PromptLookupDrafter(history=history)
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
         return self._lookup.propose(context, k)

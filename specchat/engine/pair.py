@@ -9,8 +9,9 @@ from typing import Callable
 import torch
 
 from .compat import CompatibilityReport, check_pair
-from .drafters import HEAD_DRAFTERS, MODEL_DRAFTERS, make_drafter
+from .drafters import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, make_drafter
 from .eagle import load_head
+from .history import SuffixIndex
 from .errors import IncompatibleDraftError, SpecchatError
 from .models import (LoadedModel, LoadOptions, ModelSource, default_head_for, load_config, load_model,
                      load_tokenizer)
@@ -36,15 +37,18 @@ class ModelPair:
             raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
                                 "`specchat train-head`, then give --head DIR)")
 
-    def engine(self, drafter: str, packed_weights: bool | None = None) -> SpeculativeEngine:
+    def engine(self, drafter: str, packed_weights: bool | None = None,
+               history: SuffixIndex | None = None) -> SpeculativeEngine:
         """An engine for `drafter` on the target's backend; packed_weights None: the pair's setting (torch
-        targets only)."""
+        targets only). `history`: past replies for the lookup kinds to draft from (needed by "history")."""
         self.check_drafter(drafter)
+        if drafter == "history" and history is None:
+            history = SuffixIndex()  # nothing yet: it drafts like prompt lookup until replies are added
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
         made = make_drafter(drafter, draft_model, head, self._head_target() if head is not None else None,
-                            draft_vocab)
+                            draft_vocab, history=history if drafter in LOOKUP_DRAFTERS else None)
         eos = self.target.eos_token_ids()
         native = self.target.native
         if native is not None:

@@ -179,9 +179,9 @@ class SpeculativeEngine:
         if self.drafter.uses_model:
             draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
             t_policy = time.perf_counter()
-            if draft is not None and policy.free_beats_model(limit, draft.confidence):
+            if draft is not None and policy.free_beats_model(limit, draft.acceptance_class):
                 free = True
-                k_wanted = policy.choose(limit, draft.confidence, free=True)
+                k_wanted = policy.choose(limit, draft.acceptance_class, free=True)
             else:
                 k_wanted = policy.choose(limit)
                 draft = None
@@ -191,11 +191,11 @@ class SpeculativeEngine:
         else:
             draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
             t_policy = time.perf_counter()
-            k_wanted = policy.choose(limit, draft.confidence) if draft is not None else 0
+            k_wanted = policy.choose(limit, draft.acceptance_class) if draft is not None else 0
             policy_s += time.perf_counter() - t_policy
         if draft is None or k_wanted == 0:
             return None, free, policy_s
-        return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.confidence,
+        return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.acceptance_class,
                          self.drafter.forward_count - forwards_before), free, policy_s
 
     def new_cache(self, tokens: int):
@@ -238,7 +238,7 @@ class _Proposal:
 
     tokens: list[int]
     probs: torch.Tensor | None
-    confidence: int | None
+    confidence: int | tuple[str, int] | None  # the acceptance class
     forwards: int
 
 

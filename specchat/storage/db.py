@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from .errors import StorageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0003_comparisons"
+HEAD_REVISION = "0004_history"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 CASEFOLD_FUNCTION = "specchat_casefold"  # SQL function registered on every connection, used by search
 _WRITE_OPTION = "specchat_write"  # execution option: begin with BEGIN IMMEDIATE

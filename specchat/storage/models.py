@@ -27,6 +27,7 @@ NAMING_CONVENTION = {
 
 
 ZERO = text("0")  # module level: inside Message, `text` is the column
+ONE = text("1")
 EMPTY_LIST = text("'[]'")
 EMPTY_OBJECT = text("'{}'")
 CHAT = text("'chat'")
@@ -81,6 +82,8 @@ class Conversation(Base):
     system_prompt: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # 0004: its replies may feed the history drafter (an imported chat: once opened)
+    in_history: Mapped[bool] = mapped_column(Boolean, default=True, server_default=ONE)
 
 
 class Message(Base):

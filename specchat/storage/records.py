@@ -26,6 +26,7 @@ class ConversationInfo:
     created_at: datetime
     updated_at: datetime
     message_count: int = 0
+    in_history: bool = True  # its replies may feed the history drafter (imported chats: once opened)
 
 
 @dataclass(frozen=True)

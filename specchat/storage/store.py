@@ -363,7 +363,8 @@ class Store:
         """
         parsed = exchange.parse_json(data)
         with self._writing() as session:
-            conversation = Conversation(title=parsed.title, system_prompt=parsed.system_prompt)
+            # not drafted from until the user opens it: its text has never been shown in this app
+            conversation = Conversation(title=parsed.title, system_prompt=parsed.system_prompt, in_history=False)
             if parsed.created_at is not None:
                 conversation.created_at = parsed.created_at
             session.add(conversation)
@@ -375,6 +376,27 @@ class Store:
                     spans=exchange.spans_to_json(m.spans), finish_reason=m.finish_reason))
             session.flush()
             return _conversation_info(conversation, len(parsed.messages))
+
+    def include_in_history(self, conversation_id: int) -> list[str]:
+        """Let a chat's replies feed the history drafter (an imported chat, when the user opens it). Returns its
+        replies if it was not included before (to add to a live index), else []."""
+        with self._writing() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            if row.in_history:
+                return []
+            row.in_history = True
+            return list(session.scalars(
+                select(Message.text).where(Message.conversation_id == conversation_id, Message.role == "assistant",
+                                           Message.text != "").order_by(Message.position)))
+
+    def history_replies(self, limit: int = 5000) -> list[str]:
+        """The newest `limit` non-empty replies of the chats that feed the history drafter, oldest first."""
+        with self._reading() as session:
+            rows = session.scalars(
+                select(Message.text).join(Conversation, Conversation.id == Message.conversation_id)
+                .where(Conversation.in_history, Message.role == "assistant", Message.text != "")
+                .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit)).all()
+            return list(reversed(rows))
 
     def _snapshot(self, conversation_id: int) -> tuple[ConversationInfo, list[MessageInfo]]:
         """A conversation and its messages read in one transaction, so an export never mixes two states."""
@@ -438,7 +460,8 @@ def _spans_column(spans: Any, text: str) -> list[list] | None:
 
 def _conversation_info(row: Conversation, message_count: int) -> ConversationInfo:
     return ConversationInfo(id=row.id, title=row.title, system_prompt=row.system_prompt,
-                            created_at=row.created_at, updated_at=row.updated_at, message_count=message_count)
+                            created_at=row.created_at, updated_at=row.updated_at, message_count=message_count,
+                            in_history=bool(row.in_history))
 
 
 def _message_info(row: Message) -> MessageInfo:

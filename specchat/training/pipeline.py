@@ -27,6 +27,8 @@ from ..engine.lean import rope_theta
 from .distill import Example, Labels, generate_replies
 from .eagle import (HeadReport, HeadTrainOptions, Sequences, build_attending_head, build_head, frequent_tokens,
                     split, split_indices, teacher_features, train_attending_head, train_head)
+from .manifest import (MANIFEST, BenchmarkIndex, header, prompt_entries, prompt_id, refuse_benchmark_overlap,
+                       round_record, sources, spec_bench_texts, target_licence, write_manifest)
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
 from .varied import fourth_round_prompts, third_round_prompts
@@ -127,6 +129,8 @@ def settings_for(preset: str, epochs: int | None = None, seed: int | None = None
 
 
 class Pipeline:
+    COMMAND = "specchat train-draft"
+
     def __init__(self, target: ModelSource, out: Path, work: Path, settings: PipelineSettings, suite: str,
                  log: Log = print, progress_bar=None):
         self.target_source = target
@@ -138,6 +142,8 @@ class Pipeline:
         self.timings: dict[str, float] = {}
         self.facts: dict[str, object] = {}
         self.asked: dict[str, list[TrainingPrompt]] = {}  # each round's prompts
+        self.parents: dict[tuple[str | None, str], str] = {}  # (None or prompt text, reply) -> the prompt's id
+        self.benchmark = BenchmarkIndex(spec_bench_texts())  # never trained on (training/manifest.py)
 
     def run(self) -> dict:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -201,6 +207,7 @@ class Pipeline:
     def _apart_from_suite(self, name: str, prompts: list[TrainingPrompt]) -> list[TrainingPrompt]:
         kept, dropped = drop_suite_overlap(prompts, self.suite)
         self.facts[f"{name}_prompts"], self.facts[f"{name}_dropped_for_suite_overlap"] = len(kept), dropped
+        refuse_benchmark_overlap(name, kept, self.benchmark)
         return kept
 
     def _second_prompts(self, target: LoadedModel, first: list[tuple[Example, Labels]]):
@@ -210,10 +217,17 @@ class Pipeline:
 
     def _answered(self, target: LoadedModel, name: str, pairs: list[tuple[Example, Labels]],
                   reply_tokens: tuple[int, int]) -> list[tuple[TrainingPrompt, str]]:
-        """(prompt, reply text) for the replies of round `name` whose length is within `reply_tokens`."""
+        """(prompt, reply text) for the replies of round `name` whose length is within `reply_tokens`. Each reply's
+        prompt is noted as its parent, for the manifest."""
         low, high = reply_tokens
-        return [(prompt, target.tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True).strip())
-                for prompt, (e, _) in zip(self.asked[name], pairs) if low <= len(e.ids) - e.prompt_len <= high]
+        answered = []
+        for i, (prompt, (e, _)) in enumerate(zip(self.asked[name], pairs)):
+            if low <= len(e.ids) - e.prompt_len <= high:
+                reply = target.tokenizer.decode(e.ids[e.prompt_len:], skip_special_tokens=True).strip()
+                answered.append((prompt, reply))
+                for key in ((None, reply), (prompt.text, reply)):
+                    self.parents.setdefault(key, prompt_id(name, i))
+        return answered
 
     def _replies(self, name: str, target: LoadedModel, prompts, max_new_tokens: int) -> list[tuple[Example, Labels]]:
         examples_path, labels_path = self.work / f"{name}.jsonl", self.work / f"{name}-labels.pt"
@@ -286,9 +300,19 @@ class Pipeline:
         summary = self._summary(sum(p.numel() for p in draft.parameters()), report, examples)
         (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (self.out / "README.md").write_text(model_card(summary), encoding="utf-8")
+        self._write_manifest()
         self.log(f"draft saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
         return summary
 
+    def _write_manifest(self) -> None:
+        """manifest.jsonl.gz: every prompt asked, with its sources and licences (training/manifest.py)."""
+        settings, target = asdict(self.settings), self.target_source.describe()
+        table = sources(target, target_licence(target))
+        rounds = [(name, self.asked[name]) for name, _ in self.round_sizes]
+        records = [round_record(name, settings, len(prompts), self.facts[f"{name}_dropped_for_suite_overlap"],
+                                len(prompts)) for name, prompts in rounds]
+        entries = prompt_entries(rounds, self.parents, {key: value["licence"] for key, value in table.items()})
+        write_manifest(self.out / MANIFEST, header(self.COMMAND, target, settings, records, table), entries)
 
     def _save_proposal_vocabulary(self, target: LoadedModel, examples: list[Example]) -> None:
         ids, covered = _reply_vocabulary(target, examples, self.settings.proposal_vocab)
@@ -303,6 +327,8 @@ class HeadPipeline(Pipeline):
     """The same replies as the draft pipeline (the same work folder shares them) and two more varied rounds
     (training/varied.py), teacher-forced once through the target to record its hidden states, then the EAGLE-style
     head trained on them (training/eagle.py)."""
+
+    COMMAND = "specchat train-head"
 
     def _rounds(self, target: LoadedModel) -> list[tuple[str, list[tuple[Example, Labels]]]]:
         rounds = super()._rounds(target)
@@ -427,8 +453,14 @@ class HeadPipeline(Pipeline):
         save_head(head, self.out, {"target": self.target_source.spec})
         (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (self.out / "README.md").write_text(head_card(summary), encoding="utf-8")
+        self._write_manifest()
         self.log(f"head saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
         return summary
+
+
+MANIFEST_NOTE = ("`manifest.jsonl.gz` lists every prompt it was trained on, with the sources and licences of their text "
+                 "(templates written for specchat and the target's own replies; nothing from Spec-Bench or the "
+                 "datasets behind it); `specchat manifest check` confirms that none overlaps Spec-Bench.")
 
 
 def head_card(summary: dict) -> str:
@@ -451,7 +483,7 @@ def head_card(summary: dict) -> str:
         "rounds (follow-up turns, factual questions, documents to summarize, rewrite and extract from), "
         f"{sum(summary['replies_by_category'].values())} replies in all. Held-out acceptance by "
         f"draft position (each given the previous ones accepted): {final.get('heldout_acceptance_by_position')}. "
-        "Details in `training.json`.", "",
+        "Details in `training.json`.", "", MANIFEST_NOTE, "",
         "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face).", ""])
 
 
@@ -476,7 +508,7 @@ def model_card(summary: dict) -> str:
         "Details in `training.json`.", "",
         f"`{PROPOSAL_VOCABULARY}` lists the {settings.get('proposal_vocab')} most frequent tokens of those replies "
         f"(covering {facts.get('proposal_vocab_covers', 0):.1%} of them): specchat drafts from those rows of the output "
-        "head only, which halves the draft's cost per token; other tools ignore the file.", "",
+        "head only, which halves the draft's cost per token; other tools ignore the file.", "", MANIFEST_NOTE, "",
         "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face) whose outputs it was "
         "trained on.", ""])
 

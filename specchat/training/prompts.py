@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 OVERLAP_WORDS = 8
+REPLY = "{reply}"  # where a template takes the target's reply to an earlier prompt (training/manifest.py)
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class TrainingPrompt:
     category: str
     text: str
     history: tuple[str, ...] = ()  # earlier turns, user and assistant alternating, for follow-up prompts
+    # For a prompt whose text embeds a reply of the target: the text with a placeholder ({reply}, or
+    # {reply with typos}) where that reply stands, and the reply as the generator was given it. Provenance for the
+    # training manifest only: they take no part in comparisons.
+    template: str | None = field(default=None, compare=False)
+    reply: str | None = field(default=None, compare=False)
 
 
 TOPICS = """
@@ -204,13 +210,20 @@ SUMMARIES = (
 
 def _rewriting(rng: random.Random, passage: str) -> TrainingPrompt:
     template = rng.choice(REWRITES)
-    return TrainingPrompt("rewriting", template.format(tone=rng.choice(TONES), person=rng.choice(PEOPLE),
-                                                      passage=passage.strip()))
+    tone, person = rng.choice(TONES), rng.choice(PEOPLE)
+    return with_reply("rewriting", template.format(tone=tone, person=person, passage=REPLY), passage)
 
 
 def _summarization(rng: random.Random, passage: str) -> TrainingPrompt:
-    return TrainingPrompt("summarization", rng.choice(SUMMARIES).format(person=rng.choice(PEOPLE),
-                                                                         passage=passage.strip()))
+    template = rng.choice(SUMMARIES)
+    return with_reply("summarization", template.format(person=rng.choice(PEOPLE), passage=REPLY), passage)
+
+
+def with_reply(category: str, template: str, reply: str, shown: str | None = None,
+               placeholder: str = REPLY) -> TrainingPrompt:
+    """A prompt whose text is `template` with the reply (stripped, or `shown` in its place) at `placeholder`."""
+    text = template.replace(placeholder, reply.strip() if shown is None else shown, 1)
+    return TrainingPrompt(category, text, template=template, reply=reply)
 
 
 FIRST = ("Anna", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hiro", "Isla", "Jonas", "Kemal", "Lucia",

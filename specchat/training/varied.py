@@ -16,7 +16,9 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from .prompts import FIRST, LAST, TOPICS, TrainingPrompt, _person, _unique
+from .prompts import FIRST, LAST, REPLY, TOPICS, TrainingPrompt, _person, _unique, with_reply
+
+TYPOS_PLACEHOLDER = "{reply with typos}"
 
 COUNTRIES = ("France", "Japan", "Canada", "Brazil", "Kenya", "Egypt", "Norway", "Peru", "Vietnam", "Italy", "Germany",
              "Spain", "Mexico", "Argentina", "India", "Turkey", "Greece", "Sweden", "Poland", "Chile", "Morocco",
@@ -210,41 +212,49 @@ def fourth_round_prompts(conversations: Sequence[tuple[str, str]], documents: Se
     return _unique(prompts)
 
 
-def _passage(rng: random.Random, documents: Sequence[str]) -> tuple[str, str]:
-    """(kind, text): one of the target's documents, or a templated transcript or email thread."""
+def _passage(rng: random.Random, documents: Sequence[str]) -> tuple[str, str, bool]:
+    """(kind, text, whether the text is one of the target's documents): one of those documents, or a templated
+    transcript or email thread."""
     pick = rng.randrange(4)
     if pick == 0:
-        return "meeting transcript", _transcript(rng)
+        return "meeting transcript", _transcript(rng), False
     if pick == 1:
-        return "email thread", _email_thread(rng)
+        return "email thread", _email_thread(rng), False
     if not documents:
-        return "meeting transcript", _transcript(rng)
-    return rng.choice(DOC_KINDS), rng.choice(documents)
+        return "meeting transcript", _transcript(rng), False
+    return rng.choice(DOC_KINDS), rng.choice(documents), True
 
 
-def _summarize(rng: random.Random, passage: tuple[str, str]) -> TrainingPrompt:
-    kind, text = passage
+def _summarize(rng: random.Random, passage: tuple[str, str, bool]) -> TrainingPrompt:
+    kind, text, from_target = passage
     n = rng.randint(2, 4)
     ask = rng.choice((f"In {n - 1} or {n} sentences, summarize the {kind} below.",
                       f"Give a summary of this {kind} in {n} bullet points.",
                       f"Write a one-paragraph summary of this {kind} for a busy reader.",
                       f"What are the main points of the following {kind}? Include any decisions and dates.",
                       f"Summarize this {kind} in one sentence."))
+    if from_target:
+        return with_reply("summarization", f"{ask}\n\n{REPLY}", text)
     return TrainingPrompt("summarization", f"{ask}\n\n{text.strip()}")
 
 
-def _rewrite(rng: random.Random, passage: tuple[str, str]) -> TrainingPrompt:
-    _, text = passage
-    text = text.strip()
+def _rewrite(rng: random.Random, passage: tuple[str, str, bool]) -> TrainingPrompt:
+    _, original, from_target = passage
+    text = original.strip()
     choice = rng.randrange(6)
     if choice == 0:
-        return TrainingPrompt("rewriting", "Correct the spelling and grammar in the text below. Change nothing "
-                                           f"else.\n\n{_with_typos(rng, text)}")
+        ask = "Correct the spelling and grammar in the text below. Change nothing else."
+        shown = _with_typos(rng, text)
+        if from_target:
+            return with_reply("rewriting", f"{ask}\n\n{TYPOS_PLACEHOLDER}", original, shown, TYPOS_PLACEHOLDER)
+        return TrainingPrompt("rewriting", f"{ask}\n\n{shown}")
     ask = ("Rewrite the text below in the past tense, changing nothing else.",
            "Rewrite the text below so it sounds formal and professional. Keep every detail.",
            "List the main points of the text below as bullets, using its own words.",
            "Give the following text a short title. Keep the text itself exactly as it is.",
            "Rewrite the following text in the present tense.")[choice - 1]
+    if from_target:
+        return with_reply("rewriting", f"{ask}\n\n{REPLY}", original)
     return TrainingPrompt("rewriting", f"{ask}\n\n{text}")
 
 

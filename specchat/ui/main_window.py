@@ -236,6 +236,7 @@ class MainWindow(QMainWindow):
         self.conversation_id = conversation_id
         views = [self._message_view(m) for m in self.session.store.messages(conversation_id)]
         self.transcript.set_messages(views)
+        self.session.include_in_history(conversation_id)  # an imported chat, now seen: its replies may be drafted from
         self._refresh_session_stats()
 
     def _message_view(self, message) -> MessageView:
@@ -321,7 +322,8 @@ class MainWindow(QMainWindow):
             return
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
         cancel = threading.Event()
-        worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel)
+        worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel,
+                                  on_result=self.session.remember_reply)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)

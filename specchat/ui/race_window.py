@@ -37,10 +37,10 @@ DEFAULT_RACE_TOKENS = 128
 CLOSE_WAIT_MS = 10_000  # a stopped race ends after the lane's current step
 
 
-BOX_LABELS = {"pld": "prompt lookup", "model": "draft model", "hybrid": "model + lookup", "eagle": "draft head",
-              "eagle-hybrid": "head + lookup"}
-SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "model": "draft model", "hybrid": "hybrid", "eagle": "head",
-                "eagle-hybrid": "head hybrid"}
+BOX_LABELS = {"pld": "prompt lookup", "history": "+ past replies", "model": "draft model", "hybrid": "model + lookup",
+              "eagle": "draft head", "eagle-hybrid": "head + lookup"}
+SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "history": "history", "model": "draft model", "hybrid": "hybrid",
+                "eagle": "head", "eagle-hybrid": "head hybrid"}
 
 
 def lane_label(drafter: str) -> str:
@@ -244,8 +244,8 @@ class RaceWindow(QWidget):
         self.drafter_boxes: dict[str, QCheckBox] = {}
         drafters_row = QHBoxLayout()
         drafters_row.addWidget(QLabel("Plain decoding against:"))
-        for drafter in ("pld", "model", "hybrid", "eagle", "eagle-hybrid"):
-            box = QCheckBox(BOX_LABELS[drafter])  # short: five of them share a row with the other controls
+        for drafter in ("pld", "history", "model", "hybrid", "eagle", "eagle-hybrid"):
+            box = QCheckBox(BOX_LABELS[drafter])  # short: six of them share a row with the other controls
             box.setToolTip(DRAFTER_LABELS.get(drafter, drafter))
             self.drafter_boxes[drafter] = box
             drafters_row.addWidget(box)
@@ -436,7 +436,10 @@ class RaceWindow(QWidget):
     def _race_runner(self) -> RaceRunner:
         """Engines are kept between races (warmed up once) until the models change."""
         if self._runner is None or self._runner_pair is not self.session.pair:
-            self._runner = RaceRunner(self.session.pair.engine)
+            pair, session = self.session.pair, self.session
+            # the history lane drafts from the chat's past replies (an empty index while the setting is off)
+            self._runner = RaceRunner(lambda drafter: pair.engine(
+                drafter, history=session.history if drafter == "history" else None))
             self._runner_pair = self.session.pair
         return self._runner
 

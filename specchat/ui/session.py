@@ -12,7 +12,8 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult
-from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, MODEL_DRAFTERS
+from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS
+from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
@@ -43,6 +44,9 @@ class ChatSession(QObject):
         self.store = store
         self.settings = settings or AppSettings.load(QSettings())
         self.app_session_id = store.start_app_session(__version__)
+        # The user's past replies, for the lookup drafters to draft from ("Draft from past replies" in Settings).
+        # Built and read on the model thread only (every reply runs there), so it needs no lock.
+        self.history: SuffixIndex | None = None
         self.pair = pair  # also sets _engine: (drafter, engine) for the chat, built on first use
         self.loading = False
         self.error: str | None = None
@@ -52,6 +56,8 @@ class ChatSession(QObject):
         self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
+        else:
+            self._load_history()
 
     # -- models ---------------------------------------------------------------------------------------------------
 
@@ -82,13 +88,54 @@ class ChatSession(QObject):
         pair.check_drafter(drafter)
 
         def make() -> SpeculativeEngine:
+            history = self._history_for(drafter)
+            key = (drafter, history)
             if self._pair is not pair:  # the models changed while the reply was waiting: build, do not keep
-                return pair.engine(drafter)
-            if self._engine is None or self._engine[0] != drafter:
-                self._engine = (drafter, pair.engine(drafter))
+                return pair.engine(drafter, history=history)
+            if self._engine is None or self._engine[0] != key:
+                engine = pair.engine(drafter, history=history)
+                if self._engine is not None and self._engine[0][0] == drafter:
+                    # only the past replies changed: keep what the old engine measured (its cost curve and its
+                    # acceptance per class), so the next reply does not start from scratch
+                    engine.step_costs, engine.acceptance = self._engine[1].step_costs, self._engine[1].acceptance
+                self._engine = (key, engine)
             return self._engine[1]
 
         return make
+
+    def _history_for(self, drafter: str) -> SuffixIndex | None:
+        return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
+
+    def remember_reply(self, result: GenerationResult) -> None:
+        """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
+        if self.history is not None and self.settings.draft_from_history and len(result.token_ids) >= 2:
+            self.history.add(result.token_ids)
+
+    def include_in_history(self, conversation_id: int) -> None:
+        """A chat was opened: an imported one now feeds the history drafter too (its replies join the index)."""
+        replies = self.store.include_in_history(conversation_id)
+        if replies and self.history is not None and self.pair is not None:
+            history, tokenizer = self.history, self.pair.target.tokenizer
+            self._run_in_background(lambda: history.extend(_tokenized(tokenizer, replies)), lambda _: None,
+                                    lambda _message: None)
+
+    def _load_history(self) -> None:
+        """Builds the past-replies index on the model thread, when the setting is on and none is built."""
+        if not self.settings.draft_from_history or self.history is not None or self.pair is None:
+            return
+        replies, tokenizer = self.store.history_replies(), self.pair.target.tokenizer
+
+        def build() -> SuffixIndex:
+            index = SuffixIndex()
+            index.extend(_tokenized(tokenizer, replies))
+            return index
+
+        def built(index: SuffixIndex) -> None:
+            if self.settings.draft_from_history:
+                self.history = index
+                self.status_changed.emit()
+
+        self._run_in_background(build, built, lambda _message: None)
 
     def load_models(self) -> None:
         settings = self.settings
@@ -128,7 +175,7 @@ class ChatSession(QObject):
         engine = pair.engine(drafter)
         prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
         engine.generate(prompt, GenerationConfig(max_new_tokens=24), cancel)
-        return drafter, engine
+        return (drafter, None), engine
 
     def _calibrate(self, pair: ModelPair, cancel: threading.Event | None = None) -> float:
         """Plain decoding speed of this target on this device: the baseline of every reply's speedup."""
@@ -140,8 +187,9 @@ class ChatSession(QObject):
 
     def _on_loaded(self, value) -> None:
         self.pair, speed, engine = value
-        if engine is not None and engine[0] == self.settings.drafter:
+        if engine is not None and engine[0] == (self.settings.drafter, None):
             self._engine = engine
+        self._load_history()
         self.loading = False
         self.plain_tokens_per_s = speed
         self.store.save_calibration(self.pair.target.name, str(self.pair.target.device), str(self.pair.target.dtype),
@@ -174,9 +222,13 @@ class ChatSession(QObject):
         reload = settings.model_key() != self.settings.model_key() or self.pair is None
         self.settings = settings
         settings.save(QSettings())
+        if not settings.draft_from_history:
+            self.history = None  # forgotten at once; rebuilt from the database when turned back on
         if reload:
             self.pair = None
             self.load_models()
+        else:
+            self._load_history()
         self.status_changed.emit()
 
     def download(self, hub_id: str, progress_bar) -> None:
@@ -227,6 +279,8 @@ class ChatSession(QObject):
         if self.pair is None:
             return "No model loaded"
         drafter = DRAFTER_LABELS.get(self.settings.drafter, self.settings.drafter)
+        if self._history_for(self.settings.drafter) is not None and self.settings.drafter != "history":
+            drafter += " + past replies"
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
         target = self.pair.target.name.split(" (")[0]  # the status bar is narrow: "(embedded, GGUF Q4_1)" is dropped
         return f"{target} · {drafter} · {k} · {self.pair.target.runs_on}"
@@ -329,6 +383,10 @@ class ChatSession(QObject):
             if thread is not None:
                 thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
+
+
+def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:
+    return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
 
 
 def _replies(count: int) -> str:

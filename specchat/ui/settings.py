@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QVBoxLayout, QWidget)
 
 from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
-from ..engine.drafters import HEAD_DRAFTERS, MODEL_DRAFTERS
+from ..engine.drafters import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS
 
 
 @dataclass
@@ -30,6 +30,9 @@ class AppSettings:
     max_new_tokens: int = 512
     device: str = "auto"
     packed_weights: bool = True  # verification with MKL-packed layer weights: faster here, about 400 MB more memory
+    # Prompt lookup (and the hybrids' lookup) also proposes continuations from the user's earlier replies
+    # (engine/history.py); imported chats join once opened. Drafts are verified, so replies are unchanged.
+    draft_from_history: bool = True
 
     def generation_config(self, seed: int | None = None) -> GenerationConfig:
         return GenerationConfig(max_new_tokens=self.max_new_tokens, k=self.k, adaptive_k=self.adaptive_k, seed=seed,
@@ -148,6 +151,13 @@ class SettingsDialog(QDialog):
                                "embedded model, none on a GPU). Turn off to save memory; changing it reloads the "
                                "models.")
         self.packed.setChecked(settings.packed_weights)
+        self.from_history = QCheckBox("Draft from my past replies")
+        self.from_history.setToolTip(
+            "Prompt lookup also proposes text from the replies in your saved chats (imported chats only once you "
+            "have opened them). The model checks every proposal, so replies are exactly the same with it on or "
+            "off; only the speed changes. The index stays in memory on this computer and is dropped when you turn "
+            "this off.")
+        self.from_history.setChecked(settings.draft_from_history)
         self.hub_id = QLineEdit()
         self.hub_id.setPlaceholderText("org/name, e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
         download = QPushButton("Download")
@@ -164,6 +174,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.compat)
         form.addRow("Draft length K", self.k)
         form.addRow("", self.adaptive)
+        form.addRow("", self.from_history)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Top-k", self.top_k)
@@ -193,6 +204,7 @@ class SettingsDialog(QDialog):
     def recheck(self) -> None:
         uses_draft = self.drafter.currentData() in MODEL_DRAFTERS
         self.draft.setEnabled(uses_draft)
+        self.from_history.setEnabled(self.drafter.currentData() in LOOKUP_DRAFTERS)
         if self.drafter.currentData() in HEAD_DRAFTERS:
             has_head = self._has_default_head(self.target.text() or "embedded")
             self._show_compat(has_head, "The target's shipped draft head will be used." if has_head else
@@ -239,7 +251,7 @@ class SettingsDialog(QDialog):
                            drafter=self.drafter.currentData(), k=self.k.value(), adaptive_k=self.adaptive.isChecked(),
                            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
                            max_new_tokens=self.max_new.value(), device=self.device.currentText(),
-                           packed_weights=self.packed.isChecked())
+                           packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked())
 
 
 def _double(low: float, high: float, step: float, value: float) -> QDoubleSpinBox:

@@ -93,11 +93,12 @@ class GenerationWorker(ModelJob):
     finished = Signal(object)  # GenerationResult
 
     def __init__(self, make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
-                 cancel: threading.Event):
+                 cancel: threading.Event, on_result: Callable[[GenerationResult], None] | None = None):
         """make_engine is called on the model thread (building an engine is torch work, kept off the GUI thread:
-        see ChatSession.engine_maker)."""
+        see ChatSession.engine_maker); so is on_result, with the finished reply, before the window hears of it."""
         super().__init__(cancel)
         self.make_engine, self.prompt_ids, self.config = make_engine, prompt_ids, config
+        self.on_result = on_result
 
     def run(self) -> None:
         batch: list = []
@@ -109,6 +110,8 @@ class GenerationWorker(ModelJob):
                 self.steps.emit(batch)
                 batch, sent = [], now
             if event.result is not None:
+                if self.on_result is not None:
+                    self.on_result(event.result)
                 self.finished.emit(event.result)
 
     def not_run(self) -> None:

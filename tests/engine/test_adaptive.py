@@ -89,8 +89,45 @@ def test_measured_costs_are_kept_where_the_curve_rises():
     policy = DraftLengthPolicy()
     for n, cost in ((1, 0.040), (2, 0.045), (4, 0.067), (8, 0.070)):
         policy.costs.record(n - 1, verify_s=cost, draft_s=None)
+    # beyond 8 the 4-8 slope (0.75 ms a token) is raised to half the mean slope from 1 to 8 (2.1 ms a token)
     assert [round(policy.costs.verify_estimate(n), 4) for n in (1, 2, 3, 4, 6, 8, 10)] == [
-        0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0715]
+        0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0743]
+
+
+def test_one_slow_pass_does_not_move_the_cost_curve():
+    """A pass that waited for a core (a shared machine) must not make longer checks look cheap."""
+    policy = DraftLengthPolicy()
+    for _ in range(6):
+        policy.costs.record(0, verify_s=0.017, draft_s=None)
+    policy.costs.record(0, verify_s=0.055, draft_s=None)
+    assert policy.costs.verify_estimate(1) == 0.017
+
+
+def test_k_grows_only_a_little_past_the_sizes_measured():
+    policy = DraftLengthPolicy(k=4)
+    assert policy.choose(limit=100, confidence=6) == 0  # nothing measured yet: a plain pass first, not a blind draft
+    policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
+    policy._class(6).successes = 3.0  # alpha 1 (three trials, all accepted)
+    assert policy.choose(limit=100, confidence=6) == 2  # at most 2 past the one size measured
+    policy.observe(2, 2, verify_s=0.041, draft_s=0.0, confidence=6)
+    assert policy.choose(limit=100, confidence=6) == 4
+
+
+def test_a_class_whose_drafts_lose_time_stops_drafting_whatever_the_estimates_say():
+    """The floor: drafting steps that cost more than plain decoding would have (here every drafting pass is slow,
+    which the robust cost curve ignores as noise) put the class in the red; it then drafts only in rare probes."""
+    policy = DraftLengthPolicy(k=4)
+    for n in range(1, 9):
+        for _ in range(8):
+            policy.costs.record(n - 1, verify_s=0.010 + 0.0005 * (n - 1), draft_s=None)
+    chosen = []
+    for _ in range(200):
+        k = policy.choose(limit=100, confidence=6)
+        chosen.append(k)
+        policy.observe(k, k, verify_s=0.010 if k == 0 else 0.200, draft_s=0.0, confidence=6)  # all accepted
+    assert policy.alpha(6) > 0.9  # the estimate still says drafting pays...
+    tail = chosen[20:]
+    assert chosen[:3] != [0, 0, 0] and sum(k > 0 for k in tail) <= len(tail) // 30  # ...but it stopped, but probes
 
 
 def test_probes_are_rare_where_checking_two_tokens_costs_twice_one():

@@ -117,7 +117,16 @@ def eagle_drafter(target):
     return EagleDrafter(head.eval(), target)
 
 
-@pytest.mark.parametrize("drafter", ["model", "model-vocab", "pld", "eagle"])
+def history_drafter():
+    """Prompt lookup plus past replies that match the prompt's end for longer than the prompt itself does."""
+    from specchat.engine.history import SuffixIndex
+
+    index = SuffixIndex()
+    index.extend([[1, 2, 0, 1, 5, 3, 2], [0, 1, 4, 4, 1, 2], [2, 0, 1, 3, 3, 0, 1, 2, 5]])
+    return PromptLookupDrafter(history=index)
+
+
+@pytest.mark.parametrize("drafter", ["model", "model-vocab", "pld", "history", "eagle"])
 def test_speculative_sampling_matches_target_sampling(small_world, drafter, monkeypatch):
     target, draft, tokenizer = small_world
     prompt = [0, 1, 2, 0, 1]  # repeats, so prompt lookup has something to propose
@@ -126,7 +135,7 @@ def test_speculative_sampling_matches_target_sampling(small_world, drafter, monk
     make = {"model": lambda: ModelDrafter(draft), "pld": PromptLookupDrafter,
             # a draft that proposes from all tokens but one: q must be zero there and the result still exact
             "model-vocab": lambda: ModelDrafter(draft, vocab_ids=torch.arange(1, VOCAB)),
-            "eagle": lambda: eagle_drafter(target)}[drafter]
+            "eagle": lambda: eagle_drafter(target), "history": history_drafter}[drafter]
     engine = SpeculativeEngine(target, tokenizer, make(), eos_token_ids=[])
 
     counts, drafted = sample_joint(engine, prompt, runs, length, temperature)

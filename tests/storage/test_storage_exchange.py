@@ -72,3 +72,13 @@ def test_malformed_import_is_refused(store, data, message):
     with pytest.raises(StorageError, match=message):
         store.import_json(data)
     assert store.list_conversations() == []  # nothing half-imported
+
+
+def test_an_imported_chat_feeds_past_replies_only_once_opened(store, chat):
+    imported = store.import_json(store.export_json(chat.id))
+    assert store.conversation(chat.id).in_history and not imported.in_history
+    assert store.history_replies() == ["He and I go.", "He and I go to"]  # oldest first; the import left out
+    assert store.include_in_history(imported.id) == ["He and I go.", "He and I go to"]  # to add to a live index
+    assert store.include_in_history(imported.id) == []  # already in
+    assert sorted(store.history_replies()) == sorted(["He and I go.", "He and I go to"] * 2)  # by time written
+    assert store.history_replies(limit=1) == ["He and I go to"]  # the newest

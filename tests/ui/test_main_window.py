@@ -304,9 +304,9 @@ def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, m
     built_in = []
     original = ModelPair.engine
 
-    def spying_engine(pair, drafter):
+    def spying_engine(pair, drafter, **options):
         built_in.append(threading.current_thread() is threading.main_thread())
-        return original(pair, drafter)
+        return original(pair, drafter, **options)
 
     monkeypatch.setattr(ModelPair, "engine", spying_engine)
     window = make_window()
@@ -326,3 +326,46 @@ def test_a_drafter_that_cannot_run_is_refused_before_a_reply_starts(qtbot, make_
     window = make_window(drafter="eagle")  # the tiny target has no draft head
     with pytest.raises(SpecchatError, match="no draft head"):
         window.session.engine_maker()
+
+
+def test_finished_replies_feed_the_past_replies_index(qtbot, make_window):
+    window = make_window(drafter="pld")
+    session = window.session
+    qtbot.waitUntil(lambda: session.history is not None, timeout=STREAM_TIMEOUT)  # built on the model thread
+    assert "past replies" in session.status_text()
+    results = []
+    remember = session.remember_reply
+    session.remember_reply = lambda result: (results.append(result), remember(result))
+    send(qtbot, window, "The quick brown fox")
+    assert session.engine_maker()().drafter.history is session.history  # the chat's lookup reads it
+    assert session.history.document_count == 1
+    tokens = list(results[0].token_ids)
+    found = session.history.match(tokens[:4], 3)
+    assert found is not None and found.length >= 2 and found.tokens  # the reply can now be drafted from
+
+
+def test_an_imported_chat_is_drafted_from_only_once_opened(qtbot, make_window, store):
+    chat = store.create_conversation("Mine")
+    store.add_message(chat.id, "user", "hi")
+    store.add_message(chat.id, "assistant", "my own earlier reply")
+    imported = store.import_json({"format": "specchat-conversation", "version": 1, "title": "From elsewhere",
+                                  "messages": [{"role": "user", "text": "q"},
+                                               {"role": "assistant", "text": "words never shown here"}]})
+    window = make_window(drafter="pld")
+    session = window.session
+    qtbot.waitUntil(lambda: session.history is not None, timeout=STREAM_TIMEOUT)
+    assert session.history.document_count == 1  # only the chat made in the app
+    window.open_conversation(imported.id)
+    qtbot.waitUntil(lambda: session.history.document_count == 2, timeout=STREAM_TIMEOUT)
+    assert store.conversation(imported.id).in_history
+
+
+def test_turning_past_replies_off_forgets_them(qtbot, make_window):
+    from dataclasses import replace
+
+    window = make_window(drafter="pld")
+    session = window.session
+    qtbot.waitUntil(lambda: session.history is not None, timeout=STREAM_TIMEOUT)
+    session.apply_settings(replace(session.settings, draft_from_history=False))
+    assert session.history is None and "past replies" not in session.status_text()
+    assert session.engine_maker()().drafter.history is None  # the chat's drafter reads no history

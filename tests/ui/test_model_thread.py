@@ -79,7 +79,8 @@ def test_every_kind_of_model_work_runs_on_the_one_model_thread(qtbot, store, mod
         assert window.dashboard.start_benchmark(str(prompts), limit=0, max_new_tokens=8)
 
     assert store.list_comparisons() and "stored" in window.dashboard.message.text()
-    assert [name for name, _, _ in jobs] == ["CallWorker", "GenerationWorker", "RaceWorker", "CallWorker"]
+    # loading, the past-replies index, a reply, a race, a benchmark
+    assert [name for name, _, _ in jobs] == ["CallWorker", "CallWorker", "GenerationWorker", "RaceWorker", "CallWorker"]
     assert {name for name, _ in work} == {"load", "engine"}
     model_thread = session.model_thread.thread_object()
     assert all(thread is model_thread for _, _, thread in jobs)
