@@ -308,12 +308,15 @@ class LlamaCppRunner:
         if cache.length + len(tokens) > self._n_ctx:
             raise ModelLoadError(f"the llama.cpp context holds {self._n_ctx} positions; {cache.length + len(tokens)} "
                                  "were needed")
-        for start in range(0, len(tokens), MAX_BATCH):
-            chunk = tokens[start:start + MAX_BATCH]
-            outputs_from = len(tokens) - rows - start  # the chunk's first position that asks for output
-            self._decode(chunk, cache.length, outputs_from)
-            cache.length += len(chunk)
-            self._held.extend(chunk)
+        if self.keeps_features and len(tokens) > rows:
+            # With embeddings on, llama.cpp computes the output head at every position of a pass (below), which for
+            # a prompt is most of them: 10% of a 750-token prefill. The positions that need no output run first,
+            # with embeddings off; rows of a pass do not depend on how the tokens are split into passes.
+            self._set_embeddings(False)
+            self._run(tokens[:-rows], cache, outputs_from=len(tokens))
+            self._set_embeddings(True)
+            tokens = tokens[-rows:]
+        self._run(tokens, cache, outputs_from=len(tokens) - rows)
         last_chunk = len(tokens) - (len(tokens) - 1) // MAX_BATCH * MAX_BATCH
         # With embeddings on, llama.cpp outputs every position of the batch, whatever it asked for; the rows are
         # in batch order either way, so the wanted ones are the last.
@@ -324,6 +327,18 @@ class LlamaCppRunner:
                                            shape=(outputs, self.model.hidden_size))
             self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
         return torch.from_numpy(logits[outputs - keep:].copy())
+
+    def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int) -> None:
+        """Feeds tokens in passes of at most MAX_BATCH; positions from `outputs_from` on (in `tokens`) ask for
+        output."""
+        for start in range(0, len(tokens), MAX_BATCH):
+            chunk = tokens[start:start + MAX_BATCH]
+            self._decode(chunk, cache.length, outputs_from - start)
+            cache.length += len(chunk)
+            self._held.extend(chunk)
+
+    def _set_embeddings(self, on: bool) -> None:
+        self.llama.llama_set_embeddings(self._ctx, on)
 
     def rollback(self, cache: LlamaCppCache, keep: int, length: int | None = None) -> None:
         """Drops every position from `keep` on (the rejected draft tokens)."""

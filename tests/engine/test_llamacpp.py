@@ -77,6 +77,23 @@ def test_the_runner_keeps_the_final_norm_states_the_head_reads(native_pair):
     assert torch.allclose(head_logits, logits, atol=0.5)
 
 
+def test_a_prefill_that_keeps_states_gives_the_same_rows_as_one_that_does_not(native_pair):
+    """The positions that need no output run with embeddings off (else llama.cpp computes the output head at all of
+    them): logits and states of the kept rows must not change for it."""
+    native = native_pair.target.native
+    plain, keeping = native.runner(), native.runner(keeps_features=True)
+    whole = [], []
+    for runner, out in ((plain, whole[0]), (keeping, whole[1])):
+        cache = runner.new_cache(len(LONG) + 8)
+        out.append(runner.forward(torch.tensor([LONG]), cache, keep=2, prefill=True))
+    assert torch.equal(whole[0][0], whole[1][0])
+    states = keeping.features
+    cache = keeping.new_cache(len(LONG) + 8)  # the same prompt token by token at the end: the same last states
+    keeping.forward(torch.tensor([LONG[:-2]]), cache, keep=1, prefill=True)
+    keeping.forward(torch.tensor([LONG[-2:]]), cache, keep=2)
+    assert torch.equal(keeping.features, states)
+
+
 def test_sampled_verification_on_llama_cpp_logits_reproduces_the_target_and_a_wrong_rule_is_caught(native_pair):
     """The acceptance rule over the real model's verification pass: the first emitted token follows p_1 whatever
     the draft proposed."""
