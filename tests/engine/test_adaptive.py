@@ -151,3 +151,15 @@ def test_greedy_replies_start_from_the_acceptance_earlier_replies_measured(targe
     sampled = GenerationConfig(max_new_tokens=24, seed=0, sampling=SamplingParams(temperature=1.0))
     engine.generate(prompt_ids, sampled)
     assert {c: a.trials for c, a in engine.acceptance.items()} == learned  # a sample neither reads nor writes them
+
+
+def test_a_long_match_in_past_replies_is_tried_at_once_where_a_context_match_is_not():
+    """On a curve where checking two tokens costs two passes only acceptance above ~0.85 pays: a long match in an
+    earlier reply (most often the same request again) starts above it, a context match of the same length not."""
+    policy = DraftLengthPolicy()
+    steep = lambda n: 0.0068 * (1 if n == 1 else 1.0 + 0.5 * n)  # noqa: E731 (2: 2x one pass, 8: 5x)
+    for n in range(1, 10):
+        for _ in range(4):
+            policy.costs.record(n - 1, verify_s=steep(n), draft_s=None)
+    assert policy.choose(limit=100, confidence=("history", 8), free=True) >= 3
+    assert policy.choose(limit=100, confidence=6, free=True) == 0
