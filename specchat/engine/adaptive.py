@@ -65,10 +65,13 @@ class StepCosts:
         """The cost of verifying n tokens, never more than a measured cost for more tokens (checking fewer tokens
         cannot cost more; a higher measurement is noise, e.g. a pass that also timed the output head's layouts).
 
-        Unmeasured sizes: between measured ones, a line through the two nearest; above them, that line's slope, but
-        at least half the mean slope from the smallest measured size (two sizes that measured alike, or the wrong
-        way round, must not make every longer check look free), or +10% per token while only one size has been
-        seen (a longer draft must earn its place); below them, 10% less
+        Unmeasured sizes: between measured ones, a line through the two nearest; above them, half the larger of
+        that line's slope and the mean slope from the smallest measured size, or +10% per token while only one size
+        has been seen. Above the measurements the guess is optimistic on purpose, because K grows only 2 past them
+        (DraftLengthPolicy._best), so a wrong guess costs one step and is then measured: llama.cpp here costs 2x
+        one pass for two tokens and about 0.5x more per token after that, and a straight line through 1 and 2 kept
+        even a reply asked again (every draft accepted) at K = 0. Nor may two sizes that measured alike, or the
+        wrong way round, make every longer check look free (hence the mean slope). Below them, 10% less
         per token than the cheapest measurement above. That last guess is optimistic on purpose: a policy that has
         only ever measured long drafts must believe short ones are cheaper, or it never tries one (from a single
         noisy measurement at 5 tokens it would otherwise keep proposing 5 at an acceptance of 0.16)."""
@@ -84,9 +87,9 @@ class StepCosts:
             return c0 * (1 + 0.1 * (n - n0))
         (n0, c0), (n1, c1) = sorted(sorted(points, key=lambda point: abs(point[0] - n))[:2])
         slope = max((c1 - c0) / (n1 - n0), 0.0)
-        if n > points[-1][0]:  # from the largest measurement on
+        if n > points[-1][0]:  # from the largest measurement on: half the slope, at least half the mean slope
             (first, c_first), (n0, c0) = points[0], points[-1]
-            slope = max(slope, 0.5 * (c0 - c_first) / (n0 - first))
+            slope = 0.5 * max(slope, (c0 - c_first) / (n0 - first))
         return min(max(c0 + slope * (n - n0), 0.25 * points[0][1]), cap)  # a line may not reach zero cost
 
 

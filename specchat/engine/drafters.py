@@ -112,7 +112,7 @@ class PromptLookupDrafter(Drafter):
         found = self.history.match(context, k)
         if found is None or not found.tokens or (draft is not None and draft.confidence >= found.length):
             return draft
-        return Draft(tokens=found.tokens, confidence=found.length, source="history")
+        return Draft(tokens=found.tokens, confidence=history_class(found.length), source="history")
 
     def _from_context(self, context: Sequence[int], k: int) -> Draft | None:
         """The tokens after the latest earlier occurrence of the longest suffix n-gram (max_ngram down to
@@ -133,6 +133,13 @@ class PromptLookupDrafter(Drafter):
             return None
         end = int(ends[agree >= n][-1])  # the latest occurrence of the longest match
         return Draft(tokens=ids[end + 1 : end + 1 + k].tolist(), confidence=n)
+
+
+def history_class(length: int) -> int:
+    """The acceptance class of a match of `length` tokens in past replies: exact up to 8, then 12 (9-15) and 16
+    (16 or more). A match that long is the same request again far more often than a shared phrase, and its own
+    class keeps the phrases' failures (a shared opening, then another answer) from stopping it."""
+    return length if length <= 8 else 12 if length < 16 else 16
 
 
 class ModelDrafter(Drafter):

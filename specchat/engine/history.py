@@ -37,7 +37,7 @@ class HistoryMatch:
 class SuffixIndex:
     """Past replies, queried for the longest earlier occurrence of a context's final n-gram."""
 
-    def __init__(self, max_ngram: int = 8, min_ngram: int = 2, max_candidates: int = 256,
+    def __init__(self, max_ngram: int = 32, min_ngram: int = 2, max_candidates: int = 256,
                  max_tokens: int = 1_000_000):
         if not 2 <= min_ngram <= max_ngram:
             raise ValueError("need 2 <= min_ngram <= max_ngram (matches are found through their final bigram)")

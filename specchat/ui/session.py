@@ -17,6 +17,7 @@ from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
+from ..storage import StorageError
 from .settings import AppSettings
 from .workers import CallWorker, JobThread
 
@@ -113,7 +114,10 @@ class ChatSession(QObject):
 
     def include_in_history(self, conversation_id: int) -> None:
         """A chat was opened: an imported one now feeds the history drafter too (its replies join the index)."""
-        replies = self.store.include_in_history(conversation_id)
+        try:
+            replies = self.store.include_in_history(conversation_id)
+        except StorageError:  # only speed depends on it: the chat opens all the same, and the next open retries
+            return
         if replies and self.history is not None and self.pair is not None:
             history, tokenizer = self.history, self.pair.target.tokenizer
             self._run_in_background(lambda: history.extend(_tokenized(tokenizer, replies)), lambda _: None,
@@ -123,7 +127,11 @@ class ChatSession(QObject):
         """Builds the past-replies index on the model thread, when the setting is on and none is built."""
         if not self.settings.draft_from_history or self.history is not None or self.pair is None:
             return
-        replies, tokenizer = self.store.history_replies(), self.pair.target.tokenizer
+        try:
+            replies = self.store.history_replies()
+        except StorageError:
+            replies = []  # drafting from past replies starts empty; replies written from now on still join
+        tokenizer = self.pair.target.tokenizer
 
         def build() -> SuffixIndex:
             index = SuffixIndex()

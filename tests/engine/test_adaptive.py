@@ -89,7 +89,7 @@ def test_measured_costs_are_kept_where_the_curve_rises():
     policy = DraftLengthPolicy()
     for n, cost in ((1, 0.040), (2, 0.045), (4, 0.067), (8, 0.070)):
         policy.costs.record(n - 1, verify_s=cost, draft_s=None)
-    # beyond 8 the 4-8 slope (0.75 ms a token) is raised to half the mean slope from 1 to 8 (2.1 ms a token)
+    # beyond 8: half the larger of the 4-8 slope (0.75 ms a token) and the mean slope from 1 to 8 (4.3 ms a token)
     assert [round(policy.costs.verify_estimate(n), 4) for n in (1, 2, 3, 4, 6, 8, 10)] == [
         0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0743]
 

@@ -90,3 +90,14 @@ def test_the_history_drafter_is_lossless_even_with_misleading_history(target, to
 def test_the_history_kind_needs_an_index():
     with pytest.raises(ValueError):
         make_drafter("history")
+
+
+def test_a_whole_reply_again_is_a_class_of_its_own():
+    from specchat.engine.drafters import history_class
+
+    reply = list(range(100, 140))
+    index = SuffixIndex()
+    index.add(reply)
+    draft = PromptLookupDrafter(history=index).propose([1, 2] + reply[:20], 5)
+    assert draft.tokens == reply[20:25] and draft.acceptance_class == ("history", 16)  # 20 tokens matched
+    assert [history_class(n) for n in (2, 8, 9, 15, 16, 40)] == [2, 8, 12, 12, 16, 16]

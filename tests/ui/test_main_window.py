@@ -369,3 +369,20 @@ def test_turning_past_replies_off_forgets_them(qtbot, make_window):
     session.apply_settings(replace(session.settings, draft_from_history=False))
     assert session.history is None and "past replies" not in session.status_text()
     assert session.engine_maker()().drafter.history is None  # the chat's drafter reads no history
+
+
+def test_a_storage_error_while_joining_past_replies_still_opens_the_chat(qtbot, make_window, store, monkeypatch):
+    from specchat.storage import StorageError
+
+    chat = store.create_conversation("Imported")
+    store.add_message(chat.id, "user", "q")
+    store.add_message(chat.id, "assistant", "an answer")
+
+    def locked(_conversation_id):
+        raise StorageError("the database is locked")
+
+    window = make_window(drafter="pld")
+    monkeypatch.setattr(store, "include_in_history", locked)
+    window.open_conversation(chat.id)
+    assert window.conversation_id == chat.id
+    assert "an answer" in window.transcript.toPlainText()  # the chat is shown; only drafting from it waits
