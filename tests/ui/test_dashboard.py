@@ -18,6 +18,9 @@ from specchat.ui.settings import AppSettings
 
 BENCH_TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
 NOW = datetime.now(timezone.utc)
+# An hour ago, but never before today's midnight: the date filters below count this run as today's (in the first
+# hour after midnight "an hour ago" was yesterday, and the test failed then).
+EARLIER_TODAY = max(NOW - timedelta(hours=1), datetime.combine(NOW.astimezone().date(), datetime.min.time()).astimezone())
 
 
 def base_run(**values) -> dict:
@@ -45,7 +48,7 @@ def seed_runs(store) -> dict:
                  wall_s=2.0, tokens_per_s=30.0, target_passes=30, draft_proposed=40, draft_accepted=30, speedup=1.5,
                  speedup_basis="measured", proposed_by_position=[10, 10, 10, 10], accepted_by_position=[9, 8, 7, 6]),
         base_run(**common, source="bench", category="coding", drafter="hybrid", draft="tiny-draft",
-                 created_at=NOW - timedelta(hours=1), new_tokens=64, wall_s=1.6, tokens_per_s=40.0, target_passes=20,
+                 created_at=EARLIER_TODAY, new_tokens=64, wall_s=1.6, tokens_per_s=40.0, target_passes=20,
                  draft_proposed=80, draft_accepted=44, speedup=2.0, speedup_basis="measured",
                  proposed_by_position=[20, 20, 20, 20], accepted_by_position=[16, 12, 10, 6]),
     ]
