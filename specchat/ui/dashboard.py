@@ -49,9 +49,9 @@ SOURCES = (("All sources", None), ("Chat replies", "chat"), ("Races", "race"), (
 GROUPINGS = (("Model pair & drafter", "pair"), ("App session", "app_session"), ("Conversation", "conversation"),
              ("Benchmark category", "category"))
 
-DRAFTER_ORDER = ("none", "pld", "model", "hybrid", "eagle", "eagle-hybrid")
-DRAFTER_NAMES = {"none": "plain", "pld": "prompt lookup", "model": "draft model", "hybrid": "hybrid",
-                 "eagle": "draft head", "eagle-hybrid": "head hybrid"}
+DRAFTER_ORDER = ("none", "pld", "history", "model", "hybrid", "eagle", "eagle-hybrid")
+DRAFTER_NAMES = {"none": "plain", "pld": "prompt lookup", "history": "lookup + past replies", "model": "draft model",
+                 "hybrid": "hybrid", "eagle": "draft head", "eagle-hybrid": "head hybrid"}
 # The race window's lane colours, so that a drafter looks the same in both windows.
 DRAFTER_COLOURS = {"none": "#6b7280", "pld": "#2e8b57", "model": "#3b6ea8", "hybrid": "#c2185b",
                    "eagle": "#7b52ab", "eagle-hybrid": "#d84315"}

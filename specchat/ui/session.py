@@ -107,6 +107,12 @@ class ChatSession(QObject):
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
 
+    def _drafter_that_ran(self) -> str:
+        """The drafter a chat reply is recorded under: prompt lookup that also read past replies is the history
+        drafter (so the footer and the statistics say so); the hybrids keep their names."""
+        drafter = self.settings.drafter
+        return "history" if drafter == "pld" and self._history_for(drafter) is not None else drafter
+
     def remember_reply(self, result: GenerationResult) -> None:
         """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
         if self.history is not None and self.settings.draft_from_history and len(result.token_ids) >= 2:
@@ -323,7 +329,7 @@ class ChatSession(QObject):
         speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
                    if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
         self.store.record_run(self.run_values(
-            stats.to_dict(), settings.drafter, result.seed, settings, message_id=message_id,
+            stats.to_dict(), self._drafter_that_ran(), result.seed, settings, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
             baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason))
         self.stats_changed.emit()

@@ -342,6 +342,7 @@ def test_finished_replies_feed_the_past_replies_index(qtbot, make_window):
     tokens = list(results[0].token_ids)
     found = session.history.match(tokens[:4], 3)
     assert found is not None and found.length >= 2 and found.tokens  # the reply can now be drafted from
+    assert window.session.store.runs()[0].drafter == "history"  # recorded (and shown) as what drafted
 
 
 def test_an_imported_chat_is_drafted_from_only_once_opened(qtbot, make_window, store):
