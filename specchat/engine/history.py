@@ -51,11 +51,12 @@ class SuffixIndex:
         self._buffer = np.full(1024, SEPARATOR, dtype=np.int64)
         self._length = 0
         self._documents: list[tuple[int, int]] = []  # (start, end) in the buffer, oldest first
+        self._tokens = 0  # tokens in those documents (kept, not summed: add() checks it for every reply)
         self._positions: dict[tuple[int, int], list[int]] = {}  # final bigram -> buffer index of its 2nd token
 
     @property
     def token_count(self) -> int:
-        return sum(end - start for start, end in self._documents)
+        return self._tokens
 
     @property
     def document_count(self) -> int:
@@ -77,6 +78,7 @@ class SuffixIndex:
         self._buffer[end] = SEPARATOR
         self._length = end + 1
         self._documents.append((start, end))
+        self._tokens += end - start
         for i in range(start + 1, end):
             self._positions.setdefault((tokens[i - 1 - start], tokens[i - start]), []).append(i)
 
