@@ -193,13 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
              "full (the shipped draft, about 55 min on 2 CPU cores) or quick (a smoke test)"),
             ("train-head", run_train_head, "train an EAGLE-style draft head on a target's own hidden states",
              "full (the shipped head, about 70 min on 2 CPU cores after train-draft's replies, about 25 more with "
-             "--attention) or quick")):
+             "--attention), broad (requests the target writes, real documents and follow-ups: about 51 min; "
+             "measured below the shipped head, see docs/drafters.md) or quick")):
         train = commands.add_parser(name, help=what)
         train.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
         train.add_argument("--out", type=Path, required=True, help="folder for the result")
         train.add_argument("--work", type=Path, help="folder for intermediate data, reused when rerun and shared by "
                            "train-draft and train-head (default: in the user cache folder)")
-        train.add_argument("--preset", choices=("full", "quick"), default="full", help=full)
+        presets = ("full", "broad", "quick") if name == "train-head" else ("full", "quick")
+        train.add_argument("--preset", choices=presets, default="full", help=full)
         train.add_argument("--epochs", type=positive_int, help="training epochs (default: the preset's)")
         train.add_argument("--seed", type=int, help="random seed (default: the preset's, 0)")
         if name == "train-head":
@@ -504,7 +506,7 @@ def run_train_draft(args) -> int:
 
 
 def run_train_head(args) -> int:
-    from .training.pipeline import HeadPipeline
+    from .training.head_pipeline import HeadPipeline
 
     summary = _training_pipeline(args, HeadPipeline).run()
     final = summary["epochs"][-1] if summary["epochs"] else {}

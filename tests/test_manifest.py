@@ -36,6 +36,10 @@ def shipped(name):
     return json.loads((folder / "training.json").read_text(encoding="utf-8")), head, entries
 
 
+def is_broad(summary):
+    return (summary["settings"].get("head_rounds") or {}).get("data") == "broad"
+
+
 def spec_bench_word_runs(n):
     """Independently of the module under test: every normalised Spec-Bench turn, and every run of n words."""
     turns = [turn for line in spec_bench_questions().read_text(encoding="utf-8").splitlines() if line.strip()
@@ -48,7 +52,8 @@ def spec_bench_word_runs(n):
 def test_the_shipped_manifest_counts_what_training_json_says(name):
     summary, head, entries = shipped(name)
     facts = summary["facts"]
-    rounds = ["round1", "round2", "round3", "round4"] if "head" in summary["settings"] else ["round1", "round2"]
+    rounds = (["broad1", "broad2"] if is_broad(summary) else ["round1", "round2", "round3", "round4"]
+              if "head" in summary["settings"] else ["round1", "round2"])
     assert [r["round"] for r in head["rounds"]] == rounds
     listed = Counter(entry["round"] for entry in entries)
     for record in head["rounds"]:
@@ -72,14 +77,38 @@ def test_every_shipped_entry_names_its_sources_and_licence(name):
     assert head["benchmark"]["name"] == "Spec-Bench"
     for entry in entries:
         assert entry["sources"] and set(entry["sources"]) <= head["sources"].keys(), entry["id"]
-        assert entry["licence"] == "Apache-2.0", entry["id"]
+        licences = dict.fromkeys(head["sources"][key]["licence"] for key in entry["sources"])
+        assert entry["licence"] == " AND ".join(licences), entry["id"]
+        assert set(licences) <= {"Apache-2.0", "public domain (or CC0-1.0)", "CC0-1.0"}, entry["id"]
         assert entry["turns"] and all(turn.strip() for turn in entry["turns"]), entry["id"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_the_shipped_manifest_is_what_the_generators_make(name):
     summary, head, entries = shipped(name)
+    if is_broad(summary):  # sampled by the target: the training run lists every prompt; its rounds are these
+        made_head, made_entries = manifest_from_training(summary, SUITE)
+        assert made_entries == [] and [r["round"] for r in made_head["rounds"]] == ["broad1", "broad2"]
+        assert len(entries) == sum(summary["facts"][f"{r}_prompts"] for r in ("broad1", "broad2"))
+        return
     assert manifest_from_training(summary, SUITE) == (head, entries)
+
+
+def test_the_broad_head_manifest_quotes_its_documents_whole():
+    from specchat.training.documents import FRENCH, PEPS, load_documents
+
+    summary, head, entries = shipped("smollm2-eagle")
+    if not is_broad(summary):
+        pytest.skip("the shipped head is not trained on the broad data")
+    passages = {doc["text"] for doc in load_documents(PEPS)}
+    paragraphs = {doc["text"] for doc in load_documents(FRENCH)}
+    for entry in entries:
+        if "python/peps" in entry["sources"]:
+            assert any(passage in entry["turns"][-1] for passage in passages), entry["id"]
+        if "python-docs-fr" in entry["sources"]:
+            assert entry["turns"][-1].split("\n\n", 1)[1] in paragraphs, entry["id"]
+    kinds = Counter(entry["category"] for entry in entries)
+    assert set(kinds) >= {"chat", "advice", "writing", "coding", "math", "knowledge", "documents", "translation"}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -178,6 +207,20 @@ def test_the_pipeline_checks_every_round_against_spec_bench(tmp_path):
     assert len(pipeline._apart_from_suite("round1", first_round_prompts(20, seed=0))) > 10
     with pytest.raises(BenchmarkOverlapError):
         pipeline._apart_from_suite("round3", [TrainingPrompt("summarization", question)])
+
+
+def test_requests_the_target_wrote_are_dropped_where_they_overlap_spec_bench(tmp_path):
+    from specchat.engine import ModelSource
+    from specchat.training.pipeline import Pipeline, settings_for
+
+    pipeline = Pipeline(ModelSource.parse("embedded"), tmp_path / "out", tmp_path / "work", settings_for("quick"),
+                        SUITE, log=lambda line: None)
+    question = json.loads(spec_bench_questions().read_text(encoding="utf-8").splitlines()[100])["turns"][0]
+    clean = TrainingPrompt("chat", "Can you suggest a weekend plan for a rainy day in a small town?")
+    sampled = [clean, TrainingPrompt("chat", f"Quick one. {question}"),
+               TrainingPrompt("chat", "And shorter?", history=(question, "A reply."))]
+    assert pipeline._apart_from_benchmark("broad1", sampled) == [clean]
+    assert pipeline.facts["broad1_dropped_for_benchmark_overlap"] == 2
 
 
 def test_manifest_check_on_the_command_line(tmp_path, capsys):

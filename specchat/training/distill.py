@@ -78,7 +78,7 @@ def generate_replies(model, prompts: Sequence[list[int]], eos_ids: set[int], pad
     results: list[tuple[list[int], Labels] | None] = [None] * len(prompts)
     device = next(model.parameters()).device
     lengths = [len(p) for p in prompts]
-    for batch in length_sorted_batches(lengths, batch_size, batch_size * max(lengths)):
+    for batch in length_sorted_batches(lengths, batch_size, batch_size * max(lengths, default=0)):
         width = max(lengths[i] for i in batch)
         ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)

@@ -16,7 +16,9 @@ every source of text with its origin and licence, the benchmark check); every ot
 
 Rounds 1 and 3 come from a seed alone; rounds 2 and 4 also from the target's replies to earlier rounds, so the
 same command with the same target and settings asks the same prompts again given the same replies (greedy
-decoding: the same on the same machine; batched bfloat16 arithmetic may differ elsewhere).
+decoding: the same on the same machine; batched bfloat16 arithmetic may differ elsewhere). The head's broad rounds
+(broad1, broad2: training/broad.py) hold requests the target wrote itself, so only a training run can list them;
+it lists every one in full, with the real documents they quote (sources "python/peps", "python-docs-fr").
 
 `find_overlaps` checks texts against a benchmark the usual way for contamination (GPT-3's 13-gram test): the same
 text after normalisation (lower case, words only, so case, whitespace and punctuation are ignored), any shared run
@@ -50,10 +52,11 @@ PROMPT_SETTINGS = ("seed", "first_round", "second_round", "passage_tokens", "hea
 BENCHMARK_SOURCES = ("MT-bench", "WMT14 de-en", "CNN/DailyMail", "Natural Questions", "GSM8K", "DPR")
 
 
-def sources(target: str, target_licence: str) -> dict[str, dict[str, str]]:
-    """Every source of training-prompt text: where it comes from and under which licence."""
+def sources(target: str, target_licence: str, data: str = "templated") -> dict[str, dict[str, str]]:
+    """Every source of training-prompt text of the `data` kind ("templated": the draft model's and the earlier
+    heads'; "broad": the head's broad rounds): where it comes from and under which licence."""
     written = "written for specchat; no text from any dataset or benchmark"
-    return {
+    table = {
         "prompts.py": {
             "origin": "specchat/training/prompts.py: templates and word lists (topics, people, tones, forms, coding "
                       "tasks, math word problems), and synthetic documents built from its word lists and random "
@@ -64,11 +67,31 @@ def sources(target: str, target_licence: str) -> dict[str, dict[str, str]]:
                       "and paintings, named but never quoted, everyday situations, products, events), and templated "
                       f"meeting transcripts, email threads, receipts, CVs and volunteer lists; {written}",
             "licence": "Apache-2.0", "licence_note": "specchat's own licence (LICENSE)"},
+        "broad.py": {
+            "origin": "specchat/training/broad.py: the system prompts that steer which kind of request the target "
+                      f"writes, and short task phrasings (summarize, translate) put around real documents; {written}",
+            "licence": "Apache-2.0", "licence_note": "specchat's own licence (LICENSE)"},
+        "target prompts": {
+            "origin": f"user turns the target model ({target}) wrote itself: its chat template rendered up to where "
+                      "a user turn begins (after a steering system prompt, a passage, or an earlier conversation) "
+                      "and the rest sampled (temperature 1, top-p 0.98, seeded); listed here in full",
+            "licence": target_licence, "licence_note": "the target model's licence"},
+        "python/peps": {
+            "origin": "prose passages of Python Enhancement Proposals (github.com/python/peps), each placed in the "
+                      "public domain by its Copyright section (resources/documents/peps.jsonl.gz, PROVENANCE.md)",
+            "licence": "public domain (or CC0-1.0)", "licence_note": "as each PEP states"},
+        "python-docs-fr": {
+            "origin": "paragraphs of the French translation of Python's documentation (github.com/python/"
+                      "python-docs-fr: tutorial, FAQ, how-tos; resources/documents/python-docs-fr.jsonl.gz)",
+            "licence": "CC0-1.0", "licence_note": "contributed under CC0 (the project's README)"},
         REPLIES: {
             "origin": f"the target model's ({target}) own greedy replies to the parent prompts listed here, made by "
                       "the training run and not stored: running the target on the parent prompt makes them again",
             "licence": target_licence, "licence_note": "the target model's licence"},
     }
+    kept = ("prompts.py", "varied.py") if data == "templated" else ("broad.py", "target prompts", "python/peps",
+                                                                      "python-docs-fr")
+    return {key: value for key, value in table.items() if key in kept or key == REPLIES}
 
 
 # Each round: its generator, the source of its fixed text, its arguments and its inputs, from the settings.
@@ -77,6 +100,8 @@ ROUNDS = {
     "round2": ("specchat.training.prompts.second_round_prompts", "prompts.py"),
     "round3": ("specchat.training.varied.third_round_prompts", "varied.py"),
     "round4": ("specchat.training.varied.fourth_round_prompts", "varied.py"),
+    "broad1": ("specchat.training.broad.first_broad_prompts", "target prompts"),
+    "broad2": ("specchat.training.broad.follow_up_prompts", "target prompts"),
 }
 
 
@@ -94,6 +119,11 @@ def round_record(name: str, settings: Mapping, prompts: int, dropped: int, liste
                    "conversations: (prompt, reply) for the round1 then round3 prompts whose replies have {} to {} "
                    "tokens; documents: the replies of {} to {} tokens to round3 prompts of category writing".format(
                        *extra.get("conversation_tokens", ("?", "?")), *extra.get("document_tokens", ("?", "?")))),
+        "broad1": ({name: extra.get(name) for name in ("requests", "documents", "translations")} | {"seed": seed},
+                   "the target, sampling user turns"),
+        "broad2": ({"count": extra.get("follow_ups"), "seed": seed},
+                   "conversations: (prompt, reply) for the broad1 requests whose replies have {} to {} tokens".format(
+                       *extra.get("conversation_tokens", ("?", "?")))),
     }[name]
     record = {"round": name, "generator": generator, "arguments": arguments, "inputs": inputs, "source": source,
               "prompts": prompts, "dropped_for_suite_overlap": dropped, "listed": listed}
@@ -113,14 +143,15 @@ def prompt_entries(rounds: Sequence[tuple[str, Sequence[TrainingPrompt]]], paren
     entries = []
     for name, prompts in rounds:
         for i, prompt in enumerate(prompts):
-            entry, used = {"id": prompt_id(name, i), "round": name, "category": prompt.category}, [ROUNDS[name][1]]
+            entry = {"id": prompt_id(name, i), "round": name, "category": prompt.category}
+            used = list(prompt.sources) or [ROUNDS[name][1]]
             if prompt.template is not None:
                 entry.update(template=prompt.template, parent=parents[(None, prompt.reply)])
                 used.append(REPLIES)
             elif prompt.history:
                 parent = parents[(prompt.history[-2], prompt.history[-1])]
                 entry.update(turns=[*prompt.history[0::2], prompt.text], parent=parent)
-                used += [ROUNDS[parent.split("-")[0]][1], REPLIES]
+                used += ([] if prompt.sources else [ROUNDS[parent.split("-")[0]][1]]) + [REPLIES]
             else:
                 entry["turns"] = [prompt.text]
             used = list(dict.fromkeys(used))
@@ -291,6 +322,8 @@ def manifest_from_training(summary: Mapping, suite_jsonl: str) -> tuple[dict, li
     if extra:
         listed["round3"] = third_round_prompts(extra["third_round"], seed)
     names = ("round1", "round2", "round3", "round4") if extra else ("round1", "round2")
+    if extra and extra.get("data") == "broad":  # sampled by the target: only a training run lists them
+        listed, names = {}, ("broad1", "broad2")
     rounds, records = [], []
     for name in names:
         if name in listed:
@@ -301,7 +334,7 @@ def manifest_from_training(summary: Mapping, suite_jsonl: str) -> tuple[dict, li
             rounds.append((name, kept))
         records.append(round_record(name, settings, facts[f"{name}_prompts"],
                                     facts[f"{name}_dropped_for_suite_overlap"], len(listed.get(name, ()))))
-    table = sources(summary["target"], target_licence(summary["target"]))
+    table = sources(summary["target"], target_licence(summary["target"]), (extra or {}).get("data", "templated"))
     entries = prompt_entries(rounds, {}, {key: value["licence"] for key, value in table.items()})
     made_by = "specchat train-head" if "head" in settings else "specchat train-draft"
     written_by = ("`python -m specchat.training.manifest FOLDER`, from the folder's training.json, without running "

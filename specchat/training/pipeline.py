@@ -20,18 +20,15 @@ from typing import Callable
 import torch
 
 from ..engine.chat import Message, build_prompt_ids
-from ..engine.models import PROPOSAL_VOCABULARY, LoadedModel, ModelSource, converted_cache_dir, load_model
+from ..engine.models import (PROPOSAL_VOCABULARY, LoadedModel, LoadOptions, ModelSource, converted_cache_dir,
+                             load_model)
 from ..engine.speculative import default_eos_ids
-from ..engine.eagle import HeadShape, is_eagle_folder, load_head, save_head
-from ..engine.lean import rope_theta
 from .distill import Example, Labels, generate_replies
-from .eagle import (HeadReport, HeadTrainOptions, Sequences, build_attending_head, build_head, frequent_tokens,
-                    split, split_indices, teacher_features, train_attending_head, train_head)
+from .eagle import HeadTrainOptions, frequent_tokens
 from .manifest import (MANIFEST, BenchmarkIndex, header, prompt_entries, prompt_id, refuse_benchmark_overlap,
                        round_record, sources, spec_bench_texts, target_licence, write_manifest)
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
 from .train import DraftShape, TrainOptions, build_draft, train_draft, training_batches
-from .varied import fourth_round_prompts, third_round_prompts
 
 Log = Callable[[str], None]
 
@@ -50,9 +47,18 @@ class HeadSettings:
 
 @dataclass(frozen=True)
 class HeadRounds:
-    """The head's extra data (training/varied.py): round 3, self-contained varied prompts; round 4, follow-up turns
-    on replies from rounds 1 and 3, and work on the documents round 3 made the target write."""
+    """The head's data. data="templated" (the shipped head): the draft model's rounds 1 and 2 plus
+    training/varied.py's round 3, self-contained varied prompts, and round 4, follow-up turns on replies from rounds
+    1 and 3 and work on the documents round 3 made the target write. data="broad" (`--preset broad`,
+    training/broad.py; measured and not shipped, see docs/drafters.md): round broad1, requests the target writes
+    itself, grounded work over real documents and translations; round broad2, follow-up turns the target writes on
+    broad1's conversations."""
 
+    data: str = "templated"
+    requests: int = 1500  # sampled; about 1150 are kept
+    documents: int = 400
+    translations: int = 200
+    follow_ups: int = 350
     third_round: int = 1000  # about 700 distinct
     fourth_round: int = 600
     fourth_round_max_new_tokens: int = 160
@@ -99,6 +105,9 @@ CHECKED_PER_ROUND = ("head_rounds",)
 
 PRESETS = {
     "full": PipelineSettings(),
+    # The head on broad data only (training/broad.py): 51 minutes here; measured against the shipped head in
+    # docs/drafters.md ("The head on broad data").
+    "broad": PipelineSettings(head_rounds=HeadRounds(data="broad")),
     # A few seconds on a tiny model: the whole pipeline, for tests and for trying changes.
     "quick": PipelineSettings(first_round=24, second_round=12, passage_tokens=(4, 12), max_new_tokens=12,
                               second_round_max_new_tokens=12, generation_batch=8, top_k=4, proposal_vocab=64,
@@ -107,7 +116,8 @@ PRESETS = {
                               head=HeadSettings(inner=32, blocks=1, vocab=64),
                               head_train=HeadTrainOptions(epochs=2, batch=64),
                               attending_train=HeadTrainOptions(epochs=2, batch_tokens=512),
-                              head_rounds=HeadRounds(third_round=16, fourth_round=10, fourth_round_max_new_tokens=12,
+                              head_rounds=HeadRounds(requests=12, documents=4, translations=2, follow_ups=4,
+                                                     third_round=16, fourth_round=10, fourth_round_max_new_tokens=12,
                                                      conversation_tokens=(1, 12), document_tokens=(1, 12))),
 }
 
@@ -148,7 +158,8 @@ class Pipeline:
     def run(self) -> dict:
         self.work.mkdir(parents=True, exist_ok=True)
         self._forget_data_made_with_other_settings()
-        target = self._timed("load target", lambda: load_model(self.target_source))
+        # Generation and teacher forcing need the transformers model (a GGUF target would otherwise load on llama.cpp).
+        target = self._timed("load target", lambda: load_model(self.target_source, LoadOptions(backend="torch")))
         examples, labels = self._self_distillation_data(target)
         return self._train_and_save(target, examples, labels)
 
@@ -204,6 +215,15 @@ class Pipeline:
     def _first_prompts(self):
         return self._apart_from_suite("round1", first_round_prompts(self.settings.first_round, self.settings.seed))
 
+    def _apart_from_benchmark(self, name: str, prompts: list[TrainingPrompt]) -> list[TrainingPrompt]:
+        """For prompts the target wrote: those with any turn overlapping Spec-Bench are dropped (and counted), since
+        sampled text cannot be reworded by hand; _apart_from_suite then checks the rest as it checks every round."""
+        def overlaps(prompt: TrainingPrompt) -> bool:
+            return any(self.benchmark.overlaps("", turn) for turn in (*prompt.history[0::2], prompt.text))
+        kept = [prompt for prompt in prompts if not overlaps(prompt)]
+        self.facts[f"{name}_dropped_for_benchmark_overlap"] = len(prompts) - len(kept)
+        return self._apart_from_suite(name, kept)
+
     def _apart_from_suite(self, name: str, prompts: list[TrainingPrompt]) -> list[TrainingPrompt]:
         kept, dropped = drop_suite_overlap(prompts, self.suite)
         self.facts[f"{name}_prompts"], self.facts[f"{name}_dropped_for_suite_overlap"] = len(kept), dropped
@@ -239,24 +259,28 @@ class Pipeline:
             if [e.ids[: e.prompt_len] for e in stored] == prompt_ids:
                 self.log(f"  reusing {examples_path}")
                 self._reused = True
-                labels = [Labels(*pair) for pair in torch.load(labels_path)]
+                labels = [Labels(*pair) for pair in torch.load(labels_path, weights_only=True)]
                 return list(zip(stored, labels))
             self.log(f"  the prompts of {name} changed: generating its replies again")
             for stale in self.work.glob(f"features-{name}*.pt"):  # its reply and prompt states
                 stale.unlink()
-        generator = target.model
-        if self.settings.generation_bf16 and target.model.dtype == torch.float32:
-            generator = copy.deepcopy(target.model).to(torch.bfloat16)
-        eos = default_eos_ids(target.model, tokenizer)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+        eos, pad = _eos_and_pad(target)
         with self.bar(total=len(prompts), desc=f"{name} replies", unit="prompt") as bar:
-            replies = generate_replies(generator, prompt_ids, eos, pad, max_new_tokens,
+            replies = generate_replies(self._generator(target), prompt_ids, eos, pad, max_new_tokens,
                                        self.settings.generation_batch, self.settings.top_k, bar.update)
         results = [(Example(ids + reply, len(ids), p.category), labels)
                    for p, ids, (reply, labels) in zip(prompts, prompt_ids, replies)]
         _write_atomically(labels_path, lambda path: torch.save([(l.top_ids, l.top_probs) for _, l in results], path))
         _write_atomically(examples_path, lambda path: _write_examples(path, [e for e, _ in results]))
         return results
+
+    def _generator(self, target: LoadedModel):
+        """The model that generates the data: a bfloat16 copy of the target where that is faster (made once)."""
+        if getattr(self, "_generation_model", None) is None:
+            self._generation_model = target.model
+            if self.settings.generation_bf16 and target.model.dtype == torch.float32:
+                self._generation_model = copy.deepcopy(target.model).to(torch.bfloat16)
+        return self._generation_model
 
     def _train(self, target: LoadedModel, examples: list[Example], labels: list[Labels]):
         pairs = list(zip(examples, labels))
@@ -307,10 +331,14 @@ class Pipeline:
     def _write_manifest(self) -> None:
         """manifest.jsonl.gz: every prompt asked, with its sources and licences (training/manifest.py)."""
         settings, target = asdict(self.settings), self.target_source.describe()
-        table = sources(target, target_licence(target))
+        data = "broad" if any(name.startswith("broad") for name, _ in self.round_sizes) else "templated"
+        table = sources(target, target_licence(target), data)
         rounds = [(name, self.asked[name]) for name, _ in self.round_sizes]
         records = [round_record(name, settings, len(prompts), self.facts[f"{name}_dropped_for_suite_overlap"],
                                 len(prompts)) for name, prompts in rounds]
+        for record in records:  # rounds the target wrote drop what overlaps the benchmark (_apart_from_benchmark)
+            if f"{record['round']}_dropped_for_benchmark_overlap" in self.facts:
+                record["dropped_for_benchmark_overlap"] = self.facts[f"{record['round']}_dropped_for_benchmark_overlap"]
         entries = prompt_entries(rounds, self.parents, {key: value["licence"] for key, value in table.items()})
         write_manifest(self.out / MANIFEST, header(self.COMMAND, target, settings, records, table), entries)
 
@@ -323,168 +351,10 @@ class Pipeline:
         (self.out / PROPOSAL_VOCABULARY).write_text(json.dumps(record) + "\n", encoding="utf-8")
 
 
-class HeadPipeline(Pipeline):
-    """The same replies as the draft pipeline (the same work folder shares them) and two more varied rounds
-    (training/varied.py), teacher-forced once through the target to record its hidden states, then the EAGLE-style
-    head trained on them (training/eagle.py)."""
-
-    COMMAND = "specchat train-head"
-
-    def _rounds(self, target: LoadedModel) -> list[tuple[str, list[tuple[Example, Labels]]]]:
-        rounds = super()._rounds(target)
-        extra = self.settings.head_rounds
-        third = self._timed("third-round replies", lambda: self._replies(
-            "round3", target, self._apart_from_suite("round3", third_round_prompts(extra.third_round,
-                                                                                  self.settings.seed)),
-            self.settings.max_new_tokens))
-        fourth = self._timed("fourth-round replies", lambda: self._replies(
-            "round4", target, self._fourth_prompts(target, rounds[0][1], third), extra.fourth_round_max_new_tokens))
-        return rounds + [("round3", third), ("round4", fourth)]
-
-    def _fourth_prompts(self, target: LoadedModel, first, third) -> list[TrainingPrompt]:
-        extra = self.settings.head_rounds
-        conversations = [(prompt.text, reply) for name, pairs in (("round1", first), ("round3", third))
-                         for prompt, reply in self._answered(target, name, pairs, extra.conversation_tokens)]
-        documents = [reply for prompt, reply in self._answered(target, "round3", third, extra.document_tokens)
-                     if prompt.category == "writing"]
-        return self._apart_from_suite("round4", fourth_round_prompts(conversations, documents, extra.fourth_round,
-                                                                     self.settings.seed))
-
-    def _train_and_save(self, target: LoadedModel, examples: list[Example], labels: list[Labels]) -> dict:
-        features = self._features(target, examples)
-        report, head = self._timed("head training", lambda: self._stateless_head(target, examples, features))
-        if self.settings.head.attention:
-            prompt_features = self._features(target, examples, span="prompt")
-            self.facts["stateless_head_epochs"] = report.epochs
-            report, head = self._timed("attending head training", lambda: self._train_attending_head(
-                target, examples, prompt_features, features, head))
-        return self._save_head(target, head, report, examples)
-
-    def _features(self, target: LoadedModel, examples: list[Example], span: str = "reply") -> list[torch.Tensor]:
-        """The target's hidden states on every reply (or prompt), computed and kept per round, so that a new or
-        changed round costs only its own pass."""
-        features, start = [], 0
-        for name, size in self.round_sizes:
-            part = examples[start : start + size]
-            start += size
-            stage = f"{name} hidden states" + (" (prompts)" if span == "prompt" else "")
-            features += self._timed(stage, lambda: self._round_features(target, name, part, span))
-        return features
-
-    def _round_features(self, target: LoadedModel, name: str, part: list[Example], span: str) -> list[torch.Tensor]:
-        path = self.work / (f"features-{name}.pt" if span == "reply" else f"features-{name}-prompt.pt")
-        rows = (lambda e: len(e.ids) - e.prompt_len + 1) if span == "reply" else (lambda e: e.prompt_len - 1)
-        if path.exists():
-            stored = torch.load(path)
-            if [len(f) for f in stored] == [rows(e) for e in part]:
-                self.log(f"  reusing {path}")
-                self._reused = True
-                return stored
-        with self.bar(total=len(part), desc=f"{name} hidden states", unit="reply") as bar:
-            computed = teacher_features(target.model, part, progress=bar.update, span=span)
-        _write_atomically(path, lambda tmp: torch.save(computed, tmp))
-        return computed
-
-    def _stateless_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
-        """The stateless head, kept in the work folder with the settings that made it (reused when they match:
-        the attending stage can then be changed and rerun without retraining it)."""
-        folder, record = self.work / "stateless-head", self.work / "stateless-head.json"
-        sizes = {name: getattr(self.settings.head, name) for name in ("inner", "blocks", "vocab")}
-        made_with = json.loads(json.dumps({"head": sizes, "head_train":
-                                           asdict(self.settings.head_train), "seed": self.settings.seed,
-                                           "heldout_fraction": self.settings.heldout_fraction,
-                                           "examples": examples_fingerprint(examples)}))
-        if is_eagle_folder(folder) and record.exists():
-            stored = json.loads(record.read_text(encoding="utf-8"))
-            if stored["made_with"] == made_with:
-                self.log(f"  reusing {folder}")
-                self._reused = True
-                self.facts.update(stored["facts"])
-                head = load_head(folder, target.model).float()
-                return HeadReport(stored["epochs"]), head
-        report, head = self._train_head(target, examples, features)
-        save_head(head, folder, {"target": self.target_source.spec})
-        facts = {k: self.facts[k] for k in ("train_positions", "heldout_positions", "head_vocabulary",
-                                            "reply_tokens_covered")}
-        record.write_text(json.dumps({"made_with": made_with, "facts": facts, "epochs": report.epochs}, indent=1),
-                          encoding="utf-8")
-        # As saved (float16), so that a rerun reusing it continues from exactly the same weights.
-        return report, load_head(folder, target.model).float()
-
-    def _train_attending_head(self, target: LoadedModel, examples: list[Example], prompt_features, features,
-                              stateless):
-        """The attending head, started from the stateless one (training/eagle.py, build_attending_head), on the
-        same split of whole sequences."""
-        options = self.settings.attending_train
-        pick = lambda indices: Sequences([examples[i] for i in indices], [prompt_features[i] for i in indices],
-                                         [features[i] for i in indices])
-        train, heldout = map(pick, split_indices(len(examples), self.settings.heldout_fraction, self.settings.seed))
-        config = target.model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        shape = HeadShape(hidden=stateless.shape.hidden, inner=stateless.shape.inner, blocks=stateless.shape.blocks,
-                          vocab=stateless.shape.vocab, heads=config.num_attention_heads,
-                          kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-                          head_dim=head_dim, rope_theta=rope_theta(config))
-        head = build_attending_head(stateless, shape, self.settings.seed)
-        steps = len(train.batches(options.batch_tokens)) * options.epochs
-        with self.bar(total=steps, desc="attending head training", unit="step") as bar:
-            progress = self._epoch_progress(bar, "held-out acceptance by position {heldout_acceptance_by_position}")
-            return train_attending_head(head, target.model, train, heldout, options, progress), head
-
-    def _train_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
-        options = self.settings.head_train
-        train, heldout = split(examples, features, self.settings.heldout_fraction, self.settings.seed, options.unroll)
-        vocab_ids, covered = _reply_vocabulary(target, examples, self.settings.head.vocab)
-        self.facts.update(train_positions=len(train), heldout_positions=len(heldout),
-                          head_vocabulary=len(vocab_ids), reply_tokens_covered=covered)
-        self.log(f"  {len(train)} training positions, {len(heldout)} held out; the head's {len(vocab_ids)} tokens "
-                 f"cover {self.facts['reply_tokens_covered']:.1%} of reply tokens")
-        hidden = target.model.get_input_embeddings().weight.shape[1]
-        shape = HeadShape(hidden=hidden, inner=self.settings.head.inner, blocks=self.settings.head.blocks,
-                          vocab=len(vocab_ids))
-        head = build_head(target.model, vocab_ids, shape, self.settings.seed)
-        steps = -(-len(train) // options.batch) * options.epochs
-        with self.bar(total=steps, desc="head training", unit="step") as bar:
-            progress = self._epoch_progress(bar, "held-out acceptance by position {heldout_acceptance_by_position}")
-            return train_head(head, target.model, train, heldout, options, progress), head
-
-    def _save_head(self, target: LoadedModel, head, report, examples: list[Example]) -> dict:
-        summary = self._summary(sum(p.numel() for p in head.parameters()), report, examples)
-        save_head(head, self.out, {"target": self.target_source.spec})
-        (self.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        (self.out / "README.md").write_text(head_card(summary), encoding="utf-8")
-        self._write_manifest()
-        self.log(f"head saved to {self.out} ({folder_megabytes(self.out):.1f} MB)")
-        return summary
-
-
-MANIFEST_NOTE = ("`manifest.jsonl.gz` lists every prompt it was trained on, with the sources and licences of their text "
-                 "(templates written for specchat and the target's own replies; nothing from Spec-Bench or the "
-                 "datasets behind it); `specchat manifest check` confirms that none overlaps Spec-Bench.")
-
-
-def head_card(summary: dict) -> str:
-    final = summary["epochs"][-1] if summary["epochs"] else {}
-    head, facts = summary["settings"]["head"], summary["facts"]
-    minutes = sum(summary["timings_s"].values()) / 60
-    attention = ("an attention block over the earlier positions, with its own KV cache, then "
-                 if head.get("attention") else "")
-    return "\n".join([
-        f"# EAGLE-style draft head for {summary['target']}", "",
-        f"A {summary['parameters'] / 1e6:.1f}M-parameter head ({attention}{head['blocks']} residual MLP blocks of "
-        f"width {head['inner']}, float16) that drafts from the target's own last hidden state and the next token's "
-        f"embedding, through the target's output head cut to its {facts.get('head_vocabulary')} most frequent reply "
-        f"tokens (covering {facts.get('reply_tokens_covered', 0):.1%} of them). It is not a model on its own: "
-        "specchat loads it with its target (the `eagle` and `eagle-hybrid` drafters). transformers' "
-        "`generate(assistant_model=...)` cannot use it.", "",
-        f"Trained with `specchat train-head` ({minutes:.0f} minutes end to end on the machine that made it, the "
-        "replies included; the attending head starts from a stateless one trained first) on the same "
-        "self-distilled replies as the shipped draft model plus two more varied "
-        "rounds (follow-up turns, factual questions, documents to summarize, rewrite and extract from), "
-        f"{sum(summary['replies_by_category'].values())} replies in all. Held-out acceptance by "
-        f"draft position (each given the previous ones accepted): {final.get('heldout_acceptance_by_position')}. "
-        "Details in `training.json`.", "", MANIFEST_NOTE, "",
-        "Licence: Apache-2.0, like the target model (SmolLM2-135M-Instruct, Hugging Face).", ""])
+MANIFEST_NOTE = ("`manifest.jsonl.gz` lists every prompt it was trained on, with the sources and licences of their "
+                 "text (templates written for specchat, requests the target wrote, public-domain and CC0 documents, "
+                 "the target's own replies; nothing from Spec-Bench or the datasets behind it); `specchat manifest "
+                 "check` confirms that none overlaps Spec-Bench.")
 
 
 def model_card(summary: dict) -> str:
@@ -527,6 +397,12 @@ def examples_fingerprint(examples: list[Example]) -> str:
     for example in examples:
         digest.update(json.dumps([example.prompt_len, example.ids]).encode())
     return digest.hexdigest()[:16]
+
+
+def _eos_and_pad(target: LoadedModel) -> tuple[set[int], int]:
+    eos = default_eos_ids(target.model, target.tokenizer)
+    pad = target.tokenizer.pad_token_id
+    return eos, pad if pad is not None else min(eos)
 
 
 def _conversation(prompt: TrainingPrompt) -> list[Message]:

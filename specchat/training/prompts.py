@@ -30,6 +30,8 @@ class TrainingPrompt:
     # training manifest only: they take no part in comparisons.
     template: str | None = field(default=None, compare=False)
     reply: str | None = field(default=None, compare=False)
+    # Keys of the manifest's sources its text comes from, when they are not its round's usual one.
+    sources: tuple[str, ...] = field(default=(), compare=False)
 
 
 TOPICS = """

@@ -17,6 +17,13 @@ def model_folders_heads(model_folders) -> int:
     return json.loads((model_folders / "target" / "config.json").read_text())["num_attention_heads"]
 
 
+def broad(settings):
+    """The head's broad data (training/broad.py) instead of the templated rounds."""
+    from dataclasses import replace
+
+    return replace(settings, head_rounds=replace(settings.head_rounds, data="broad"))
+
+
 def run_quick(model_folders, tmp_path, **kw):
     out = tmp_path / "draft"
     pipeline = Pipeline(ModelSource.parse(str(model_folders / "target")), out, tmp_path / "work",
@@ -79,7 +86,7 @@ def test_data_made_with_other_settings_is_not_reused(model_folders, tmp_path):
 
 def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model_folders, tmp_path, prompt_ids):
     from specchat.engine.eagle import is_eagle_folder
-    from specchat.training.pipeline import HeadPipeline
+    from specchat.training.head_pipeline import HeadPipeline
 
     run_quick(model_folders, tmp_path)  # the draft pipeline first: the head reuses its replies
     replies = (tmp_path / "work" / "round1.jsonl").read_text()
@@ -115,7 +122,7 @@ def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model
 def test_changing_the_head_rounds_regenerates_only_those_rounds(model_folders, tmp_path):
     from dataclasses import replace
 
-    from specchat.training.pipeline import HeadPipeline
+    from specchat.training.head_pipeline import HeadPipeline
 
     source = ModelSource.parse(str(model_folders / "target"))
     work = tmp_path / "work"
@@ -134,7 +141,7 @@ def test_changing_the_head_rounds_regenerates_only_those_rounds(model_folders, t
 
 
 def test_follow_up_prompts_carry_the_earlier_turns(model_folders, tmp_path):
-    from specchat.training.pipeline import HeadPipeline
+    from specchat.training.head_pipeline import HeadPipeline
 
     source = ModelSource.parse(str(model_folders / "target"))
     pipeline = HeadPipeline(source, tmp_path / "head", tmp_path / "work", settings_for("quick"), SUITE,
@@ -144,3 +151,39 @@ def test_follow_up_prompts_carry_the_earlier_turns(model_folders, tmp_path):
     assert follow_ups
     earlier = {p.text for p in pipeline.asked["round1"] + pipeline.asked["round3"]}
     assert all(p.history[0] in earlier and p.history[1] for p in follow_ups)
+
+
+def test_broad_head_pipeline_asks_what_the_target_writes_and_lists_it(model_folders, tmp_path, prompt_ids):
+    from specchat.training.manifest import read_manifest
+    from specchat.training.head_pipeline import HeadPipeline
+
+    source = ModelSource.parse(str(model_folders / "target"))
+    out, work = tmp_path / "head", tmp_path / "work"
+    pipeline = HeadPipeline(source, out, work, broad(settings_for("quick")), SUITE, log=lambda line: None)
+    summary = pipeline.run()
+
+    assert not (work / "round1.jsonl").exists()  # the templated rounds take no part
+    asked = {name: pipeline.asked[name] for name in ("broad1", "broad2")}
+    sources = {source for p in asked["broad1"] for source in p.sources}
+    assert {"python/peps", "python-docs-fr", "broad.py"} <= sources  # real documents and translations
+    follow_ups = asked["broad2"]
+    assert all(p.history[0] in {q.text for q in asked["broad1"]} and p.history[1] for p in follow_ups)
+    head, entries = read_manifest(out / "manifest.jsonl.gz")
+    assert len(entries) == len(asked["broad1"]) + len(follow_ups)
+    assert {e["round"] for e in entries} == {"broad1", "broad2"} - ({"broad2"} if not follow_ups else set())
+    assert all(set(e["sources"]) <= set(head["sources"]) for e in entries)
+    assert summary["timings_s"].keys() >= {"broad1 prompts", "broad1 replies", "broad1 hidden states",
+                                           "head training"}
+
+    # The sampled prompts are kept: a second run asks the same ones without sampling again.
+    log = []
+    again = HeadPipeline(source, out, work, broad(settings_for("quick")), SUITE, log=log.append)
+    again.run()
+    assert again.asked["broad1"] == asked["broad1"]
+    assert any("reusing" in line and "broad1-prompts.json" in line for line in log)
+
+    pair = load_pair(source)
+    pair.head_folder = out
+    config = GenerationConfig(max_new_tokens=24, k=3)
+    plain = pair.engine("none").generate(prompt_ids, config).token_ids
+    assert pair.engine("eagle").generate(prompt_ids, config).token_ids == plain
