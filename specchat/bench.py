@@ -153,10 +153,15 @@ def _bench_prompt(record: object, where: str) -> BenchPrompt:
     missing = [key for key in ("question_id", "category", "turns") if key not in record]
     if missing:
         raise PromptError(f"{where}: missing {', '.join(missing)}")
-    turns = record["turns"]
+    turns, question_id, category = record["turns"], record["question_id"], record["category"]
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
         raise PromptError(f"{where}: 'turns' must be a non-empty list of non-empty strings")
-    return BenchPrompt(record["question_id"], str(record["category"]), tuple(turns))
+    # Checked here, before any model runs: a list or null id used to fail mid-run, losing every record made so far.
+    if isinstance(question_id, bool) or not isinstance(question_id, (int, str)) or not str(question_id).strip():
+        raise PromptError(f"{where}: 'question_id' must be a number or a non-empty string, not {question_id!r}")
+    if not isinstance(category, str) or not category.strip():
+        raise PromptError(f"{where}: 'category' must be a non-empty string, not {category!r}")
+    return BenchPrompt(question_id, category, tuple(turns))
 
 
 def parse_modes(text: str, has_draft: bool) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from typing import TextIO
@@ -13,6 +14,14 @@ DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
 REJECTED_STYLE = "\x1b[2;9m"  # faint, struck through
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
+# Control characters a reply must not send to the terminal: ESC (escape sequences can retitle the window, move the
+# cursor, rewrite what is on screen), the other C0 controls but tab and newline, DEL and the C1 controls.
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Model text as it may be written to a terminal: each control character shown as a visible escape."""
+    return CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class StreamPrinter:
@@ -26,11 +35,12 @@ class StreamPrinter:
     def show(self, event: StepEvent) -> None:
         if self.colour:
             for text, origin in event.runs():
+                text = printable(text)
                 self.out.write(f"{DRAFT_STYLE}{text}{RESET}" if origin == Origin.DRAFT else text)
             if self.show_rejected and event.rejected_text:
-                self.out.write(f"{REJECTED_STYLE}{event.rejected_text}{RESET}")
+                self.out.write(f"{REJECTED_STYLE}{printable(event.rejected_text)}{RESET}")
         else:
-            self.out.write(event.text_delta)
+            self.out.write(printable(event.text_delta))
         self.out.flush()
 
     def finish(self, result: GenerationResult, drafter: str, file: TextIO) -> None:

@@ -68,3 +68,22 @@ def native_pair():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make setup installs it)")
     target = ModelSource.parse("embedded")
     return load_pair(target, default_draft_for(target), LoadOptions(backend="llama.cpp"))
+
+
+@pytest.fixture(autouse=True)
+def fixed_step_costs(request, monkeypatch):
+    """Every engine made in a test prices a step with StepCosts.fixed instead of the clock, so that adaptive K, and
+    with it every count of drafted and accepted tokens, is the same on a fast, a slow and a busy machine. A test of
+    the measured costs themselves opts out with @pytest.mark.clock."""
+    if request.node.get_closest_marker("clock"):
+        return
+    from specchat.engine.adaptive import StepCosts
+    from specchat.engine.speculative import SpeculativeEngine
+
+    made = SpeculativeEngine.__init__
+
+    def with_fixed_costs(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.step_costs = StepCosts.fixed(self.drafter.uses_model)
+
+    monkeypatch.setattr(SpeculativeEngine, "__init__", with_fixed_costs)

@@ -99,6 +99,10 @@ def test_malformed_prompt_files(capsys, tmp_path):
         "not json": "line 1: not valid JSON",
         '{"question_id": 1, "category": "x"}': "line 1: missing turns",
         '{"question_id": 1, "category": "x", "turns": []}': "'turns' must be a non-empty list",
+        '{"question_id": [1], "category": "x", "turns": ["hi"]}': "'question_id' must be a number or a non-empty",
+        '{"question_id": null, "category": "x", "turns": ["hi"]}': "'question_id' must be a number or a non-empty",
+        '{"question_id": 1, "category": {"a": 1}, "turns": ["hi"]}': "'category' must be a non-empty string",
+        "[1, 2]": "expected a JSON object",
         "": "has no prompts",
     }
     for content, fragment in cases.items():
@@ -111,10 +115,33 @@ def test_malformed_prompt_files(capsys, tmp_path):
 
 
 def test_download_when_offline_says_so(capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the tests' network is off anyway; make it explicit
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: no network
+    monkeypatch.setattr(constants, "HF_ENDPOINT", "http://127.0.0.1:9", raising=False)
     code, _, err = run(capsys, "models", "download", "HuggingFaceTB/SmolLM2-360M-Instruct")
     assert_one_line_error(code, err, "could not reach the Hugging Face Hub")
     assert "offline" in err
+
+
+def test_a_download_reaches_the_hub_although_the_app_is_offline_for_everything_else(monkeypatch):
+    """The app (GUI included) runs with HF_HUB_OFFLINE=1, which huggingface_hub reads at import: the download the
+    user asked for must lift it, and only for itself."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from specchat.engine.models import download_from_hub
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    seen = []
+
+    def fake_download(repo_id, **kwargs):
+        seen.append((repo_id, constants.HF_HUB_OFFLINE))
+        return "/cache/snapshot"
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    assert download_from_hub("HuggingFaceTB/SmolLM2-360M-Instruct") == "/cache/snapshot"
+    assert seen == [("HuggingFaceTB/SmolLM2-360M-Instruct", False)] and constants.HF_HUB_OFFLINE is True
 
 
 def test_download_rejects_a_malformed_id(capsys):

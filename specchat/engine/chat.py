@@ -32,3 +32,23 @@ def build_prompt_ids(tokenizer, history: Sequence[Message], system: str | None =
     else:
         text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant:"
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def build_fitting_prompt(tokenizer, history: Sequence[Message], system: str | None,
+                         max_tokens: int) -> tuple[list[int], int]:
+    """The prompt of the conversation's newest turns that fits in max_tokens, and how many of its oldest messages
+    were left out for it (0 when the whole conversation fits). The system prompt always stays; messages go in
+    pairs from the oldest, so the prompt still starts with a user turn. Nothing is deleted: it is the prompt that
+    is shorter, not the conversation. PromptError if even the last user message does not fit."""
+    start = 0
+    while True:
+        prompt = build_prompt_ids(tokenizer, history[start:], system)
+        if len(prompt) <= max_tokens:
+            return prompt, start
+        remaining = len(history) - start
+        if remaining <= 1:
+            raise PromptError(f"your message has about {len(prompt)} tokens with the chat's instructions, more than "
+                              f"the model can read with room for a reply ({max_tokens}); shorten it")
+        start += 2 if remaining > 2 and history[start].role == "user" else 1
+        while start < len(history) - 1 and history[start].role != "user":
+            start += 1

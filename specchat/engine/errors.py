@@ -1,8 +1,7 @@
 """Errors that carry a message meant for the user (CLI and GUI show them without a traceback)."""
 
 
-class SpecchatError(Exception):
-    """A problem the user can act on; str(error) is a complete one-line explanation."""
+from ..errors import SpecchatError  # noqa: F401  (the root, shared with the storage layer)
 
 
 class ModelLoadError(SpecchatError):

@@ -4,6 +4,7 @@ Hugging Face Hub repositories (downloaded only when the user asks). Nothing here
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -455,6 +456,21 @@ def progress_tqdm(report):
     return ReportingTqdm
 
 
+@contextlib.contextmanager
+def _hub_reachable():
+    """The network for the download the user asked for. The app sets HF_HUB_OFFLINE=1 for the whole process (no
+    load may reach the network), and huggingface_hub reads it once, at import, into constants.HF_HUB_OFFLINE,
+    which every request checks: so that flag, not the environment, is lifted for the download and put back."""
+    from huggingface_hub import constants
+
+    offline = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = False
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = offline
+
+
 def download_from_hub(repo_id: str, tqdm_class=None) -> str:
     """Downloads a Hub model (safetensors, config and tokenizer files only) into the standard HF cache."""
     from huggingface_hub import snapshot_download
@@ -462,7 +478,8 @@ def download_from_hub(repo_id: str, tqdm_class=None) -> str:
     ModelSource._hub(repo_id)
     patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja"]
     try:
-        return snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class)
+        with _hub_reachable():
+            return snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class)
     except Exception as error:
         message = _first_line(error)
         if any(word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")) or \

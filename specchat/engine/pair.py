@@ -29,6 +29,13 @@ class ModelPair:
     packed_weights: bool = True
     _head: torch.nn.Module | None = field(default=None, repr=False)
 
+    def context_window(self) -> int:
+        """How many tokens the target reads at most (prompt and reply together)."""
+        native = self.target.native
+        if native is not None:
+            return native.context_window
+        return getattr(self.target.model.config, "max_position_embeddings", None) or 1 << 30
+
     def check_drafter(self, drafter: str) -> None:
         """SpecchatError if this pair cannot run `drafter` (no draft model, no head), without building anything."""
         if drafter in MODEL_DRAFTERS and self.draft is None:

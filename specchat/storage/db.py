@@ -88,10 +88,13 @@ def _prepare_file(path: Path) -> None:
     """Create the folder (0o700) and the file (0o600): chats are private, other local users must not read them.
 
     The mode is also enforced on an existing file, e.g. one copied from elsewhere with looser permissions. SQLite
-    gives its -wal and -shm files the permissions of the main file.
+    gives its -wal and -shm files the permissions of the main file. The default folder is specchat's own, so an
+    existing one is tightened too (its name tells: a database the user put in a folder of theirs leaves it be).
     """
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.parent == default_database_path().parent and os.name == "posix":
+            os.chmod(path.parent, 0o700)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)
         os.chmod(path, 0o600)

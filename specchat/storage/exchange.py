@@ -166,7 +166,10 @@ def _optional_time(data: dict, where: str) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
+        # In UTC, as the database keeps it: a time that has no UTC equivalent (year 1 at +14:00) fails here, not
+        # inside the database driver.
+        parsed = parsed.astimezone(timezone.utc) if parsed and parsed.tzinfo else parsed
+    except (ValueError, OverflowError):
         parsed = None
     if parsed is None:
         raise StorageError(f'{where}: "created_at" must be an ISO 8601 timestamp, not {value!r}')

@@ -12,8 +12,10 @@ from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QInputDialog, QLa
                                QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
-from ..engine import Message, SpecchatError, build_prompt_ids
+from ..engine import Message, SpecchatError
+from ..engine.chat import build_fitting_prompt
 from ..engine.events import GenerationResult, StepEvent
+from ..storage import StorageError
 from .composer import Composer
 from .session import ChatSession
 from .settings import SettingsDialog
@@ -57,6 +59,8 @@ class ActiveReply:
     worker: GenerationWorker
     started: float
     last_saved: float = 0.0
+    save_failed: bool = False  # a partial save failed: said once, retried at the next save time
+    note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
 
 
 class MainWindow(QMainWindow):
@@ -69,7 +73,9 @@ class MainWindow(QMainWindow):
         self.conversation_id: int | None = None
         self.active: ActiveReply | None = None
         self._pending_events: list[StepEvent] = []
-        self._editing_position: int | None = None
+        # The message being edited, as (its conversation, its position): sending replaces it and what followed,
+        # in that conversation only; opening another chat or starting a new one ends the edit.
+        self._editing: tuple[int, int] | None = None
         self._rejected: dict[int, list[tuple[int, str]]] = {}  # message id -> rejected proposals, this session
         self.race_window = None
         self.dashboard = None
@@ -227,17 +233,26 @@ class MainWindow(QMainWindow):
     def new_conversation(self) -> None:
         if self._busy():
             return
+        self._end_edit()
         self.conversation_id = None
         self.conversation_list.clearSelection()
         self.transcript.set_messages([])
         self.composer.setFocus()
 
     def open_conversation(self, conversation_id: int) -> None:
+        if self._editing is not None and self._editing[0] != conversation_id:
+            self._end_edit()
         self.conversation_id = conversation_id
         views = [self._message_view(m) for m in self.session.store.messages(conversation_id)]
         self.transcript.set_messages(views)
         self.session.include_in_history(conversation_id)  # an imported chat, now seen: its replies may be drafted from
         self._refresh_session_stats()
+
+    def _end_edit(self) -> None:
+        """Leaves editing: the text stays in the box, and sending it adds a new message instead of replacing one."""
+        if self._editing is not None:
+            self._editing = None
+            self.statusBar().showMessage("Editing ended: sending now adds a new message.", 5000)
 
     def _message_view(self, message) -> MessageView:
         run = self.session.run_footer(message.id) if message.role == "assistant" else ""
@@ -302,9 +317,9 @@ class MainWindow(QMainWindow):
         if self.conversation_id is None:
             title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
             self.conversation_id = store.create_conversation(title).id
-        if self._editing_position is not None:
-            store.delete_messages_from(self.conversation_id, self._editing_position)
-            self._editing_position = None
+        if self._editing is not None and self._editing[0] == self.conversation_id:
+            store.delete_messages_from(self.conversation_id, self._editing[1])
+        self._editing = None
         store.add_message(self.conversation_id, "user", text)
         self.composer.clear()
         self.refresh_conversations()
@@ -314,21 +329,31 @@ class MainWindow(QMainWindow):
     def _start_reply(self) -> None:
         store = self.session.store
         history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
+        config = self.session.settings.generation_config()
         try:
-            prompt_ids = build_prompt_ids(self.session.tokenizer, history, self.session.system_prompt(self.conversation_id))
+            window = self.session.pair.context_window()
+            room_for_reply = min(config.max_new_tokens, window // 4)
+            prompt_ids, left_out = build_fitting_prompt(self.session.tokenizer, history,
+                                                        self.session.system_prompt(self.conversation_id),
+                                                        window - room_for_reply)
             make_engine = self.session.engine_maker()
         except SpecchatError as error:
             self._show_error(str(error))
             return
+        note = (f"The {left_out} oldest message{'s' if left_out > 1 else ''} of this chat {'are' if left_out > 1 else 'is'}"
+                " left out of what the model reads: the chat is longer than its context window. They stay saved."
+                if left_out else "")
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
         cancel = threading.Event()
-        worker = GenerationWorker(make_engine, prompt_ids, self.session.settings.generation_config(), cancel,
-                                  on_result=self.session.remember_reply)
+        worker = GenerationWorker(make_engine, prompt_ids, config, cancel, on_result=self.session.remember_reply)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
-        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter())
-        self.transcript.begin_reply()
+        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter(),
+                                  note=note)
+        self.transcript.begin_reply(note)
+        if note:
+            self.statusBar().showMessage(note, 15000)
         self._set_generating(True)
         self.session.claim_device("chat")
         self._frame_timer.start()
@@ -346,9 +371,15 @@ class MainWindow(QMainWindow):
             self.transcript.append_stream(event)
         now = time.perf_counter()
         if now - self.active.last_saved > SAVE_PARTIAL_S:
+            self.active.last_saved = now  # a failed save is retried at the next save time, not every frame
             text, spans = self.transcript.streaming_text()
-            self.session.store.update_message(self.active.message_id, text=text, spans=spans.to_json())
-            self.active.last_saved = now
+            try:
+                self.session.store.update_message(self.active.message_id, text=text, spans=spans.to_json())
+            except StorageError as error:
+                if not self.active.save_failed:
+                    self._show_error(f"The reply so far could not be saved ({error}); it keeps streaming, and "
+                                     "saving is tried again every second.")
+                self.active.save_failed = True
         self.statusBar().showMessage(f"{events[-1].stats.new_tokens} tokens · {events[-1].stats.tokens_per_s:.1f} tok/s")
 
     def _on_finished(self, result: GenerationResult) -> None:
@@ -359,25 +390,52 @@ class MainWindow(QMainWindow):
         _, streamed = self.transcript.streaming_text()
         self._rejected[active.message_id] = streamed.rejected
         stopped = result.finish_reason == "cancelled"
-        store = self.session.store
-        store.update_message(active.message_id, text=result.text, spans=spans.to_json(), stopped=stopped,
-                             finish_reason=result.finish_reason)
-        if result.token_ids:  # a reply stopped before it started measured nothing
-            self.session.record_run(active.conversation_id, active.message_id, result)
+        try:
+            self.session.store.update_message(active.message_id, text=result.text, spans=spans.to_json(),
+                                              stopped=stopped, finish_reason=result.finish_reason)
+            if result.token_ids:  # a reply stopped before it started measured nothing
+                self.session.record_run(active.conversation_id, active.message_id, result)
+        except StorageError as error:
+            self._end_unsaved_reply(active, result.text, spans, stopped, error)
+            return
         self._end_reply()
-        if self.conversation_id == active.conversation_id:
-            self.open_conversation(active.conversation_id)
-        self.reply_finished.emit()
+        self._show_saved_reply(active)
 
     def _on_failed(self, message: str) -> None:
         self._flush_events()
         active = self.active
         text, spans = self.transcript.streaming_text()
-        self.session.store.update_message(active.message_id, text=text, spans=spans.to_json(), stopped=True,
-                                          finish_reason="error")
+        try:
+            self.session.store.update_message(active.message_id, text=text, spans=spans.to_json(), stopped=True,
+                                              finish_reason="error")
+        except StorageError as error:
+            self._end_unsaved_reply(active, text, spans, True, error, also=message)
+            return
         self._end_reply()
-        self.open_conversation(active.conversation_id)
+        self._show_saved_reply(active)
         self._show_error(message)
+
+    def _show_saved_reply(self, active: ActiveReply) -> None:
+        """The chat as stored, with the finished reply; then tests (and anything waiting) learn the reply ended."""
+        try:
+            if self.conversation_id == active.conversation_id:
+                self.open_conversation(active.conversation_id)
+        except StorageError as error:
+            self._show_error(f"The chat could not be read back: {error}")
+        if active.note:
+            self.statusBar().showMessage(active.note, 15000)
+        self.reply_finished.emit()
+
+    def _end_unsaved_reply(self, active: ActiveReply, text: str, spans: ReplySpans, stopped: bool,
+                           error: StorageError, also: str = "") -> None:
+        """The database refused the finished reply: the window is freed all the same (sidebar, Send, the device
+        claim), and the reply stays on screen, rendered from memory, with a banner saying it is not saved."""
+        self._end_reply()
+        if self.conversation_id == active.conversation_id:
+            self.transcript.end_reply(MessageView(active.message_id, "assistant", text, spans, stopped,
+                                                  "not saved"))
+        self._show_error(f"{also + ' ' if also else ''}The reply could not be saved ({error}). It is still on "
+                         "screen: copy it before closing this chat.")
         self.reply_finished.emit()
 
     def _end_reply(self) -> None:
@@ -419,7 +477,7 @@ class MainWindow(QMainWindow):
                 self.statusBar().showMessage(f"Copied code block {index + 1}.", 2000)
         elif action == "edit" and not self._busy():
             self.composer.setPlainText(message.text)
-            self._editing_position = message.position
+            self._editing = (self.conversation_id, message.position)
             self.composer.setFocus()
             self.statusBar().showMessage("Editing: sending replaces this message and everything after it.", 5000)
 
@@ -498,7 +556,12 @@ class MainWindow(QMainWindow):
             return
         path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{kind}")
         if path:
-            self.session.export(self.conversation_id, path, kind)
+            try:
+                self.session.export(self.conversation_id, path, kind)
+            except (SpecchatError, OSError) as error:
+                self._show_error(f"Could not export to {path}: {error}")
+                return
+            self.statusBar().showMessage(f"Exported to {path}.", 4000)
 
     def _import(self) -> None:
         from PySide6.QtWidgets import QFileDialog
@@ -507,7 +570,7 @@ class MainWindow(QMainWindow):
         if path:
             try:
                 self.conversation_id = self.session.import_file(path)
-            except (SpecchatError, OSError, ValueError) as error:
+            except (SpecchatError, OSError) as error:  # StorageError is a SpecchatError
                 self._show_error(f"Could not import {path}: {error}")
                 return
             self.refresh_conversations()

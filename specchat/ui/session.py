@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Callable
@@ -28,6 +29,7 @@ CALIBRATION_TOKENS = 96
 # How long closing the window waits for the threads: a running job stops at its next check (a reply or race after
 # its current step), but loading a model cannot be interrupted.
 SHUTDOWN_WAIT_MS = 10_000
+MAX_IMPORT_BYTES = 50_000_000  # read on the GUI thread: bounded, so that a wrong file cannot freeze the window
 
 
 class ChatSession(QObject):
@@ -381,15 +383,22 @@ class ChatSession(QObject):
         return self.store.conversation(conversation_id).system_prompt
 
     def export(self, conversation_id: int, path: str, kind: str) -> None:
+        """Writes the chat to `path`, readable by the user only, all at once (a failed export leaves no half file
+        and keeps an older file of that name). Raises StorageError (reading the chat) or OSError (writing)."""
         if kind == "md":
-            Path(path).write_text(self.store.export_markdown(conversation_id), encoding="utf-8")
+            text = self.store.export_markdown(conversation_id)
         else:
-            Path(path).write_text(json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False,
-                                             default=str), encoding="utf-8")
+            text = json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False, default=str)
+        write_private(Path(path), text)
 
     def import_file(self, path: str) -> int:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return self.store.import_json(data).id
+        """Imports an exported chat; StorageError says what is wrong with the file (nothing is written then)."""
+        file = Path(path)
+        size = file.stat().st_size
+        if size > MAX_IMPORT_BYTES:
+            raise StorageError(f"the file has {size / 1e6:.0f} MB; a specchat chat export is at most "
+                               f"{MAX_IMPORT_BYTES / 1e6:.0f} MB")
+        return self.store.import_json(file.read_bytes()).id
 
     def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:
         """Cancels the running and waiting jobs and ends the threads, waiting at most timeout_ms for each."""
@@ -397,6 +406,20 @@ class ChatSession(QObject):
             if thread is not None:
                 thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Writes text to path atomically (a temporary file beside it, then a rename) with mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:

@@ -178,3 +178,20 @@ def test_0003_repairs_acceptance_by_position_written_character_by_character(tmp_
         assert [r.source for r in store.runs()] == ["chat"] * 3  # old runs were all chat replies
     finally:
         store.close()
+
+
+@posix_only
+def test_an_existing_default_data_folder_is_tightened(tmp_path, monkeypatch):
+    folder = tmp_path / "data"
+    folder.mkdir(mode=0o755)
+    os.chmod(folder, 0o755)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(folder))
+    from specchat.storage.db import default_database_path
+
+    open_database(default_database_path()).close()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    mine = tmp_path / "mine"  # a folder of the user's own, where they chose to keep a database: left as it is
+    mine.mkdir()
+    os.chmod(mine, 0o755)
+    open_database(mine / "chats.db").close()
+    assert mine.stat().st_mode & 0o777 == 0o755

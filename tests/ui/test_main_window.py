@@ -250,6 +250,26 @@ def test_edit_and_resend_replaces_the_message_and_what_followed(qtbot, make_wind
                                                                                ("assistant", "")]
 
 
+def test_an_edit_started_in_one_chat_never_deletes_another_chats_messages(qtbot, make_window, store):
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    first = window.conversation_id
+    window.new_conversation()
+    send(qtbot, window, "Speculative decoding")
+    send(qtbot, window, "Drafts and targets")
+    second = window.conversation_id
+    before = [(m.role, m.text) for m in store.messages(second)]
+    window.open_conversation(first)
+    window._on_transcript_action("edit", store.messages(first)[0].id)  # edit position 0 of the first chat
+    window.open_conversation(second)  # then go to the other chat and send from there
+    assert "Editing ended" in window.statusBar().currentMessage()
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+    after = [(m.role, m.text) for m in store.messages(second)]
+    assert after[: len(before)] == before and after[len(before)] == ("user", "The quick brown fox")
+    assert [m.role for m in store.messages(first)] == ["user", "assistant"]
+
+
 def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, store, monkeypatch):
     import specchat.ui.main_window as main_window
 
@@ -257,9 +277,9 @@ def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, sto
     send(qtbot, window, "The quick brown fox")
     store.set_system_prompt(window.conversation_id, "Answer briefly.")
     prompts = []
-    real_build = main_window.build_prompt_ids
-    monkeypatch.setattr(main_window, "build_prompt_ids",
-                        lambda tok, history, system: prompts.append(system) or real_build(tok, history, system))
+    real_build = main_window.build_fitting_prompt
+    monkeypatch.setattr(main_window, "build_fitting_prompt", lambda tok, history, system, budget: prompts.append(
+        system) or real_build(tok, history, system, budget))
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.regenerate()
     assert prompts == ["Answer briefly."]
@@ -294,6 +314,7 @@ def test_about_names_the_version_and_the_licences(make_window):
     dialog.close()
 
 
+@pytest.mark.clock  # the measured costs carry over: this is about the real clock
 def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, monkeypatch):
     """Built in the reply's worker thread (torch work on the GUI thread slowed generation in other threads) and
     once per pair and drafter, so the measured cost curve carries over from reply to reply."""
@@ -387,3 +408,19 @@ def test_a_storage_error_while_joining_past_replies_still_opens_the_chat(qtbot, 
     window.open_conversation(chat.id)
     assert window.conversation_id == chat.id
     assert "an answer" in window.transcript.toPlainText()  # the chat is shown; only drafting from it waits
+
+
+def test_a_chat_longer_than_the_context_window_still_gets_replies_and_keeps_every_message(
+        qtbot, make_window, store):
+    window = make_window(max_new_tokens=8)
+    window.conversation_id = store.create_conversation("Long").id
+    for i in range(12):  # about 1000 tokens of byte-level text: twice the tiny model's window of 512
+        store.add_message(window.conversation_id, "user", f"question {i} " + "about the sea " * 6)
+        store.add_message(window.conversation_id, "assistant", f"answer {i} " + "waves and tides " * 6)
+    window.open_conversation(window.conversation_id)
+    send(qtbot, window, "And the moon?")
+    messages = store.messages(window.conversation_id)
+    assert len(messages) == 26 and messages[-2].text == "And the moon?" and messages[-1].text
+    assert messages[0].text.startswith("question 0")  # nothing deleted: only the prompt was shorter
+    assert "oldest messages of this chat are left out" in window.statusBar().currentMessage()
+    assert window.banner.isHidden()

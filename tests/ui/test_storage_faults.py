@@ -1,0 +1,76 @@
+"""Storage faults during and after a reply, injected into the window's Store: what the user sees, what is kept.
+
+In every case the window is usable afterwards (sidebar, Send, no device claim left), the reply stays on screen,
+and a banner says what happened."""
+
+from specchat.storage import StorageError
+
+STREAM_TIMEOUT = 120000
+
+
+def send(qtbot, window, text):
+    window.composer.setPlainText(text)
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+
+
+def usable(window):
+    return (window.active is None and window.conversation_list.isEnabled() and window.send_button.isVisibleTo(window)
+            and not window.stop_button.isVisibleTo(window) and not window.session.device_busy())
+
+
+def failing_writes(monkeypatch, store, name, error="database or disk is full"):
+    calls = []
+
+    def fail(*args, **kwargs):
+        calls.append(args)
+        raise StorageError(f"could not save: {error}")
+
+    monkeypatch.setattr(store, name, fail)
+    return calls
+
+
+def test_a_disk_full_while_streaming_is_said_once_and_the_finished_reply_stays_on_screen(
+        qtbot, make_window, store, monkeypatch):
+    from specchat.ui import main_window
+
+    monkeypatch.setattr(main_window, "SAVE_PARTIAL_S", 0.0)  # a partial save at every frame that has steps
+    window = make_window(drafter="model", max_new_tokens=40)
+    calls = failing_writes(monkeypatch, store, "update_message")
+    send(qtbot, window, "The quick brown fox")
+    assert usable(window)
+    text = window.transcript.document().toPlainText()
+    assert "not saved" in text and "could not be saved" in window.banner.label.text()
+    assert "database or disk is full" in window.banner.label.text()
+    reply = [m for m in store.messages(window.conversation_id) if m.role == "assistant"][0]
+    assert reply.text == "" and reply.stopped  # what is kept: the placeholder written when the reply began
+    assert len(calls) >= 2  # partial saves and the final one were all tried...
+    send(qtbot, window, "Again")  # ...and the window goes on working
+    assert usable(window)
+
+
+def test_a_failed_statistics_write_frees_the_window(qtbot, make_window, store, monkeypatch):
+    window = make_window()
+    failing_writes(monkeypatch, window.session, "record_run", "database is locked")
+    send(qtbot, window, "The quick brown fox")
+    assert usable(window) and "database is locked" in window.banner.label.text()
+    reply = [m for m in store.messages(window.conversation_id) if m.role == "assistant"][0]
+    assert reply.text and reply.finish_reason  # the reply itself was saved before the statistics failed
+
+
+def test_a_failure_after_the_engine_failed_still_frees_the_window(qtbot, make_window, store, monkeypatch):
+    from specchat.ui import workers
+
+    window = make_window()
+    failing_writes(monkeypatch, store, "update_message", "the chat was deleted by another specchat")
+
+    def exploding_engine(self):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(workers.GenerationWorker, "run", exploding_engine)
+    window.composer.setPlainText("The quick brown fox")
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+    assert usable(window)
+    banner = window.banner.label.text()
+    assert "engine exploded" in banner and "could not be saved" in banner and "deleted by another" in banner
