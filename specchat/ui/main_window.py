@@ -61,6 +61,7 @@ class ActiveReply:
     last_saved: float = 0.0
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
     note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
+    context: object = None  # ChatSession.reply_context(): the settings and models the reply runs with
 
 
 class MainWindow(QMainWindow):
@@ -350,7 +351,7 @@ class MainWindow(QMainWindow):
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
         self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter(),
-                                  note=note)
+                                  note=note, context=self.session.reply_context())
         self.transcript.begin_reply(note)
         if note:
             self.statusBar().showMessage(note, 15000)
@@ -394,7 +395,7 @@ class MainWindow(QMainWindow):
             self.session.store.update_message(active.message_id, text=result.text, spans=spans.to_json(),
                                               stopped=stopped, finish_reason=result.finish_reason)
             if result.token_ids:  # a reply stopped before it started measured nothing
-                self.session.record_run(active.conversation_id, active.message_id, result)
+                self.session.record_run(active.conversation_id, active.message_id, result, active.context)
         except StorageError as error:
             self._end_unsaved_reply(active, result.text, spans, stopped, error)
             return

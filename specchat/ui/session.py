@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -52,6 +53,7 @@ class ChatSession(QObject):
         self.history: SuffixIndex | None = None
         self.pair = pair  # also sets _engine: (drafter, engine) for the chat, built on first use
         self.loading = False
+        self._load_generation = 0  # counts load_models calls: only the newest one's result is taken
         self.error: str | None = None
         self.plain_tokens_per_s: float | None = None
         self.model_thread = JobThread("specchat-model")
@@ -115,6 +117,11 @@ class ChatSession(QObject):
         drafter = self.settings.drafter
         return "history" if drafter == "pld" and self._history_for(drafter) is not None else drafter
 
+    def reply_context(self) -> ReplyContext:
+        """What a reply starting now runs with, kept for its record: the settings or the models may change while it
+        streams (Settings applied mid-reply), and its statistics must name what produced them."""
+        return ReplyContext(replace(self.settings), self.pair, self._drafter_that_ran())
+
     def remember_reply(self, result: GenerationResult) -> None:
         """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
         if self.history is not None and self.settings.draft_from_history and len(result.token_ids) >= 2:
@@ -155,6 +162,8 @@ class ChatSession(QObject):
 
     def load_models(self) -> None:
         settings = self.settings
+        self._load_generation += 1  # a newer load makes the results of the older ones stale
+        generation = self._load_generation
         self.loading = True
         self.status_changed.emit()
         cancel = threading.Event()  # set when the app closes during the load
@@ -178,7 +187,8 @@ class ChatSession(QObject):
                 raise SpecchatError("Loading was stopped.")
             return pair, speed, engine
 
-        self._run_in_background(load, self._on_loaded, self._on_load_failed, cancel)
+        self._run_in_background(load, lambda value: self._on_loaded(value, generation),
+                                lambda message: self._on_load_failed(message, generation), cancel)
 
     @staticmethod
     def _warmed_engine(pair: ModelPair, drafter: str, cancel: threading.Event | None) -> tuple | None:
@@ -201,7 +211,9 @@ class ChatSession(QObject):
         result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
         return result.stats.decode_tokens_per_s
 
-    def _on_loaded(self, value) -> None:
+    def _on_loaded(self, value, generation: int | None = None) -> None:
+        if generation is not None and generation != self._load_generation:
+            return  # settings changed again while this load ran: the newer load's models are the ones to use
         self.pair, speed, engine = value
         if engine is not None and engine[0] == (self.settings.drafter, None):
             self._engine = engine
@@ -212,7 +224,9 @@ class ChatSession(QObject):
                                     speed)
         self.status_changed.emit()
 
-    def _on_load_failed(self, message: str) -> None:
+    def _on_load_failed(self, message: str, generation: int | None = None) -> None:
+        if generation is not None and generation != self._load_generation:
+            return
         self.loading = False
         self.pair = None
         self.error = f"The models could not be loaded: {message}\nChoose another model in Settings (Ctrl+,)."
@@ -318,9 +332,11 @@ class ChatSession(QObject):
 
     # -- runs and statistics --------------------------------------------------------------------------------------
 
-    def record_run(self, conversation_id: int, message_id: int, result: GenerationResult) -> None:
+    def record_run(self, conversation_id: int, message_id: int, result: GenerationResult,
+                   context: ReplyContext | None = None) -> None:
+        context = context or self.reply_context()
         stats = result.stats
-        settings = self.settings
+        settings = context.settings
         if settings.drafter == "none" and stats.wall_s > 0:
             # a plain reply is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
@@ -331,15 +347,17 @@ class ChatSession(QObject):
         speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
                    if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
         self.store.record_run(self.run_values(
-            stats.to_dict(), self._drafter_that_ran(), result.seed, settings, message_id=message_id,
+            stats.to_dict(), context.drafter, result.seed, settings, pair=context.pair, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
             baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason))
         self.stats_changed.emit()
 
-    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, **extra) -> dict:
+    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
+                   **extra) -> dict:
         """A generation run for the Store: the engine's statistics (GenerationStats.to_dict(); record_run drops the
-        keys that are not columns), the models and settings that produced them, and `extra` columns."""
-        pair = self.pair
+        keys that are not columns), the models (default: the loaded pair) and settings that produced them, and
+        `extra` columns."""
+        pair = pair or self.pair
         return {**stats, "app_session_id": self.app_session_id, "target": pair.target.name,
                 "draft": pair.draft_name(drafter),
                 "drafter": drafter, "k": settings.k, "adaptive": settings.adaptive_k,
@@ -406,6 +424,15 @@ class ChatSession(QObject):
             if thread is not None:
                 thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
+
+
+@dataclass(frozen=True)
+class ReplyContext:
+    """The settings, models and drafter name a reply ran with (ChatSession.reply_context)."""
+
+    settings: AppSettings
+    pair: ModelPair | None
+    drafter: str
 
 
 def write_private(path: Path, text: str) -> None:

@@ -424,3 +424,38 @@ def test_a_chat_longer_than_the_context_window_still_gets_replies_and_keeps_ever
     assert messages[0].text.startswith("question 0")  # nothing deleted: only the prompt was shorter
     assert "oldest messages of this chat are left out" in window.statusBar().currentMessage()
     assert window.banner.isHidden()
+
+
+def test_settings_applied_mid_reply_leave_the_reply_and_its_record_as_they_started(qtbot, make_window, store,
+                                                                                   monkeypatch):
+    from dataclasses import replace
+
+    from PySide6.QtCore import QSettings
+
+    monkeypatch.setattr(QSettings, "setValue", lambda *args: None)  # the test's settings stay out of the user's
+    window = make_window(drafter="model", max_new_tokens=120)
+    window.composer.setPlainText("The quick brown fox")
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.send()
+        qtbot.waitUntil(lambda: bool(window._pending_events) or window.active is None, timeout=STREAM_TIMEOUT)
+        # same models (no reload), other drafter and K: the reply goes on with what it started with
+        window.session.apply_settings(replace(window.session.settings, drafter="model", k=9, adaptive_k=True))
+        window.session.pair = None  # as a model reload would do mid-reply: the record must not need it
+    reply = [m for m in store.messages(window.conversation_id) if m.role == "assistant"][0]
+    run = store.run_for_message(reply.id)
+    assert run is not None and (run.drafter, run.k, run.adaptive) == ("model", 4, False)
+    assert run.new_tokens > 0 and window.active is None and window.banner.isHidden()
+
+
+def test_only_the_newest_model_load_is_taken(qtbot, make_window, tiny_pair):
+    from specchat.engine.pair import ModelPair
+
+    window = make_window()
+    session = window.session
+    older, newer = ModelPair(tiny_pair.target, tiny_pair.draft), ModelPair(tiny_pair.target, tiny_pair.draft)
+    session._load_generation = 2  # two loads asked; the first one ends last
+    session._on_loaded((newer, 50.0, None), generation=2)
+    session._on_loaded((older, 10.0, None), generation=1)
+    assert session.pair is newer and session.plain_tokens_per_s == 50.0
+    session._on_load_failed("the older load failed", generation=1)
+    assert session.pair is newer and session.error is None
