@@ -172,6 +172,14 @@ def _upgrade_to_head(engine: Engine, path: Path) -> None:
         except CommandError as error:
             raise StorageError(f"the database at {path} was written by a newer specchat ({error}); "
                                "update specchat, or move the file away to start a new one") from error
+        except (sa_exc.DBAPIError, sqlite3.Error) as error:
+            if storage_error_message(error, path) is not None:
+                raise  # locked, damaged, unreadable: translate_errors says which
+            # Any other failure of a migration step (a table that exists without a recorded version, a half-applied
+            # upgrade): the transaction is rolled back, so the file is as it was.
+            detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+            raise StorageError(f"the database at {path} could not be upgraded ({detail}); it was left unchanged. "
+                               "Move it away to start a new one") from error
         finally:
             raw.execute("PRAGMA foreign_keys=ON")
 

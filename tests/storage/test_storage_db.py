@@ -195,3 +195,24 @@ def test_an_existing_default_data_folder_is_tightened(tmp_path, monkeypatch):
     os.chmod(mine, 0o755)
     open_database(mine / "chats.db").close()
     assert mine.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_database_with_tables_but_no_recorded_version_is_refused_unchanged(tmp_path):
+    import sqlite3
+
+    from specchat.storage import StorageError
+
+    path = tmp_path / "odd.db"
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE conversations (id INTEGER PRIMARY KEY, title TEXT)")
+    raw.execute("INSERT INTO conversations (title) VALUES ('kept')")
+    raw.commit()
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="could not be upgraded .*left unchanged"):
+        open_database(path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT title FROM conversations").fetchall() == [("kept",)]
+    assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'alembic_version'").fetchall() == []
+    raw.close()
+    assert len(path.read_bytes()) == len(before)
