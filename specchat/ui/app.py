@@ -64,6 +64,13 @@ def open_store():
         return Store(open_database(fallback)), message
 
 
+def bring_to_front(window) -> None:
+    """Another start of specchat asked for this window."""
+    window.showNormal()
+    window.raise_()
+    window.activateWindow()
+
+
 def run_gui(argv: list[str] | None = None) -> int:
     import qasync
 
@@ -71,10 +78,18 @@ def run_gui(argv: list[str] | None = None) -> int:
     from .session import ChatSession
     from .workers import JobThread
 
+    from ..storage import default_database_path
+    from .single_instance import SingleInstance
+
     app = create_application(argv)
+    instance = SingleInstance(default_database_path())
+    if not instance.claim():
+        print("specchat is already running: its window was brought to the front.", file=sys.stderr)
+        return 0
     store, problem = open_store()
     session = ChatSession(store)
     window = MainWindow(session)
+    instance.activated.connect(lambda: bring_to_front(window))
     window.show()
     if problem:
         window.banner.show_message(problem)
@@ -87,4 +102,5 @@ def run_gui(argv: list[str] | None = None) -> int:
     # Closing the window waits a bounded time; a job that outlasted it (a model still loading) must end before its
     # QThread is destroyed at exit, which would abort the process.
     JobThread.stop_all(timeout_ms=None)
+    instance.release()
     return 0
