@@ -149,14 +149,24 @@ def _field(data: dict, name: str, kind: type, where: str) -> Any:
     value = data.get(name)
     if not isinstance(value, kind):
         raise StorageError(f'{where}: "{name}" is missing or is not a {"list" if kind is list else "string"}')
-    return value
+    return _storable(value, name, where) if isinstance(value, str) else value
 
 
 def _optional_str(data: dict, name: str, where: str) -> str | None:
     value = data.get(name)
     if value is not None and not isinstance(value, str):
         raise StorageError(f'{where}: "{name}" must be a string or null')
-    return value
+    return value if value is None else _storable(value, name, where)
+
+
+def _storable(text: str, name: str, where: str) -> str:
+    """JSON can carry lone surrogates ("\\ud800"), which are not Unicode text: the database cannot store them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise StorageError(f'{where}: "{name}" holds an invalid character ({text[error.start]!r} at '
+                           f'{error.start}: half of a UTF-16 pair)') from None
+    return text
 
 
 def _optional_time(data: dict, where: str) -> datetime | None:

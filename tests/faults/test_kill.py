@@ -1,0 +1,42 @@
+"""kill -9 of the app mid-reply: what is on disk afterwards, and that the next start opens it as usual."""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from specchat.storage import Store, open_database
+
+CHILD = Path(__file__).resolve().parent / "app_mid_reply.py"
+
+
+def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
+    path = tmp_path / "specchat.db"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "SPECCHAT_DATA_DIR": str(tmp_path)}
+    child = subprocess.Popen([sys.executable, str(CHILD), str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 180)  # a hung child fails the test, not the run
+        line = child.stdout.readline() if ready else "no line within 180 s"  # SAVED <length>: a save is on disk
+        assert line.startswith("SAVED"), line
+        saved = int(line.split()[1])
+        time.sleep(1.2)  # streaming goes on, with more partial saves
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    store = Store(open_database(path))  # the next start: opens, migrates nothing, integrity intact
+    try:
+        with store.database.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        (conversation,) = store.list_conversations()
+        question, reply = store.messages(conversation.id)
+        assert (question.role, question.text) == ("user", "The quick brown fox")
+        # What a kill keeps: the reply up to its last save (at most a second old), marked stopped, no statistics.
+        assert reply.role == "assistant" and reply.stopped and len(reply.text) >= saved
+        assert reply.finish_reason is None and store.run_for_message(reply.id) is None
+    finally:
+        store.close()
