@@ -66,7 +66,6 @@ LABEL_CHARS = 28
 BENCH_DEVICE_USER = "bench"
 DEFAULT_BENCH_PROMPTS = 8  # a quick run; 0 = the whole file
 DEFAULT_BENCH_TOKENS = 128
-CLOSE_WAIT_MS = 120_000  # the runner stops after the prompt-mode it is in; a slow device may need a while
 
 CHART_FILES = ("speedup-over-time.png", "acceptance-by-position.png", "accepted-lengths.png", "groups.png")
 GROUP_COLUMNS = ("Group", "Runs", "Tokens", "Tok/s", "Mean speedup", "α", "τ", "First run", "Last run")
@@ -1370,12 +1369,11 @@ class DashboardWindow(QWidget):
         self._update_actions()
 
     def closeEvent(self, event) -> None:
-        """Cancel a running benchmark and wait for it, so that the prompts it finished are stored now."""
-        bench = self._benchmark
-        if bench is not None:
+        """Cancels a running benchmark and closes at once: the runner stops after the prompt-mode it is in, and its
+        end (the prompts it finished, stored then) arrives as usual while the window is hidden. Waiting for it here
+        blocked the whole app for as long as that prompt-mode took, up to minutes on a slow device."""
+        if self._benchmark is not None:
             self.cancel_benchmark()
-            if bench.worker.wait(CLOSE_WAIT_MS):
-                self._finish_benchmark(bench.records or [])  # the queued done signal is then ignored
         super().closeEvent(event)
 
 

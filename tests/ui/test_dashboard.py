@@ -399,10 +399,14 @@ def test_cancel_mid_run_keeps_the_whole_prompts(qtbot, make_dashboard, store, tm
     assert "Benchmark cancelled: 1 prompt × 2 modes stored" in window.message.text()
 
 
-def test_closing_waits_for_the_benchmark(make_dashboard, store, tmp_path):
+def test_closing_cancels_the_benchmark_without_blocking_the_app(qtbot, make_dashboard, store, tmp_path):
     window = make_dashboard()
     window.start_benchmark(write_prompts(tmp_path, TWO_PROMPTS), limit=0, max_new_tokens=8)
-    window.close()
+    waited = []
+    window._benchmark.worker.wait = lambda *args: waited.append(args) or True  # the GUI thread must not wait
+    with qtbot.waitSignal(window.benchmark_finished, timeout=BENCH_TIMEOUT):
+        window.close()
+        assert waited == [] and window._benchmark.cancel.is_set()
     assert not window.benchmark_running() and not window.session.device_busy()
 
 
