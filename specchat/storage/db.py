@@ -202,8 +202,8 @@ def storage_error_message(error: BaseException, path: Path) -> str | None:
     detail = str(original).strip()
     lowered = detail.lower()
     if "database is locked" in lowered or "database is busy" in lowered:
-        return (f"the database at {path} is in use by another specchat ({detail}); close the other specchat "
-                "and try again")
+        return (f"the database at {path} is in use by another program, such as a second specchat ({detail}); "
+                "close it and try again")
     if any(s in lowered for s in ("file is not a database", "malformed", "file is encrypted", "corrupt")):
         return f"the database at {path} is damaged ({detail}); move it away to start a new one"
     if any(s in lowered for s in ("unable to open", "readonly database", "disk i/o error", "disk is full")):

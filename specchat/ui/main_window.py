@@ -315,19 +315,31 @@ class MainWindow(QMainWindow):
                                          "until it ends.", 5000)
             return
         store = self.session.store
-        if self.conversation_id is None:
-            title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
-            self.conversation_id = store.create_conversation(title).id
-        if self._editing is not None and self._editing[0] == self.conversation_id:
-            store.delete_messages_from(self.conversation_id, self._editing[1])
-        self._editing = None
-        store.add_message(self.conversation_id, "user", text)
+        try:
+            if self.conversation_id is None:
+                title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
+                self.conversation_id = store.create_conversation(title).id
+            if self._editing is not None and self._editing[0] == self.conversation_id:
+                store.delete_messages_from(self.conversation_id, self._editing[1])
+            self._editing = None
+            store.add_message(self.conversation_id, "user", text)
+        except StorageError as error:  # the message is not saved: it stays in the box, to send again
+            self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "
+                             "when the database is free.")
+            return
+        self.banner.hide()  # an earlier error (say, the same message refused) is over now that it is saved
         self.composer.clear()
         self.refresh_conversations()
         self.open_conversation(self.conversation_id)
         self._start_reply()
 
     def _start_reply(self) -> None:
+        try:
+            self._start_reply_or_raise()
+        except StorageError as error:
+            self._show_error(f"The reply could not start: {error}")
+
+    def _start_reply_or_raise(self) -> None:
         store = self.session.store
         history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
         config = self.session.settings.generation_config()

@@ -140,7 +140,7 @@ def test_locked_database_raises_storage_error(tmp_path):
     other.execute("CREATE TABLE t (x)")
     other.execute("BEGIN EXCLUSIVE")  # another process holding the write lock of a rollback-journal database
     try:
-        with pytest.raises(StorageError, match="in use by another specchat"):
+        with pytest.raises(StorageError, match="in use by another program"):
             open_database(path, busy_timeout_ms=50)
     finally:
         other.execute("ROLLBACK")
