@@ -2,10 +2,15 @@
 `model` use the real embedded SmolLM2-135M-Instruct, loaded once per session."""
 
 import os
+import tempfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Hypothesis keeps caches (Unicode tables, constants) in a folder it makes in the working directory, which is the
+# repository's top level: they go to the system's temporary folder instead.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "specchat-tests-hypothesis"))
 
 import pytest
 from tiny_models import build_byte_tokenizer, build_tiny_llama, perturbed_copy

@@ -37,18 +37,27 @@ def build_prompt_ids(tokenizer, history: Sequence[Message], system: str | None =
 def build_fitting_prompt(tokenizer, history: Sequence[Message], system: str | None,
                          max_tokens: int) -> tuple[list[int], int]:
     """The prompt of the conversation's newest turns that fits in max_tokens, and how many of its oldest messages
-    were left out for it (0 when the whole conversation fits). The system prompt always stays; messages go in
-    pairs from the oldest, so the prompt still starts with a user turn. Nothing is deleted: it is the prompt that
-    is shorter, not the conversation. PromptError if even the last user message does not fit."""
-    start = 0
-    while True:
-        prompt = build_prompt_ids(tokenizer, history[start:], system)
+    were left out for it (0 when the whole conversation fits). The system prompt always stays, and the prompt
+    starts with a user turn. Nothing is deleted: it is the prompt that is shorter, not the conversation.
+    PromptError if even the last user message does not fit.
+
+    Starting later only shortens the prompt, so the earliest start that fits is found by bisection over the user
+    turns: a few renderings of the template, not one per message, for a chat far longer than the window."""
+    whole = build_prompt_ids(tokenizer, history, system)
+    if len(whole) <= max_tokens:
+        return whole, 0
+    starts = [i for i, m in enumerate(history) if m.role == "user" and i > 0]
+    low, high, best = 0, len(starts) - 1, None  # best: the earliest start known to fit, with its prompt
+    while low <= high:
+        middle = (low + high) // 2
+        prompt = build_prompt_ids(tokenizer, history[starts[middle]:], system)
         if len(prompt) <= max_tokens:
-            return prompt, start
-        remaining = len(history) - start
-        if remaining <= 1:
-            raise PromptError(f"your message has about {len(prompt)} tokens with the chat's instructions, more than "
-                              f"the model can read with room for a reply ({max_tokens}); shorten it")
-        start += 2 if remaining > 2 and history[start].role == "user" else 1
-        while start < len(history) - 1 and history[start].role != "user":
-            start += 1
+            best, high = (starts[middle], prompt), middle - 1
+        else:
+            low = middle + 1
+    if best is None:
+        last = build_prompt_ids(tokenizer, history[-1:], system)
+        raise PromptError(f"your message has about {len(last)} tokens with the chat's instructions, more than "
+                          f"the model can read with room for a reply ({max_tokens}); shorten it")
+    start, prompt = best
+    return prompt, start

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .distill import length_sorted_batches
+from .distill import left_padded_batches
 from .documents import FRENCH, PEPS, load_documents
 from .prompts import TrainingPrompt
 
@@ -99,16 +99,9 @@ def sample_turns(model, tokenizer, prefixes: Sequence[list[int]], eos_ids: set[i
     """The target's sampled continuation of each prefix up to its end of turn (temperature 1, top-p 0.98), or
     None where it did not end within max_new_tokens. Each batch is seeded from `seed` and its first index."""
     results: list[str | None] = [None] * len(prefixes)
-    lengths = [len(p) for p in prefixes]
-    for batch in length_sorted_batches(lengths, batch_size, batch_size * max(lengths, default=0)):
-        width = max(lengths[i] for i in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, index in enumerate(batch):
-            ids[row, width - lengths[index]:] = torch.tensor(prefixes[index])
-            mask[row, width - lengths[index]:] = 1
-        generator_seed = seed * 1_000_003 + min(batch)
-        torch.manual_seed(generator_seed)
+    for batch, ids, mask in left_padded_batches(prefixes, batch_size, pad_id):
+        width = ids.shape[1]
+        torch.manual_seed(seed * 1_000_003 + min(batch))
         out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=0.98,
                              top_k=0, max_new_tokens=max_new_tokens, pad_token_id=pad_id,
                              eos_token_id=sorted(eos_ids))
@@ -155,7 +148,8 @@ def first_broad_prompts(sample: Sampler, tokenizer, counts: BroadCounts, seed: i
 
 
 def grounded_prompts(sample: Sampler, tokenizer, counts: BroadCounts, rng: random.Random) -> list[TrainingPrompt]:
-    passages = rng.sample(load_documents(PEPS), min(counts.documents, len(load_documents(PEPS))))
+    documents = load_documents(PEPS)
+    passages = rng.sample(documents, min(counts.documents, len(documents)))
     templated, open_ended = passages[: len(passages) // 2], passages[len(passages) // 2:]
     prompts = []
     for doc in templated:

@@ -50,6 +50,20 @@ def length_sorted_batches(lengths: Sequence[int], max_batch: int, max_tokens: in
     return batches
 
 
+def left_padded_batches(prompts: Sequence[list[int]], batch_size: int, pad_id: int):
+    """(indices, ids, attention mask) per batch of similar-length prompts, left-padded so that every prompt ends
+    where generation starts (the generated tokens of row r begin at column ids.shape[1])."""
+    lengths = [len(p) for p in prompts]
+    for batch in length_sorted_batches(lengths, batch_size, batch_size * max(lengths, default=0)):
+        width = max(lengths[i] for i in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, index in enumerate(batch):
+            ids[row, width - lengths[index]:] = torch.tensor(prompts[index])
+            mask[row, width - lengths[index]:] = 1
+        yield batch, ids, mask
+
+
 class _TopKRecorder:
     """A logits processor that records the top-k of each decoding step's distribution and changes nothing: the
     target computes these distributions while generating anyway, so soft labels come for free."""
@@ -77,14 +91,8 @@ def generate_replies(model, prompts: Sequence[list[int]], eos_ids: set[int], pad
 
     results: list[tuple[list[int], Labels] | None] = [None] * len(prompts)
     device = next(model.parameters()).device
-    lengths = [len(p) for p in prompts]
-    for batch in length_sorted_batches(lengths, batch_size, batch_size * max(lengths, default=0)):
-        width = max(lengths[i] for i in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, index in enumerate(batch):  # left padding: every prompt ends where generation starts
-            ids[row, width - lengths[index]:] = torch.tensor(prompts[index])
-            mask[row, width - lengths[index]:] = 1
+    for batch, ids, mask in left_padded_batches(prompts, batch_size, pad_id):
+        width = ids.shape[1]
         recorder = _TopKRecorder(top_k)
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
                              max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=sorted(eos_ids),

@@ -154,6 +154,7 @@ class Pipeline:
         self.asked: dict[str, list[TrainingPrompt]] = {}  # each round's prompts
         self.parents: dict[tuple[str | None, str], str] = {}  # (None or prompt text, reply) -> the prompt's id
         self.benchmark = BenchmarkIndex(spec_bench_texts())  # never trained on (training/manifest.py)
+        self._generation_model: torch.nn.Module | None = None  # _generator()
 
     def run(self) -> dict:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -276,7 +277,7 @@ class Pipeline:
 
     def _generator(self, target: LoadedModel):
         """The model that generates the data: a bfloat16 copy of the target where that is faster (made once)."""
-        if getattr(self, "_generation_model", None) is None:
+        if self._generation_model is None:
             self._generation_model = target.model
             if self.settings.generation_bf16 and target.model.dtype == torch.float32:
                 self._generation_model = copy.deepcopy(target.model).to(torch.bfloat16)

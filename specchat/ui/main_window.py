@@ -17,7 +17,7 @@ from ..engine.chat import build_fitting_prompt
 from ..engine.events import GenerationResult, StepEvent
 from ..storage import StorageError
 from .composer import Composer
-from .session import ChatSession
+from .session import ChatSession, ReplyContext
 from .settings import SettingsDialog
 from .spans import ReplySpans
 from .theme import current_theme
@@ -61,7 +61,7 @@ class ActiveReply:
     last_saved: float = 0.0
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
     note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
-    context: object = None  # ChatSession.reply_context(): the settings and models the reply runs with
+    context: ReplyContext | None = None  # the settings and models the reply runs with
 
 
 class MainWindow(QMainWindow):

@@ -211,8 +211,8 @@ class ChatSession(QObject):
         result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
         return result.stats.decode_tokens_per_s
 
-    def _on_loaded(self, value, generation: int | None = None) -> None:
-        if generation is not None and generation != self._load_generation:
+    def _on_loaded(self, value, generation: int) -> None:
+        if generation != self._load_generation:
             return  # settings changed again while this load ran: the newer load's models are the ones to use
         self.pair, speed, engine = value
         if engine is not None and engine[0] == (self.settings.drafter, None):
@@ -224,8 +224,8 @@ class ChatSession(QObject):
                                     speed)
         self.status_changed.emit()
 
-    def _on_load_failed(self, message: str, generation: int | None = None) -> None:
-        if generation is not None and generation != self._load_generation:
+    def _on_load_failed(self, message: str, generation: int) -> None:
+        if generation != self._load_generation:
             return
         self.loading = False
         self.pair = None

@@ -36,7 +36,7 @@ def store(tmp_path_factory):
     store.close()
 
 
-@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(derandomize=True, database=None, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                                     HealthCheck.data_too_large])
 @given(document=mutated(), as_text=st.booleans())
 def test_an_import_makes_one_chat_or_says_what_is_wrong(store, document, as_text):
