@@ -94,26 +94,6 @@ def test_models_list_shows_the_embedded_model(capsys):
     assert code == 0 and "SmolLM2-135M-Instruct" in out
 
 
-def test_malformed_prompt_files(capsys, tmp_path):
-    cases = {
-        "not json": "line 1: not valid JSON",
-        '{"question_id": 1, "category": "x"}': "line 1: missing turns",
-        '{"question_id": 1, "category": "x", "turns": []}': "'turns' must be a non-empty list",
-        '{"question_id": [1], "category": "x", "turns": ["hi"]}': "'question_id' must be a number or a non-empty",
-        '{"question_id": null, "category": "x", "turns": ["hi"]}': "'question_id' must be a number or a non-empty",
-        '{"question_id": 1, "category": {"a": 1}, "turns": ["hi"]}': "'category' must be a non-empty string",
-        "[1, 2]": "expected a JSON object",
-        "": "has no prompts",
-    }
-    for content, fragment in cases.items():
-        path = tmp_path / "prompts.jsonl"
-        path.write_text(content)
-        code, _, err = run(capsys, "bench", "--prompts", str(path))
-        assert_one_line_error(code, err, fragment)
-    code, _, err = run(capsys, "bench", "--prompts", str(tmp_path / "missing.jsonl"))
-    assert_one_line_error(code, err, "cannot read")
-
-
 def test_download_when_offline_says_so(capsys, monkeypatch):
     from huggingface_hub import constants
 

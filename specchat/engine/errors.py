@@ -14,3 +14,8 @@ class IncompatibleDraftError(SpecchatError):
 
 class PromptError(SpecchatError):
     """The prompt is empty, malformed, or does not fit the model's context window."""
+
+
+class PrefillCancelled(Exception):
+    """Not for the user: the cancel event was set while a runner prefilled a prompt, between two of its passes
+    (SpeculativeEngine.stream turns it into a stopped reply)."""

@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, PrefillCancelled
 
 log = logging.getLogger(__name__)
 
@@ -292,14 +292,15 @@ class LlamaCppRunner:
         return LlamaCppCache(self)
 
     def forward(self, input_ids: torch.Tensor, cache: LlamaCppCache, keep: int, hidden_rows: int = 0,
-                prefill: bool = False) -> torch.Tensor:
+                prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor:
         """Logits [keep, vocab] for the last `keep` input positions; with keeps_features, the final-norm hidden
         states of the last max(keep, hidden_rows) positions are in `features`.
 
         A prefill into an empty cache reuses the positions that the previous generation left for the same leading
         tokens (the system prompt, earlier turns of the chat), as llama.cpp's server does: every row of a pass
         depends only on the tokens before it, not on how they were batched (module docstring), so the logits are
-        the same as with a full prefill. Not when the caller wants hidden states of the whole prompt."""
+        the same as with a full prefill. Not when the caller wants hidden states of the whole prompt. `cancel` is
+        checked between the passes of MAX_BATCH tokens a long prompt takes (PrefillCancelled)."""
         tokens = input_ids.reshape(-1).tolist()
         rows = max(keep, hidden_rows if self.keeps_features else 0)
         if prefill and cache.length == 0:
@@ -313,10 +314,10 @@ class LlamaCppRunner:
             # a prompt is most of them: 10% of a 750-token prefill. The positions that need no output run first,
             # with embeddings off; rows of a pass do not depend on how the tokens are split into passes.
             self._set_embeddings(False)
-            self._run(tokens[:-rows], cache, outputs_from=len(tokens))
+            self._run(tokens[:-rows], cache, outputs_from=len(tokens), cancel=cancel)
             self._set_embeddings(True)
             tokens = tokens[-rows:]
-        self._run(tokens, cache, outputs_from=len(tokens) - rows)
+        self._run(tokens, cache, outputs_from=len(tokens) - rows, cancel=cancel)
         last_chunk = len(tokens) - (len(tokens) - 1) // MAX_BATCH * MAX_BATCH
         # With embeddings on, llama.cpp outputs every position of the batch, whatever it asked for; the rows are
         # in batch order either way, so the wanted ones are the last.
@@ -328,10 +329,13 @@ class LlamaCppRunner:
             self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
         return torch.from_numpy(logits[outputs - keep:].copy())
 
-    def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int) -> None:
+    def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int,
+             cancel: threading.Event | None = None) -> None:
         """Feeds tokens in passes of at most MAX_BATCH; positions from `outputs_from` on (in `tokens`) ask for
         output."""
         for start in range(0, len(tokens), MAX_BATCH):
+            if start and cancel is not None and cancel.is_set():
+                raise PrefillCancelled
             chunk = tokens[start:start + MAX_BATCH]
             self._decode(chunk, cache.length, outputs_from - start)
             cache.length += len(chunk)

@@ -517,4 +517,8 @@ def list_local_models() -> list[tuple[str, str, str]]:
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    line = text.splitlines()[0]
+    if "custom code" in line or "trust_remote_code" in line:  # transformers' words for an `auto_map` folder
+        line += (" specchat does not run a model's own Python code unless asked to: pass --trust-remote-code only "
+                 "for a folder whose code you have read.")
+    return line

@@ -16,13 +16,18 @@ llama.cpp's own kernels, engine/llamacpp.py).
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Protocol
 
 import torch
 
 from .cache import cache_argument, new_cache, new_static_cache, rollback
+from .errors import PrefillCancelled
 from .head import tuned_head_for
 from .lean import LeanCache, LeanLlama, lean_runner_supported
+
+
+PREFILL_CHUNK = 512  # prompt tokens per prefill pass: a Stop is heard between passes (about a second apart on a CPU)
 
 
 class TargetRunner(Protocol):
@@ -35,7 +40,7 @@ class TargetRunner(Protocol):
     def new_cache(self, capacity: int): ...
 
     def forward(self, input_ids: torch.Tensor, cache, keep: int, hidden_rows: int = 0,
-                prefill: bool = False) -> torch.Tensor: ...
+                prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor: ...
 
     def rollback(self, cache, keep: int, length: int | None = None) -> None: ...
 
@@ -95,14 +100,34 @@ class TorchRunner:
         return new_static_cache(self.target, min(-(-capacity // 256) * 256, self.context_window + 17))
 
     def forward(self, input_ids: torch.Tensor, cache, keep: int, hidden_rows: int = 0,
-                prefill: bool = False) -> torch.Tensor:
-        """A prefill runs eagerly (compiled graphs cover the step lengths only); one with hidden_rows > keep is
-        for a drafter that reads the context (only the prefill forward, the decoder's or the lean one, keeps more
-        rows than it returns)."""
-        if prefill and hidden_rows > keep:
-            return self._prefill_forward(input_ids, cache, keep, hidden_rows)
-        forward = self._prefill_forward if prefill else self._step_forward
-        return forward(input_ids, cache, keep)
+                prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor:
+        """A prefill runs eagerly (compiled graphs cover the step lengths only), in passes of PREFILL_CHUNK tokens
+        with `cancel` checked between them (PrefillCancelled); one with hidden_rows > keep is for a drafter that
+        reads the context (only the prefill forward, the decoder's or the lean one, keeps more rows than it
+        returns)."""
+        if not prefill:
+            return self._step_forward(input_ids, cache, keep)
+        length = input_ids.shape[1]
+        rows = max(keep, hidden_rows)
+        kept_features = []
+        for start in range(0, length, PREFILL_CHUNK):
+            if start and cancel is not None and cancel.is_set():
+                raise PrefillCancelled
+            end = min(start + PREFILL_CHUNK, length)
+            # The chunk's share of the wanted rows (the prompt's last `rows`); every chunk but the last wants one
+            # row of logits, which is dropped: a pass needs an output.
+            chunk_rows = max(0, min(end - start, end - (length - rows)))
+            chunk_keep = keep if end == length else 1
+            chunk = input_ids[:, start:end]
+            if chunk_rows > chunk_keep:
+                logits = self._prefill_forward(chunk, cache, chunk_keep, chunk_rows)
+            else:
+                logits = self._prefill_forward(chunk, cache, chunk_keep)
+            if self.keeps_features and chunk_rows:
+                kept_features.append(self.features[-chunk_rows:])
+        if self.keeps_features and len(kept_features) > 1:
+            self.features = torch.cat(kept_features)
+        return logits
 
     def rollback(self, cache, keep: int, length: int | None = None) -> None:
         rollback(cache, keep, length=length)

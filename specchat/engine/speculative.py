@@ -18,7 +18,7 @@ import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
 from .drafters import Drafter, NoDrafter
-from .errors import PromptError
+from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
 from .runners import TargetRunner, TorchRunner
@@ -105,8 +105,13 @@ class SpeculativeEngine:
         # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
         # rolled back).
         cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + config.k_max + 1)
-        logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
-                                     hidden_rows=len(prompt) if self._reads_context else 1)[0]
+        try:  # a long prompt is run in chunks, and a Stop (or closing the app) is heard between them
+            logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
+                                         hidden_rows=len(prompt) if self._reads_context else 1, cancel=cancel)[0]
+        except PrefillCancelled:
+            stats.prefill_s = stats.wall_s = time.perf_counter() - started
+            yield self._event(0, reply.finish("cancelled"), (), stats, reply, seed, finished=True)
+            return
         first = sampler.next_token(logits)
         stats.target_passes = 1
         stats.prefill_s = time.perf_counter() - started

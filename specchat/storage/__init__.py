@@ -5,12 +5,12 @@
     store.add_message(chat.id, "user", "Hello")
 """
 
-from .db import Database, default_database_path, open_database
-from .errors import StorageError
+from .db import Database, default_database_path, open_database, quarantine
+from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
 from .records import ConversationInfo, MessageInfo, RunAggregate, RunInfo
 from .store import Store
 
 __all__ = [
-    "ConversationInfo", "Database", "MessageInfo", "RunAggregate", "RunInfo", "Store", "StorageError",
-    "default_database_path", "open_database",
+    "ConversationInfo", "Database", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnusable", "MessageInfo", "RunAggregate", "RunInfo", "Store", "StorageError",
+    "default_database_path", "open_database", "quarantine",
 ]

@@ -12,6 +12,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -23,7 +24,7 @@ from sqlalchemy import Connection, Engine, URL, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from .errors import StorageError
+from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 HEAD_REVISION = "0004_history"
@@ -63,9 +64,11 @@ class Database:
 
 
 def open_database(path: Path, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Database:
-    """Open (creating if needed) the database at `path`, migrated to the head revision.
+    """Open (creating if needed) the database at `path`, migrated to the head revision and checked.
 
-    Raises StorageError when the file is damaged, locked by another specchat, or from a newer specchat.
+    Raises DatabaseLocked (another program holds it), DatabaseDamaged (not a database, or a damaged page) or
+    DatabaseUnusable (from a newer specchat, an upgrade that failed, a folder that cannot be written); all are
+    StorageErrors, and all leave the file as it was.
     """
     path = Path(path).expanduser().resolve()
     _prepare_file(path)
@@ -73,6 +76,7 @@ def open_database(path: Path, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) ->
     try:
         with translate_errors(path):
             _upgrade_to_head(engine, path)
+            _check_pages(engine, path)
     except BaseException:
         engine.dispose()
         raise
@@ -99,7 +103,7 @@ def _prepare_file(path: Path) -> None:
         os.close(fd)
         os.chmod(path, 0o600)
     except OSError as error:
-        raise StorageError(f"cannot create the database at {path}: {error.strerror or error}") from error
+        raise DatabaseUnusable(f"cannot create the database at {path}: {error.strerror or error}") from error
 
 
 def _create_engine(path: Path, busy_timeout_ms: int) -> Engine:
@@ -167,21 +171,56 @@ def _upgrade_to_head(engine: Engine, path: Path) -> None:
             with connection.begin():
                 command.upgrade(alembic_config(connection), "head")
                 if connection.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
-                    raise StorageError(f"migrating the database at {path} broke references between tables; "
+                    raise DatabaseUnusable(f"migrating the database at {path} broke references between tables; "
                                        "it was left unchanged")
         except CommandError as error:
-            raise StorageError(f"the database at {path} was written by a newer specchat ({error}); "
+            raise DatabaseUnusable(f"the database at {path} was written by a newer specchat ({error}); "
                                "update specchat, or move the file away to start a new one") from error
         except (sa_exc.DBAPIError, sqlite3.Error) as error:
-            if storage_error_message(error, path) is not None:
+            if classify_error(error, path)[0] is not None:
                 raise  # locked, damaged, unreadable: translate_errors says which
             # Any other failure of a migration step (a table that exists without a recorded version, a half-applied
             # upgrade): the transaction is rolled back, so the file is as it was.
             detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-            raise StorageError(f"the database at {path} could not be upgraded ({detail}); it was left unchanged. "
+            raise DatabaseUnusable(f"the database at {path} could not be upgraded ({detail}); it was left unchanged. "
                                "Move it away to start a new one") from error
         finally:
             raw.execute("PRAGMA foreign_keys=ON")
+
+
+def _check_pages(engine: Engine, path: Path) -> None:
+    """SQLite's quick_check (every page's structure, not the indexes' contents: milliseconds for a chat database).
+
+    A file can open and migrate with a damaged page that only a later read or write runs into, mid-session; caught
+    here, the app moves the file aside at startup instead (ui/app.py)."""
+    with engine.connect() as connection:
+        problems = [row[0] for row in connection.exec_driver_sql("PRAGMA quick_check(5)")]
+    if problems != ["ok"]:
+        raise DatabaseDamaged(f"the database at {path} is damaged ({problems[0]}); move it away to start a new one",
+                              detail=problems[0])
+
+
+def quarantine(path: Path, now: datetime | None = None) -> Path:
+    """Moves a damaged database aside, with its -wal and -shm files, as <name>.corrupt-<date>; returns the new path.
+
+    The copy is kept, not deleted: `sqlite3 <copy> .recover` can often get most of the chats back from it."""
+    path = Path(path)
+    stamp = (now or datetime.now()).strftime("%Y-%m-%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    number = 1
+    while target.exists():
+        number += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{number}")
+    try:
+        for suffix in ("-wal", "-shm"):  # companions first: the main file's name is the one a reader looks for
+            companion = path.with_name(path.name + suffix)
+            if companion.exists():
+                os.replace(companion, target.with_name(target.name + suffix))
+        os.replace(path, target)
+    except OSError as error:
+        raise DatabaseUnusable(f"the damaged database at {path} could not be moved aside "
+                               f"({error.strerror or error}); move it away by hand") from error
+    return target
 
 
 @contextmanager
@@ -190,22 +229,23 @@ def translate_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except (sa_exc.DBAPIError, sqlite3.Error) as error:
-        message = storage_error_message(error, path)
-        if message is None:
+        kind, message = classify_error(error, path)
+        if kind is None:
             raise
-        raise StorageError(message) from error
+        raise kind(message, detail=str(getattr(error, "orig", None) or error).strip()) from error
 
 
-def storage_error_message(error: BaseException, path: Path) -> str | None:
-    """The one-line explanation for a damaged, locked or unreadable database, or None for other errors."""
+def classify_error(error: BaseException, path: Path) -> tuple[type[StorageError] | None, str | None]:
+    """(the StorageError subclass, its message) for a damaged, locked or unusable database; (None, None) else."""
     original = getattr(error, "orig", None) or error
     detail = str(original).strip()
     lowered = detail.lower()
     if "database is locked" in lowered or "database is busy" in lowered:
-        return (f"the database at {path} is in use by another program, such as a second specchat ({detail}); "
-                "close it and try again")
+        return DatabaseLocked, (f"the database at {path} is in use by another program, such as a second specchat "
+                                f"({detail}); close it and try again")
     if any(s in lowered for s in ("file is not a database", "malformed", "file is encrypted", "corrupt")):
-        return f"the database at {path} is damaged ({detail}); move it away to start a new one"
+        return DatabaseDamaged, f"the database at {path} is damaged ({detail}); move it away to start a new one"
     if any(s in lowered for s in ("unable to open", "readonly database", "disk i/o error", "disk is full")):
-        return f"cannot use the database at {path} ({detail}); check the folder's permissions and free space"
-    return None
+        return StorageError, (f"cannot use the database at {path} ({detail}); check the folder's permissions and "
+                              "free space")
+    return None, None

@@ -12,6 +12,10 @@ from datetime import datetime
 
 ROLES = ("system", "user", "assistant")
 SPAN_ORIGINS = ("draft", "target")
+# finish_reason of a reply (and its run) while it streams; one still streaming at the next start was cut short by a
+# crash or a kill, and becomes INTERRUPTED (Store.recover_interrupted).
+STREAMING = "streaming"
+INTERRUPTED = "interrupted"
 
 Span = tuple[int, int, str]  # (start, end, origin): text[start:end] came from the drafter or from the target
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import delete, exists, func, or_, select
+from sqlalchemy import delete, exists, func, or_, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
@@ -20,7 +20,7 @@ from . import exchange
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
 from .errors import StorageError
 from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
-from .records import (ROLES, RUN_SOURCES, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate,
+from .records import (INTERRUPTED, ROLES, RUN_SOURCES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate,
                       RunFilter, RunInfo, RunRow, TrackRecord)
 
 SPEEDUP_BASES = ("calibrated", "measured")
@@ -166,6 +166,29 @@ class Store:
             session.flush()
             return _message_info(row)
 
+    def save_partial_reply(self, message_id: int, text: str, spans: list, run_id: int | None = None,
+                           stats: dict[str, Any] | None = None) -> None:
+        """A streaming reply so far and its run's statistics so far, in one transaction (the GUI, once a second):
+        a kill then loses at most the last second of both."""
+        _check_text(text)
+        values = _run_update_values(stats or {})
+        with self._writing() as session:
+            row = _get(session, Message, message_id, "message")
+            row.text, row.spans = text, _spans_column(spans, text)
+            if run_id is not None and values:
+                _get(session, GenerationRun, run_id, "generation run")
+                session.execute(update(GenerationRun).where(GenerationRun.id == run_id).values(**values))
+
+    def recover_interrupted(self) -> int:
+        """At startup: replies and runs still marked as streaming were cut short by a crash or a kill. They are
+        marked interrupted (and the replies stopped), keeping what was saved of them; returns how many replies."""
+        with self._writing() as session:
+            replies = session.execute(update(Message).where(Message.finish_reason == STREAMING)
+                                      .values(finish_reason=INTERRUPTED, stopped=True)).rowcount
+            session.execute(update(GenerationRun).where(GenerationRun.finish_reason == STREAMING)
+                            .values(finish_reason=INTERRUPTED))
+            return replies
+
     def delete_messages_from(self, conversation_id: int, position: int) -> int:
         """Delete the messages at `position` and after (regenerate, edit-and-resend); returns how many went."""
         with self._writing() as session:
@@ -197,6 +220,19 @@ class Store:
         except sa_exc.IntegrityError as error:
             raise StorageError("the generation run refers to a message, conversation or app session that does "
                                f"not exist, or misses a value ({error.orig})") from error
+
+    def update_run(self, run_id: int, run: dict[str, Any]) -> None:
+        """Change a recorded run's columns (the keys of `run` that are columns; others are ignored)."""
+        values = _run_update_values(run)
+        with self._writing() as session:
+            _get(session, GenerationRun, run_id, "generation run")
+            if values:
+                session.execute(update(GenerationRun).where(GenerationRun.id == run_id).values(**values))
+
+    def delete_run(self, run_id: int) -> None:
+        """A run begun for a reply that was stopped before its first token measured nothing."""
+        with self._writing() as session:
+            session.execute(delete(GenerationRun).where(GenerationRun.id == run_id))
 
     def run_for_message(self, message_id: int) -> RunInfo | None:
         """The latest generation run that produced this message, if any."""
@@ -481,6 +517,15 @@ def _run_values(run: dict[str, Any]) -> dict[str, Any]:
                            f"not {values['speedup_basis']!r}")
     if values.setdefault("source", "chat") not in RUN_SOURCES:
         raise StorageError(f"a run's source must be one of {', '.join(RUN_SOURCES)}, not {values['source']!r}")
+    for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
+        if values.get(key) is not None:
+            values[key] = _number_list(values[key], key)
+    return values
+
+
+def _run_update_values(run: dict[str, Any]) -> dict[str, Any]:
+    """The columns of a partial run (no required keys), checked like _run_values."""
+    values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
     for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
         if values.get(key) is not None:
             values[key] = _number_list(values[key], key)

@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import QCoreApplication, QSize, Qt
 from PySide6.QtGui import QGuiApplication, QIcon
@@ -50,18 +51,69 @@ def _wants_dark(app: QApplication) -> bool:
     return app.styleHints().colorScheme() == Qt.ColorScheme.Dark
 
 
-def open_store():
-    """The user's database; if it cannot be opened, a temporary one so the app stays usable (and a message)."""
-    from ..storage import Store, StorageError, default_database_path, open_database
+class StartChoice:
+    """What the user picked when the database could not be opened (ask_at_start)."""
 
-    path = default_database_path()
-    try:
-        return Store(open_database(path)), None
-    except StorageError as error:
-        fallback = Path(tempfile.mkdtemp(prefix="specchat-")) / "specchat.db"
-        message = (f"{error}\n\nspecchat is running with a temporary database for now; chats of this session "
-                   f"will not be kept.")
-        return Store(open_database(fallback)), message
+    RETRY = "retry"
+    TEMPORARY = "temporary"
+    QUIT = "quit"
+
+
+def open_store(path: Path | None = None, ask: Callable[[str, str], str] | None = None,
+               busy_timeout_ms: int | None = None):
+    """The user's database, ready for the window: (store, banner message or None), or (None, None) to quit.
+
+    - Damaged: moved aside as <name>.corrupt-<date> (kept for recovery), a new one started, and the banner says so.
+    - Locked by another program: the user is asked to try again or quit. Never a silent switch to another file:
+      a session written elsewhere would be lost to the user's history.
+    - Unusable as it is (from a newer specchat, a failed upgrade, a folder that cannot be written): left unchanged;
+      the user quits or, knowingly, chats in a temporary database that the banner keeps saying is not kept.
+    Replies a crash or a kill cut short are marked interrupted first (Store.recover_interrupted).
+    ask(kind, message) -> a StartChoice: kind "locked" offers RETRY/QUIT, "unusable" TEMPORARY/QUIT."""
+    from ..storage import (DatabaseDamaged, DatabaseLocked, Store, StorageError, default_database_path, open_database,
+                           quarantine)
+
+    path = path or default_database_path()
+    ask = ask or ask_at_start
+    timeout = {} if busy_timeout_ms is None else {"busy_timeout_ms": busy_timeout_ms}
+    banner = None
+    while True:
+        try:
+            store = Store(open_database(path, **timeout))
+            break
+        except DatabaseLocked as error:
+            if ask("locked", str(error)) != StartChoice.RETRY:
+                return None, None
+        except DatabaseDamaged as error:
+            moved = quarantine(path)  # raises DatabaseUnusable when it cannot: asked about below, next time round
+            banner = (f"The chat database was damaged ({error.detail or error}), so specchat started a new one. "
+                      f"The damaged file is kept as {moved}: `sqlite3 '{moved}' .recover` can often get its chats "
+                      "back.")
+        except StorageError as error:
+            if ask("unusable", str(error)) != StartChoice.TEMPORARY:
+                return None, None
+            fallback = Path(tempfile.mkdtemp(prefix="specchat-")) / "specchat.db"
+            return Store(open_database(fallback)), (f"{error}. specchat is using a temporary database: chats of "
+                                                     "this session will not be kept.")
+    store.recover_interrupted()
+    return store, banner
+
+
+def ask_at_start(kind: str, message: str) -> str:
+    """The start-up question as a dialog (before the window exists)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Icon.Warning, "specchat", "The chat database cannot be opened.")
+    box.setInformativeText(message[0].upper() + message[1:] + ".")
+    if kind == "locked":
+        retry = box.addButton("Try again", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton("Quit", QMessageBox.ButtonRole.RejectRole)
+        box.exec()
+        return StartChoice.RETRY if box.clickedButton() is retry else StartChoice.QUIT
+    temporary = box.addButton("Use a temporary database", QMessageBox.ButtonRole.AcceptRole)
+    box.addButton("Quit", QMessageBox.ButtonRole.RejectRole)
+    box.exec()
+    return StartChoice.TEMPORARY if box.clickedButton() is temporary else StartChoice.QUIT
 
 
 def bring_to_front(window) -> None:
@@ -87,12 +139,17 @@ def run_gui(argv: list[str] | None = None) -> int:
         print("specchat is already running: its window was brought to the front.", file=sys.stderr)
         return 0
     store, problem = open_store()
+    if store is None:
+        instance.release()
+        return 1
     session = ChatSession(store)
     window = MainWindow(session)
     instance.activated.connect(lambda: bring_to_front(window))
     window.show()
     if problem:
         window.banner.show_message(problem)
+    if store.database.path.parent != default_database_path().resolve().parent:
+        window.setWindowTitle("specchat (temporary database: this session's chats are not kept)")
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     closed = asyncio.Event()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
@@ -16,6 +17,7 @@ from ..engine import Message, SpecchatError
 from ..engine.chat import build_fitting_prompt
 from ..engine.events import GenerationResult, StepEvent
 from ..storage import StorageError
+from ..storage.records import STREAMING
 from .composer import Composer
 from .session import ChatSession, ReplyContext
 from .settings import SettingsDialog
@@ -62,6 +64,7 @@ class ActiveReply:
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
     note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
     context: ReplyContext | None = None  # the settings and models the reply runs with
+    run_id: int | None = None  # its run, recorded as it started
 
 
 class MainWindow(QMainWindow):
@@ -356,14 +359,19 @@ class MainWindow(QMainWindow):
         note = (f"The {left_out} oldest message{'s' if left_out > 1 else ''} of this chat {'are' if left_out > 1 else 'is'}"
                 " left out of what the model reads: the chat is longer than its context window. They stay saved."
                 if left_out else "")
-        placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True)  # on disk at once
+        config = replace(config, seed=random.SystemRandom().randrange(2**31))  # known now: the run is recorded now
+        context = self.session.reply_context()
+        # On disk at once, the reply and its run, both marked streaming until they end (a kill leaves them so, and
+        # the next start marks them interrupted).
+        placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
+        run_id = self.session.begin_run(self.conversation_id, placeholder.id, len(prompt_ids), config.seed, context)
         cancel = threading.Event()
         worker = GenerationWorker(make_engine, prompt_ids, config, cancel, on_result=self.session.remember_reply)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
         self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter(),
-                                  note=note, context=self.session.reply_context())
+                                  note=note, context=context, run_id=run_id)
         self.transcript.begin_reply(note)
         if note:
             self.statusBar().showMessage(note, 15000)
@@ -387,7 +395,8 @@ class MainWindow(QMainWindow):
             self.active.last_saved = now  # a failed save is retried at the next save time, not every frame
             text, spans = self.transcript.streaming_text()
             try:
-                self.session.store.update_message(self.active.message_id, text=text, spans=spans.to_json())
+                self.session.store.save_partial_reply(self.active.message_id, text, spans.to_json(),
+                                                      self.active.run_id, events[-1].stats.to_dict())
             except StorageError as error:
                 if not self.active.save_failed:
                     self._show_error(f"The reply so far could not be saved ({error}); it keeps streaming, and "
@@ -406,8 +415,11 @@ class MainWindow(QMainWindow):
         try:
             self.session.store.update_message(active.message_id, text=result.text, spans=spans.to_json(),
                                               stopped=stopped, finish_reason=result.finish_reason)
-            if result.token_ids:  # a reply stopped before it started measured nothing
-                self.session.record_run(active.conversation_id, active.message_id, result, active.context)
+            if result.token_ids:
+                self.session.record_run(active.conversation_id, active.message_id, result, active.context,
+                                        active.run_id)
+            else:  # a reply stopped before it started measured nothing
+                self.session.store.delete_run(active.run_id)
         except StorageError as error:
             self._end_unsaved_reply(active, result.text, spans, stopped, error)
             return
@@ -424,6 +436,10 @@ class MainWindow(QMainWindow):
         except StorageError as error:
             self._end_unsaved_reply(active, text, spans, True, error, also=message)
             return
+        try:
+            self.session.store.update_run(active.run_id, {"finish_reason": "error"})
+        except StorageError:
+            pass  # the reply is saved; its run stays "streaming" and the next start marks it interrupted
         self._end_reply()
         self._show_saved_reply(active)
         self._show_error(message)

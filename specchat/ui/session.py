@@ -13,13 +13,14 @@ from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
-from ..engine.events import GenerationResult
+from ..engine.events import GenerationResult, GenerationStats
 from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS
 from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
 from ..storage import StorageError
+from ..storage.records import INTERRUPTED, STREAMING
 from .settings import AppSettings
 from .workers import CallWorker, JobThread
 
@@ -332,8 +333,17 @@ class ChatSession(QObject):
 
     # -- runs and statistics --------------------------------------------------------------------------------------
 
+    def begin_run(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
+                  context: ReplyContext) -> int:
+        """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
+        up to the last partial save (MainWindow saves them with the text); record_run completes it."""
+        return self.store.record_run(self.run_values(
+            GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
+            pair=context.pair, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
+
     def record_run(self, conversation_id: int, message_id: int, result: GenerationResult,
-                   context: ReplyContext | None = None) -> None:
+                   context: ReplyContext | None = None, run_id: int | None = None) -> None:
+        """The finished reply's statistics: completing the run begun with begin_run (run_id), or a new one."""
         context = context or self.reply_context()
         stats = result.stats
         settings = context.settings
@@ -346,10 +356,14 @@ class ChatSession(QObject):
         # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
         speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
                    if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
-        self.store.record_run(self.run_values(
+        values = self.run_values(
             stats.to_dict(), context.drafter, result.seed, settings, pair=context.pair, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
-            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason))
+            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
+        if run_id is None:
+            self.store.record_run(values)
+        else:
+            self.store.update_run(run_id, values)
         self.stats_changed.emit()
 
     def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
@@ -376,6 +390,7 @@ class ChatSession(QObject):
         if run.speedup:
             parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
         ending = {"context": "reached the model's context window: start a new chat to go on",
+                  INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
                   "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
         if run.finish_reason in ending:
             parts.append(ending[run.finish_reason])

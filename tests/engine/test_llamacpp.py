@@ -191,3 +191,23 @@ def test_the_governor_drops_to_one_thread_under_contention_and_returns():
     governor.observe(1, governor.threads_for_next_pass(), 0.0052)  # fast again
     assert governor.cooldown == governor.COOLDOWN and governor.threads_for_next_pass() == 2
     assert governor.reduced_passes == 3 * governor.COOLDOWN
+
+
+def test_a_stop_is_heard_between_the_passes_of_a_long_prefill(native_pair):
+    import threading
+
+    from specchat.engine.errors import PrefillCancelled
+
+    runner = native_pair.target.native.runner()
+    cancel = threading.Event()
+    cancel.set()
+    cache = runner.new_cache(len(LONG) + 8)
+    with pytest.raises(PrefillCancelled):  # 600 tokens: two passes of at most MAX_BATCH, stopped after the first
+        runner.forward(torch.tensor([LONG]), cache, keep=1, prefill=True, cancel=cancel)
+    assert cache.length == llamacpp.MAX_BATCH
+    fresh = runner.new_cache(len(LONG) + 8)  # the next request reuses what was read and gives the same logits
+    reused = runner.forward(torch.tensor([LONG]), fresh, keep=1, prefill=True)
+    assert runner.reused_tokens == llamacpp.MAX_BATCH
+    whole = native_pair.target.native.runner()
+    torch.testing.assert_close(reused, whole.forward(torch.tensor([LONG]), whole.new_cache(len(LONG) + 8), keep=1,
+                                                     prefill=True))

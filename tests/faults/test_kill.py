@@ -35,8 +35,16 @@ def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
         (conversation,) = store.list_conversations()
         question, reply = store.messages(conversation.id)
         assert (question.role, question.text) == ("user", "The quick brown fox")
-        # What a kill keeps: the reply up to its last save (at most a second old), marked stopped, no statistics.
+        # What a kill keeps: the reply up to its last save (at most a second old), and its run's statistics as of
+        # that save, both still marked as streaming...
         assert reply.role == "assistant" and reply.stopped and len(reply.text) >= saved
-        assert reply.finish_reason is None and store.run_for_message(reply.id) is None
+        run = store.run_for_message(reply.id)
+        assert reply.finish_reason == run.finish_reason == "streaming"
+        assert run.new_tokens >= saved and run.target_passes > 0 and run.draft_proposed > 0
+        # ...until the next start, which marks them interrupted (ui/app.py open_store).
+        assert store.recover_interrupted() == 1
+        (_, reply) = store.messages(conversation.id)
+        assert reply.finish_reason == store.run_for_message(reply.id).finish_reason == "interrupted"
+        assert store.recover_interrupted() == 0
     finally:
         store.close()

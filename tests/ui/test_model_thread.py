@@ -243,3 +243,37 @@ def test_a_benchmark_cancelled_while_it_waits_stores_nothing(qtbot, store, tiny_
     assert "nothing stored" in window.message.text() and store.runs(RunFilter(source="bench")) == []
     assert not window.benchmark_running() and not session.device_busy()
     window.close()
+
+
+def test_closing_during_a_long_prefill_stops_it_between_chunks(qtbot, make_window, store, monkeypatch):
+    """A prompt that takes ten seconds to read (chunks slowed to 0.2 s): closing stops it at the next chunk."""
+    from specchat.engine import runners
+
+    monkeypatch.setattr(runners, "PREFILL_CHUNK", 8)
+    original_init = runners.TorchRunner.__init__
+    reading = threading.Event()
+
+    def slow_prefill(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        forward = self._prefill_forward
+
+        def slowly(*a, **k):
+            reading.set()
+            time.sleep(0.2)
+            return forward(*a, **k)
+        self._prefill_forward = slowly
+
+    monkeypatch.setattr(runners.TorchRunner, "__init__", slow_prefill)
+    window = make_window()
+    window.session._engine = None  # built anew, with the slowed runner
+    window.composer.setPlainText("The quick brown fox jumps over the lazy dog. " * 9)  # ~400 tokens: 50 chunks
+    window.send()
+    conversation = window.conversation_id
+    assert reading.wait(TIMEOUT / 1000)
+    began = time.perf_counter()
+    window.close()
+    assert time.perf_counter() - began < 3  # not the ten seconds of the prefill
+    assert JobThread.running() == []
+    qtbot.waitUntil(lambda: store.messages(conversation)[-1].finish_reason == "cancelled", timeout=TIMEOUT)
+    reply = store.messages(conversation)[-1]
+    assert reply.text == "" and reply.stopped and store.conversation_stats(conversation).runs == 0

@@ -1,4 +1,5 @@
 """Storage faults during and after a reply, injected into the window's Store: what the user sees, what is kept.
+(test_storage_faults.py has the same faults raised by SQLite itself, on a real file.)
 
 In every case the window is usable afterwards (sidebar, Send, no device claim left), the reply stays on screen,
 and a banner says what happened."""
@@ -19,14 +20,16 @@ def usable(window):
             and not window.stop_button.isVisibleTo(window) and not window.session.device_busy())
 
 
-def failing_writes(monkeypatch, store, name, error="database or disk is full"):
+def failing_writes(monkeypatch, store, names, error="database or disk is full"):
+    """The named methods of `store` (a Store or a ChatSession) raise StorageError; the calls they got."""
     calls = []
 
     def fail(*args, **kwargs):
         calls.append(args)
         raise StorageError(f"could not save: {error}")
 
-    monkeypatch.setattr(store, name, fail)
+    for name in names.split():
+        monkeypatch.setattr(store, name, fail)
     return calls
 
 
@@ -36,7 +39,7 @@ def test_a_disk_full_while_streaming_is_said_once_and_the_finished_reply_stays_o
 
     monkeypatch.setattr(main_window, "SAVE_PARTIAL_S", 0.0)  # a partial save at every frame that has steps
     window = make_window(drafter="model", max_new_tokens=40)
-    calls = failing_writes(monkeypatch, store, "update_message")
+    calls = failing_writes(monkeypatch, store, "update_message save_partial_reply")
     send(qtbot, window, "The quick brown fox")
     assert usable(window)
     text = window.transcript.document().toPlainText()
