@@ -514,7 +514,7 @@ class MainWindow(QMainWindow):
 
     def open_race(self) -> None:
         """The race window (one per main window), primed with the prompt in the box or the chat's last question."""
-        from .race_window import RaceWindow
+        from .race import RaceWindow
 
         if self.race_window is None:
             self.race_window = RaceWindow(self.session, self)  # its own window, deleted with this one

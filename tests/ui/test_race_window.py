@@ -4,7 +4,7 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from specchat.engine.race import Track
-from specchat.ui.race_window import RaceWindow
+from specchat.ui.race import RaceWindow
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
 

@@ -1,0 +1,105 @@
+"""The saved comparisons: the list beside the race (newest first, ✓/✗ for identical outputs), reopening one,
+deleting one with its measurements, and saving a finished race as a comparison with one run per lane."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QListWidget, QListWidgetItem, QMenu, QMessageBox
+
+from ...engine import SpecchatError
+from ...engine.race import Track, all_identical, lane_results
+
+
+class ComparisonHistory(QListWidget):
+    """The store's comparisons as a list; asks the window to open one and tells it when one is deleted.
+
+    Problems (a comparison deleted elsewhere, a save the database refuses) go to `report`, the window's message line.
+    """
+
+    open_requested = Signal(int)  # clicked, activated or "Open" in the context menu
+    deleted = Signal(int)  # removed from the store, before the list is refreshed
+
+    def __init__(self, session, report: Callable[[str], None], parent=None):
+        super().__init__(parent)
+        self.session = session
+        self._report = report
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setStyleSheet("QListWidget::item { padding: 4px 2px; }")
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._menu)
+        self.itemActivated.connect(self._on_item)
+        self.itemClicked.connect(self._on_item)
+
+    def refresh(self, select: int | None = None) -> None:
+        self.clear()
+        for info in self.session.store.list_comparisons():
+            when = info.created_at.astimezone().strftime("%d %b %H:%M")
+            first_line = info.prompt.splitlines()[0][:40] if info.prompt else ""
+            mark = "" if info.identical is None else (" ✓" if info.identical else " ✗")
+            item = QListWidgetItem(f"{first_line}\n{when} · {', '.join(info.drafters[1:]) or 'plain'}{mark}")
+            item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setToolTip(info.prompt)
+            self.addItem(item)
+            if info.id == select:
+                self.setCurrentItem(item)
+
+    def _on_item(self, item: QListWidgetItem) -> None:
+        self.open_requested.emit(item.data(Qt.ItemDataRole.UserRole))
+
+    def load(self, comparison_id: int):
+        """The saved comparison (storage record), or None, reported, when it is gone."""
+        try:
+            return self.session.store.comparison(comparison_id)
+        except SpecchatError as error:
+            self._report(str(error))
+            self.refresh()
+            return None
+
+    def _menu(self, point) -> None:
+        item = self.itemAt(point)
+        if item is None:
+            return
+        comparison_id = item.data(Qt.ItemDataRole.UserRole)
+        menu = QMenu(self)
+        menu.addAction("Open", lambda: self.open_requested.emit(comparison_id))
+        menu.addAction("Delete…", lambda: self.delete(comparison_id))
+        menu.exec(self.mapToGlobal(point))
+
+    def delete(self, comparison_id: int, confirm: bool = True) -> None:
+        if confirm and QMessageBox.question(self.window(), "Delete comparison", "Delete this comparison and its "
+                                            "measurements?") != QMessageBox.StandardButton.Yes:
+            return
+        self.session.store.delete_comparison(comparison_id)
+        self.session.stats_changed.emit()
+        self.deleted.emit(comparison_id)
+        self.refresh()
+
+    def save(self, tracks: list[Track], greedy: bool, prompt: str, race_settings: dict, settings) -> int | None:
+        """Store a finished race: the comparison, its tracks and one run per lane; None, reported, if refused.
+
+        `race_settings` are the comparison's recorded settings, `settings` the app settings as the race started."""
+        pair = self.session.pair
+        results = lane_results(tracks, greedy)
+        runs = [self._run_values(track, result, tracks[0], race_settings, settings)
+                for track, result in zip(tracks, results)]
+        try:
+            return self.session.store.save_comparison(
+                {"prompt": prompt, "target": pair.target.name,
+                 "draft": pair.draft.name if pair.draft else None, "settings": race_settings,
+                 "greedy": greedy, "identical": all_identical(tracks) if greedy else None,
+                 "app_session_id": self.session.app_session_id},
+                [track.to_row() for track in tracks], runs)
+        except SpecchatError as error:
+            self._report(f"The comparison could not be saved: {error}")
+            return None
+        finally:
+            self.session.stats_changed.emit()
+
+    def _run_values(self, track: Track, result, plain: Track, race_settings: dict, settings) -> dict:
+        return self.session.run_values(
+            track.stats, track.drafter, race_settings["seed"], settings, speedup=result.speedup,
+            speedup_basis="measured" if result.speedup else None, baseline_tokens_per_s=plain.tokens_per_s,
+            finish_reason=track.finish_reason)

@@ -1,0 +1,100 @@
+"""The race's figures: the results table (one row per lane), the verdict on whether the outputs are identical and
+the word-by-word diff of two lanes whose outputs differ."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
+                               QTableWidgetItem, QTextBrowser, QVBoxLayout)
+
+from ...engine.race import Track, word_diff
+from .lanes import lane_label, short_label
+
+RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
+                  "Identical")
+
+
+class ResultsTable(QTableWidget):
+    """The measured figures of each lane (engine.race.lane_results), read-only."""
+
+    def __init__(self, parent=None):
+        super().__init__(0, len(RESULT_COLUMNS), parent)
+        self.setHorizontalHeaderLabels(RESULT_COLUMNS)
+        self.verticalHeader().setVisible(False)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.setWordWrap(False)
+
+    def fill(self, results) -> None:
+        """One row per lane result, the speedup in bold and a differing output in red."""
+        self.setRowCount(len(results))
+        for row, r in enumerate(results):
+            shown = r.acceptance_by_position[:4]
+            positions = " / ".join(f"{a:.2f}" for a in shown) + (" …" if len(r.acceptance_by_position) > 4 else "")
+            positions = positions or "–"
+            identical = "–" if r.identical is None else ("✓ yes" if r.identical else "✗ no")
+            cells = (short_label(r.drafter), str(r.new_tokens), f"{r.wall_s:.2f} s",
+                     f"{r.tokens_per_s:.1f}", f"{r.speedup:.2f}×" if r.speedup else "baseline",
+                     f"{r.alpha:.2f}" if r.alpha is not None else "–", f"{r.tau:.2f}" if r.tau else "–",
+                     positions, identical)
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if column == 4 and r.speedup:
+                    item.setFont(_bold())
+                if column == 8 and r.identical is False:
+                    item.setForeground(QColor("#b3261e"))
+                self.setItem(row, column, item)
+
+
+def verdict_html(tracks: list[Track], greedy: bool) -> str:
+    """Whether every lane produced plain decoding's tokens, with a diff link per lane that did not."""
+    if not greedy:
+        return ("<b>Sampled decoding:</b> the lanes are different samples of the same distribution (speculative "
+                "sampling is exact in distribution, not token by token), so their texts differ.")
+    plain = tracks[0]
+    differing = [i for i, t in enumerate(tracks[1:], start=1) if t.token_ids != plain.token_ids]
+    if not differing:
+        return (f"<span style='color:#2e7d32'><b>✓ Identical output:</b></span> every lane produced the same "
+                f"{len(plain.token_ids)} tokens as plain decoding; the speedup costs nothing in quality.")
+    links = ", ".join(f"<a href='diff:{i}'>show diff with {html.escape(tracks[i].drafter)}</a>"
+                      for i in differing)
+    return (f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}). "
+            "Greedy speculative decoding should be lossless; on some hardware, batched and single-token "
+            "forward passes round differently and can flip a near-tie.")
+
+
+class DiffDialog(QDialog):
+    """Where two lanes' outputs differ, word by word (red: only in the plain lane, green: only in the other)."""
+
+    def __init__(self, plain: Track, other: Track, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle(f"Output differences: plain vs {lane_label(other.drafter)}")
+        self.resize(720, 480)
+        view = QTextBrowser()
+        parts = []
+        for op, text in word_diff(plain.text, other.text):
+            text = html.escape(text).replace("\n", "<br>")
+            if op == "equal":
+                parts.append(text)
+            elif op == "delete":
+                parts.append(f"<span style='background:#fdecea;color:#7a1c16;text-decoration:line-through'>{text}</span>")
+            else:
+                parts.append(f"<span style='background:#d4f2dd;color:#14532d'>{text}</span>")
+        view.setHtml("<p><span style='background:#fdecea'>&nbsp;only in plain&nbsp;</span>&nbsp;&nbsp;"
+                     f"<span style='background:#d4f2dd'>&nbsp;only in {html.escape(other.drafter)}&nbsp;</span></p>"
+                     "<p style='white-space:pre-wrap'>" + "".join(parts) + "</p>")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(view)
+        layout.addWidget(buttons)
+
+
+def _bold() -> QFont:
+    font = QFont()
+    font.setBold(True)
+    return font
