@@ -63,12 +63,13 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
     runs it (on this CPU the lean forward and the tuned output head; eager on a GPU: compiled graphs are timed by
     `specchat bench`, not here)."""
     from .engine import NoDrafter, SpeculativeEngine
+    from .engine.runners import runner_for
 
     if isinstance(model, torch.nn.Module):
-        engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[], static_cache=static_cache,
-                                   compile_steps=False, packed_weights=packed_weights)
+        runner = runner_for(model, static_cache=static_cache, compile_steps=False, packed_weights=packed_weights)
     else:  # a runner, e.g. llama.cpp's
-        engine = SpeculativeEngine(model, None, NoDrafter(), eos_token_ids=[])
+        runner = model
+    engine = SpeculativeEngine(runner, None, NoDrafter(), eos_token_ids=[])
     vocab = engine.vocab_size
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (1, context), generator=generator).to(device)

@@ -78,8 +78,8 @@ def test_bench_can_run_without_packed_weights(tmp_path, tokenizer, target, monke
     from specchat.engine import pair
 
     made = []
-    real_engine = pair.SpeculativeEngine
-    monkeypatch.setattr(pair, "SpeculativeEngine", lambda *a, **kw: made.append(kw) or real_engine(*a, **kw))
+    real_runner_for = pair.runner_for
+    monkeypatch.setattr(pair, "runner_for", lambda *a, **kw: made.append(kw) or real_runner_for(*a, **kw))
     target.save_pretrained(tmp_path / "target")
     tokenizer.save_pretrained(tmp_path / "target")
     prompts = tmp_path / "prompts.jsonl"

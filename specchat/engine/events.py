@@ -1,7 +1,9 @@
 """Plain data emitted by the engine: per-step events, statistics and the final result.
 
-Everything here is Qt-free and holds only ints, floats, strings and tuples, so that it can cross thread
-boundaries (the GUI worker) and be stored (SQLite) or serialised (CLI --json) without touching torch objects.
+GenerationStats is where a generation's figures end up: the loop adds each verification step with `record_step`
+(its counts, and its seconds per phase from engine/timing.py's Profile). Everything here is Qt-free and holds only
+ints, floats, strings and tuples, so that it can cross thread boundaries (the GUI worker) and be stored (SQLite) or
+serialised (CLI --json) without touching torch objects.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Mapping
 
 
 class Origin(IntEnum):
@@ -110,6 +113,40 @@ class GenerationStats:
             return 1.0
         expected_tokens = g + 1 if a >= 1.0 else (1 - a ** (g + 1)) / (1 - a)
         return expected_tokens / (g * c + 1)
+
+    def record_step(self, k: int, n: int, draft_forwards: int, seconds: Mapping[str, float]) -> None:
+        """Adds one verification step: k draft tokens checked, n of them accepted, `draft_forwards` draft-model
+        passes, and the step's seconds per phase (engine/timing.py's Profile: draft, verify, accept, rollback,
+        policy, detokenize)."""
+        verify_s = seconds.get("verify", 0.0)
+        self.target_passes += 1
+        self.draft_forwards += draft_forwards
+        self.draft_s += seconds.get("draft", 0.0)
+        self.verify_s += verify_s
+        self.accept_s += seconds.get("accept", 0.0)
+        self.rollback_s += seconds.get("rollback", 0.0)
+        self.policy_s += seconds.get("policy", 0.0)
+        self.detokenize_s += seconds.get("detokenize", 0.0)
+        grow = k + 1 - len(self.steps_by_k)
+        if grow > 0:
+            self.steps_by_k.extend([0] * grow)
+            self.verify_s_by_k.extend([0.0] * grow)
+        self.steps_by_k[k] += 1
+        self.verify_s_by_k[k] += verify_s
+        if k == 0:
+            return
+        self.rejected_steps += n < k
+        self.draft_steps += 1
+        self.draft_proposed += k
+        self.draft_accepted += n
+        grow = k - len(self.proposed_by_position)
+        if grow > 0:
+            self.proposed_by_position.extend([0] * grow)
+            self.accepted_by_position.extend([0] * grow)
+        for i in range(k):
+            self.proposed_by_position[i] += 1
+        for i in range(n):
+            self.accepted_by_position[i] += 1
 
     def copy(self) -> GenerationStats:
         return dataclasses.replace(

@@ -15,6 +15,7 @@ from .history import SuffixIndex
 from .errors import IncompatibleDraftError, SpecchatError
 from .models import (LoadedModel, LoadOptions, ModelSource, default_head_for, load_config, load_model,
                      load_tokenizer)
+from .runners import runner_for
 from .speculative import SpeculativeEngine
 
 
@@ -61,8 +62,9 @@ class ModelPair:
         if native is not None:
             return SpeculativeEngine(native.runner(keeps_features=made.wants_target_features),
                                      self.target.tokenizer, made, eos_token_ids=eos)
-        return SpeculativeEngine(self.target.model, self.target.tokenizer, made, eos_token_ids=eos,
-                                 packed_weights=self.packed_weights if packed_weights is None else packed_weights)
+        runner = runner_for(self.target.model, keeps_features=made.wants_target_features,
+                            packed_weights=self.packed_weights if packed_weights is None else packed_weights)
+        return SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
 
     def _head_target(self) -> torch.nn.Module:
         """Where a draft head finds the target's embeddings and output head: the model, or for a llama.cpp target

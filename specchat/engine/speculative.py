@@ -4,13 +4,17 @@ Each step: the drafter proposes K tokens; the target scores [last token, x_1..x_
 distributions p_1..p_{K+1}; the verification rule keeps a prefix x_1..x_n and adds one token of the target's own, so
 every step yields between 1 and K+1 tokens for one target pass. The target's KV cache is never re-filled: positions
 of rejected draft tokens are cropped off. K = 0 is plain decoding, through the same code and events.
+
+Structure: `SpeculativeEngine` runs the target through a TargetRunner (engine/runners.py; `runner_for` chooses a
+transformers model's forward path, and the engine holds no options of its own). `stream` runs the prefill, then one
+`_step` per target pass: propose (`_propose`: the drafter and the draft-length policy), verify, accept, roll back,
+emit. Each phase is timed by a timing.Profile, and `GenerationStats.record_step` adds the step's counts and seconds.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
@@ -21,8 +25,9 @@ from .drafters import Drafter, NoDrafter
 from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
-from .runners import TargetRunner, TorchRunner
+from .runners import TargetRunner, TorchRunner, runner_for
 from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic
+from .timing import Profile
 
 
 @dataclass(frozen=True)
@@ -46,24 +51,21 @@ class SpeculativeEngine:
     """Generates with a target model and a drafter; the output is what the target alone would produce."""
 
     def __init__(self, target: torch.nn.Module | TargetRunner, tokenizer, drafter: Drafter | None = None,
-                 eos_token_ids: Sequence[int] | None = None, **torch_options):
-        """target: a TargetRunner (engine/runners.py), or a transformers model, which runs through a TorchRunner
-        made with `torch_options` (static_cache, compile_steps, tuned_head, lean, packed_weights: see TorchRunner).
-        A drafter that reads the target's hidden states gets them from every pass, the prefill included."""
+                 eos_token_ids: Sequence[int] | None = None):
+        """target: a TargetRunner (engine/runners.py: `runner_for(model, keeps_features=..., **options)` makes one
+        for a transformers model with options), or a transformers model, run through `runner_for` with its
+        defaults. A drafter that reads the target's hidden states gets them from every pass, the prefill included,
+        so its runner must keep them."""
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
         self._keeps_features = self.drafter.wants_target_features
         self._reads_context = self._keeps_features and self.drafter.reads_context
         if isinstance(target, torch.nn.Module):
-            self.target = target
-            self.runner: TargetRunner = TorchRunner(target, keeps_features=self._keeps_features, **torch_options)
-        else:
-            if torch_options:
-                raise ValueError(f"{', '.join(torch_options)}: options of the torch runner only")
-            if self._keeps_features and not target.keeps_features:
-                raise ValueError("the drafter reads the target's hidden states; this runner does not keep them")
-            self.target = None
-            self.runner = target
+            target = runner_for(target, keeps_features=self._keeps_features)
+        if self._keeps_features and not target.keeps_features:
+            raise ValueError("the drafter reads the target's hidden states; this runner does not keep them")
+        self.runner: TargetRunner = target
+        self.target = target.target if isinstance(target, TorchRunner) else None  # the transformers model, if any
         self.device = self.runner.device
         if eos_token_ids is None:
             eos_token_ids = default_eos_ids(self.target, tokenizer)
@@ -93,32 +95,20 @@ class SpeculativeEngine:
         reply = Reply(self.tokenizer, self.eos_token_ids, config.stop_strings, min(config.max_new_tokens, room),
                       length_reason="context" if room < config.max_new_tokens else "length")
         stats = GenerationStats(prompt_tokens=len(prompt))
-        # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
-        costs = self.step_costs if sampler.greedy else StepCosts.fixed(self.drafter.uses_model)
-        # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
-        # on the replies before it.
-        acceptance = self.acceptance if sampler.greedy else {}
-        policy = DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs,
-                                   acceptance=acceptance)
-        started = time.perf_counter()
-
-        # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
-        # rolled back).
-        cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + config.k_max + 1)
-        try:  # a long prompt is run in chunks, and a Stop (or closing the app) is heard between them
-            logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
-                                         hidden_rows=len(prompt) if self._reads_context else 1, cancel=cancel)[0]
-        except PrefillCancelled:
-            stats.prefill_s = stats.wall_s = time.perf_counter() - started
+        policy = self._policy(config, sampler.greedy)
+        run = Profile()  # the generation's phases (prefill, event); its elapsed time is the wall time
+        with run.phase("prefill"):
+            # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
+            # rolled back).
+            cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + config.k_max + 1)
+            first = self._prefill(prompt, cache, sampler, cancel)
+        stats.prefill_s = run.seconds["prefill"]
+        if first is None:  # a Stop (or closing the app) was heard between the prompt's chunks
+            stats.wall_s = stats.prefill_s
             yield self._event(0, reply.finish("cancelled"), (), stats, reply, seed, finished=True)
             return
-        first = sampler.next_token(logits)
         stats.target_passes = 1
-        stats.prefill_s = time.perf_counter() - started
-        self.drafter.begin(prompt, sampler, self.vocab_size)
-        if self._keeps_features:  # row i produced token i + 1 of the context
-            features = self.runner.features
-            self.drafter.accept_target_states(features, (prompt[1:] + [first])[-len(features):])
+        self._begin_drafting(prompt, first, sampler)
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
@@ -128,80 +118,101 @@ class SpeculativeEngine:
                 emission = _merge(emission, reply.finish("cancelled"))
             finished = reply.finish_reason is not None
             stats.new_tokens = len(reply.token_ids)
-            t_event = time.perf_counter()
-            stats.wall_s = t_event - started
-            event = self._event(step, emission, rejected, stats, reply, seed, finished)
-            yield event
-            stats.event_s += time.perf_counter() - t_event  # building it, and whatever the consumer did with it
+            with run.phase("event"):  # building it, and whatever the consumer did with it
+                stats.wall_s = run.elapsed()
+                yield self._event(step, emission, rejected, stats, reply, seed, finished)
+            stats.event_s = run.seconds["event"]
             if finished:
                 return
             step += 1
             emission, rejected = self._step(context, cache, sampler, policy, reply, stats)
 
+    def _policy(self, config: GenerationConfig, greedy: bool) -> DraftLengthPolicy:
+        # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
+        costs = self.step_costs if greedy else StepCosts.fixed(self.drafter.uses_model)
+        # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
+        # on the replies before it.
+        acceptance = self.acceptance if greedy else {}
+        return DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs,
+                                 acceptance=acceptance)
+
+    def _prefill(self, prompt: list[int], cache, sampler: Sampler, cancel: threading.Event | None) -> int | None:
+        """The prompt's pass and the first token; None when `cancel` was set between the prompt's chunks."""
+        try:
+            logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
+                                         hidden_rows=len(prompt) if self._reads_context else 1, cancel=cancel)[0]
+        except PrefillCancelled:
+            return None
+        return sampler.next_token(logits)
+
+    def _begin_drafting(self, prompt: list[int], first: int, sampler: Sampler) -> None:
+        self.drafter.begin(prompt, sampler, self.vocab_size)
+        if self._keeps_features:  # row i produced token i + 1 of the context
+            features = self.runner.features
+            self.drafter.accept_target_states(features, (prompt[1:] + [first])[-len(features):])
+
     def _step(self, context: list[int], cache, sampler: Sampler, policy: DraftLengthPolicy, reply: Reply,
               stats: GenerationStats) -> tuple[Emission, tuple[int, ...]]:
+        """One step, as gpt-fast's speculative_decode: propose, verify, accept, roll back, emit. Returns what it
+        added to the reply and the rejected drafts; its counts and seconds per phase go to `stats`."""
         # Room for K drafts plus the target's token within both the token budget and the context window.
         limit = min(reply.remaining - 1, self.context_window - len(context))
-        clock = _Clock()
-        draft, free, policy_s = self._propose(context, limit, policy)
-        draft_tokens = draft.tokens if draft is not None else []
-        draft_s = clock.lap() - policy_s
+        profile = Profile()
+        # Propose x_1..x_K (with their q_i when the drafter samples); K is the policy's choice, timed as its own.
+        with profile.phase("draft"):
+            draft, free = self._propose(context, limit, policy, profile)
+        tokens = draft.tokens if draft is not None else []
+        k = len(tokens)
+        # Verify: ONE target pass over [x_0, x_1..x_K] (x_0 = context[-1], not yet cached); row i of the logits is
+        # p_{i+1} = p(. | context, x_1..x_i), i = 0..K. On a GPU this phase includes the wait for the kernels.
+        with profile.phase("verify"):
+            logits = self.runner.forward(torch.tensor([[context[-1], *tokens]], device=self.device), cache, keep=k + 1)
+        # Accept the longest prefix x_1..x_n that passes (greedy: x_i = argmax p_i; sampling: u_i < p_i(x_i) /
+        # q_i(x_i)), then one token of the target's own: from p_{n+1}, or at a rejection from the residual
+        # norm(max(0, p_{n+1} - q_{n+1})), so each token is distributed as under the target alone.
+        with profile.phase("accept"):
+            n, next_token = _verify(logits, tokens, draft, sampler)
+        accepted = tokens[:n] + [next_token]
+        # Roll back: the cache holds len(context) + K positions; keep [.., x_0, x_1..x_n] and drop x_{n+1}..x_K.
+        # next_token is the next step's x_0.
+        with profile.phase("rollback"):
+            self.runner.rollback(cache, len(context) + n, length=len(context) + k)
+            context.extend(accepted)
+            if k:
+                self.drafter.update(context, n)
+            if self._keeps_features:  # row i of the verified input produced accepted[i]
+                self.drafter.accept_target_states(self.runner.features[: n + 1], accepted)
+        with profile.phase("policy"):
+            policy.observe(k, n, verify_s=profile.seconds["verify"], draft_s=profile.seconds["draft"],
+                           confidence=draft.confidence if draft else None, free=free)
+        # Emit n + 1 tokens (1..K+1) for one target pass.
+        with profile.phase("detokenize"):
+            emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
+        stats.record_step(k, n, draft.forwards if draft else 0, profile.seconds)
+        return emission, tuple(tokens[n:])
 
-        k = len(draft_tokens)
-        logits = self.runner.forward(torch.tensor([[context[-1], *draft_tokens]], device=self.device), cache, keep=k + 1)
-        verify_s = clock.lap()  # on a GPU this includes the wait for the kernels: the rule below needs the logits
-        if sampler.greedy:
-            n, next_token = verify_greedy(logits, draft_tokens)
-        else:
-            q = draft.probs[:k] if draft is not None and draft.probs is not None else None
-            n, next_token = verify_stochastic(sampler.probs(logits), draft_tokens, q, sampler)
-        accept_s = clock.lap()
-
-        # Keep [.. last token, x_1..x_n]; the next input is next_token. The cache holds len(context) + k positions.
-        self.runner.rollback(cache, len(context) + n, length=len(context) + k)
-        accepted = draft_tokens[:n] + [next_token]
-        context.extend(accepted)
-        if k:
-            self.drafter.update(context, n)
-        if self._keeps_features:  # row i of the verified input produced accepted[i]
-            self.drafter.accept_target_states(self.runner.features[: n + 1], accepted)
-        rollback_s = clock.lap()
-        policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=draft.confidence if draft else None,
-                       free=free)
-        policy_s += clock.lap()
-        emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
-        _record_step(stats, k, n, draft_s=draft_s, verify_s=verify_s, draft_forwards=draft.forwards if draft else 0,
-                     accept_s=accept_s, rollback_s=rollback_s, policy_s=policy_s, detokenize_s=clock.lap())
-        return emission, tuple(draft_tokens[n:])
-
-    def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy):
-        """The draft for this step, cut to the length the policy chose; (draft or None, free, seconds in the
-        policy). A model drafter first offers its free proposal (prompt lookup), which wins when its class is
-        expected to yield more tokens per second than running the draft model."""
+    def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy,
+                 profile: Profile) -> tuple[_Proposal | None, bool]:
+        """The draft for this step, cut to the length the policy chose (None: none), and whether it is the free
+        proposal. A model drafter first offers its free proposal (prompt lookup), which wins when its class is
+        expected to yield more tokens per second than running the draft model. The policy's time is its phase."""
         forwards_before = self.drafter.forward_count
         free = False
-        policy_s = 0.0
         if self.drafter.uses_model:
             draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
-            t_policy = time.perf_counter()
-            if draft is not None and policy.free_beats_model(limit, draft.acceptance_class):
-                free = True
-                k_wanted = policy.choose(limit, draft.acceptance_class, free=True)
-            else:
-                k_wanted = policy.choose(limit)
-                draft = None
-            policy_s += time.perf_counter() - t_policy
+            with profile.phase("policy"):
+                free = draft is not None and policy.free_beats_model(limit, draft.acceptance_class)
+                k_wanted = policy.choose(limit, draft.acceptance_class, free=True) if free else policy.choose(limit)
             if not free:
                 draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
         else:
             draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
-            t_policy = time.perf_counter()
-            k_wanted = policy.choose(limit, draft.acceptance_class) if draft is not None else 0
-            policy_s += time.perf_counter() - t_policy
+            with profile.phase("policy"):
+                k_wanted = policy.choose(limit, draft.acceptance_class) if draft is not None else 0
         if draft is None or k_wanted == 0:
-            return None, free, policy_s
+            return None, free
         return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.acceptance_class,
-                         self.drafter.forward_count - forwards_before), free, policy_s
+                         self.drafter.forward_count - forwards_before), free
 
     def new_cache(self, tokens: int):
         """A KV cache with room for `tokens` positions, of the kind this engine's passes use (for measurements)."""
@@ -247,49 +258,12 @@ class _Proposal:
     forwards: int
 
 
-class _Clock:
-    """Seconds since the previous lap (perf_counter: the CPU's monotonic clock, ~100 ns a call)."""
-
-    def __init__(self):
-        self._last = time.perf_counter()
-
-    def lap(self) -> float:
-        now = time.perf_counter()
-        elapsed, self._last = now - self._last, now
-        return elapsed
-
-
-def _record_step(stats: GenerationStats, k: int, n: int, draft_s: float, verify_s: float, draft_forwards: int,
-                 accept_s: float = 0.0, rollback_s: float = 0.0, policy_s: float = 0.0,
-                 detokenize_s: float = 0.0) -> None:
-    stats.target_passes += 1
-    stats.draft_s += draft_s
-    stats.verify_s += verify_s
-    stats.draft_forwards += draft_forwards
-    stats.accept_s += accept_s
-    stats.rollback_s += rollback_s
-    stats.policy_s += policy_s
-    stats.detokenize_s += detokenize_s
-    grow = k + 1 - len(stats.steps_by_k)
-    if grow > 0:
-        stats.steps_by_k.extend([0] * grow)
-        stats.verify_s_by_k.extend([0.0] * grow)
-    stats.steps_by_k[k] += 1
-    stats.verify_s_by_k[k] += verify_s
-    if k == 0:
-        return
-    stats.rejected_steps += n < k
-    stats.draft_steps += 1
-    stats.draft_proposed += k
-    stats.draft_accepted += n
-    grow = k - len(stats.proposed_by_position)
-    if grow > 0:
-        stats.proposed_by_position.extend([0] * grow)
-        stats.accepted_by_position.extend([0] * grow)
-    for i in range(k):
-        stats.proposed_by_position[i] += 1
-    for i in range(n):
-        stats.accepted_by_position[i] += 1
+def _verify(logits: torch.Tensor, tokens: list[int], draft: _Proposal | None, sampler: Sampler) -> tuple[int, int]:
+    """(n accepted, the target's next token) by the rule of the sampling: greedy or speculative sampling."""
+    if sampler.greedy:
+        return verify_greedy(logits, tokens)
+    q = draft.probs[: len(tokens)] if draft is not None and draft.probs is not None else None
+    return verify_stochastic(sampler.probs(logits), tokens, q, sampler)
 
 
 def _merge(first: Emission, second: Emission) -> Emission:

@@ -7,6 +7,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specchat.engine import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafters import ModelDrafter, TransformersRunner
 from specchat.engine.lean import LeanLlamaRunner, lean_runner_supported
+from specchat.engine.runners import runner_for
 
 
 def gqa_llama(seed: int = 0, dtype=torch.float32) -> LlamaForCausalLM:
@@ -106,7 +107,8 @@ def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_dr
     results = []
     for lean in (True, False):
         drafter = make_drafter(drafter_kind, close_draft, head, target)
-        engine = SpeculativeEngine(target, tokenizer, drafter, lean=lean)
+        engine = SpeculativeEngine(runner_for(target, keeps_features=drafter.wants_target_features, lean=lean),
+                                   tokenizer, drafter)
         assert (engine.runner._lean is not None) == lean
         results.append(engine.generate(prompt_ids, config))
     assert results[0].token_ids == results[1].token_ids

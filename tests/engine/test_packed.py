@@ -8,6 +8,7 @@ from specchat.engine import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafters import ModelDrafter
 from specchat.engine.lean import LeanLlama
 from specchat.engine.packed import MAX_ROWS, MIN_ROWS, PackedWeights, packed_weights_for, packing_available
+from specchat.engine.runners import runner_for
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.zeros(1)), reason="this torch has no MKL packed GEMM")
 
@@ -63,7 +64,7 @@ def test_packed_verification_passes_give_the_plain_hidden_states(target, prompt_
 def test_replies_are_identical_with_and_without_packed_weights(target, close_draft, tokenizer, prompt_ids, k):
     config = GenerationConfig(max_new_tokens=48, k=k, adaptive_k=False)
     plain = SpeculativeEngine(target, tokenizer).generate(prompt_ids, config)
-    engines = [SpeculativeEngine(target, tokenizer, ModelDrafter(close_draft), packed_weights=packed)
+    engines = [SpeculativeEngine(runner_for(target, packed_weights=packed), tokenizer, ModelDrafter(close_draft))
                for packed in (False, True)]
     assert engines[1].runner._lean.packed is not None and engines[0].runner._lean.packed is None
     for engine in engines:

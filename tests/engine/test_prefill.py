@@ -11,7 +11,7 @@ from specchat.engine import runners
 from specchat.engine.drafters import make_drafter
 from specchat.engine.eagle import HeadShape
 from specchat.engine.errors import PrefillCancelled
-from specchat.engine.runners import TorchRunner
+from specchat.engine.runners import TorchRunner, runner_for
 from specchat.training.eagle import build_attending_head, build_head
 
 CHUNK = 16  # the tiny models' window is 512 positions: small chunks, so that their prompts take several
@@ -46,13 +46,13 @@ def attending_head(target):
 @pytest.mark.parametrize("lean", [True, False])
 def test_chunked_prefill_gives_the_logits_and_hidden_states_of_one_pass(target, long_prompt, monkeypatch, lean):
     ids = torch.tensor([long_prompt])
-    whole = TorchRunner(target, keeps_features=True, lean=lean)
+    whole = runner_for(target, keeps_features=True, lean=lean)
     with torch.inference_mode():
         expected = whole.forward(ids, whole.new_cache(len(long_prompt) + 8), keep=1, prefill=True,
                                  hidden_rows=len(long_prompt))
         expected_features = whole.features
         monkeypatch.setattr(runners, "PREFILL_CHUNK", CHUNK)
-        chunked = TorchRunner(target, keeps_features=True, lean=lean)
+        chunked = runner_for(target, keeps_features=True, lean=lean)
         got = chunked.forward(ids, chunked.new_cache(len(long_prompt) + 8), keep=1, prefill=True,
                               hidden_rows=len(long_prompt))
     assert chunked.features.shape == expected_features.shape == (len(long_prompt), target.config.hidden_size)
@@ -109,7 +109,7 @@ def test_a_stop_during_the_prefill_ends_the_reply_before_the_prompt_is_read(targ
 def test_the_runner_reports_a_cancel_between_chunks(target, long_prompt, small_chunks):
     cancel = threading.Event()
     cancel.set()
-    runner = TorchRunner(target)
+    runner = runner_for(target)
     with pytest.raises(PrefillCancelled):
         runner.forward(torch.tensor([long_prompt]), runner.new_cache(len(long_prompt)), keep=1, prefill=True,
                        cancel=cancel)

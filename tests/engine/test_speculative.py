@@ -8,6 +8,7 @@ import torch
 from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
                              SpeculativeEngine)
 from specchat.engine.drafters import HybridDrafter, make_drafter
+from specchat.engine.runners import runner_for
 
 
 def plain(target, tokenizer, prompt_ids, **config):
@@ -179,10 +180,11 @@ def test_sampling_is_reproducible_with_a_seed(target, tokenizer, close_draft, pr
 def test_static_cache_is_lossless_and_rolls_back_by_its_counter(target, tokenizer, close_draft, unrelated_draft,
                                                                  prompt_ids, drafter_name):
     reference = plain(target, tokenizer, prompt_ids, max_new_tokens=48)
-    static_plain = SpeculativeEngine(target, tokenizer, NoDrafter(), static_cache=True).generate(
+    static_plain = SpeculativeEngine(runner_for(target, static_cache=True), tokenizer, NoDrafter()).generate(
         prompt_ids, GenerationConfig(max_new_tokens=48))
     drafter = drafters(drafter_name, target, close_draft, unrelated_draft)
-    engine = SpeculativeEngine(target, tokenizer, drafter, static_cache=True)
+    engine = SpeculativeEngine(runner_for(target, keeps_features=drafter.wants_target_features, static_cache=True),
+                               tokenizer, drafter)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=48, k=4, adaptive_k=False))
     assert static_plain.token_ids == reference.token_ids  # same model, another cache: the same greedy reply
     assert result.token_ids == reference.token_ids
@@ -213,7 +215,8 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
     head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,
                                                             vocab=vocab), seed=0)
     drafter = make_drafter(drafter_kind, head=head, target=target)
-    engine = SpeculativeEngine(target, tokenizer, drafter, static_cache=True, compile_steps=True)
+    runner = runner_for(target, keeps_features=drafter.wants_target_features, static_cache=True, compile_steps=True)
+    engine = SpeculativeEngine(runner, tokenizer, drafter)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3))
     assert result.token_ids == reference.token_ids
     assert result.stats.draft_proposed > 0
@@ -223,13 +226,13 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
 
 def test_compiled_steps_need_the_static_cache(target, tokenizer):
     with pytest.raises(ValueError, match="static cache"):
-        SpeculativeEngine(target, tokenizer, NoDrafter(), static_cache=False, compile_steps=True)
+        SpeculativeEngine(runner_for(target, static_cache=False, compile_steps=True), tokenizer, NoDrafter())
 
 
 def test_the_gpu_fast_path_is_off_on_the_cpu_by_default_and_the_lean_forward_on(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
     assert engine.runner.static_cache is False and engine.runner._step_forward == engine.runner._forward_lean
-    transformers_forward = SpeculativeEngine(target, tokenizer, NoDrafter(), lean=False)
+    transformers_forward = SpeculativeEngine(runner_for(target, lean=False), tokenizer, NoDrafter())
     assert transformers_forward.runner._step_forward == transformers_forward.runner._forward_through_decoder
 
 
@@ -245,7 +248,7 @@ def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer,
     longer = torch.randn(12, target.config.hidden_size)  # beyond the prepared lengths: no timing, the same logits
     torch.testing.assert_close(head(longer), target.get_output_embeddings()(longer), rtol=1e-5, atol=1e-5)
     assert head.product[12] in (head.product[9], head._plain)
-    untuned = SpeculativeEngine(target, tokenizer, NoDrafter(), tuned_head=False, lean=False)
+    untuned = SpeculativeEngine(runner_for(target, tuned_head=False, lean=False), tokenizer, NoDrafter())
     tuned = SpeculativeEngine(target, tokenizer, NoDrafter())
     config = GenerationConfig(max_new_tokens=32)
     assert untuned.runner._step_forward == untuned.runner._plain_forward
