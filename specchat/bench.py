@@ -18,6 +18,7 @@ from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
 from .engine.pair import ModelPair
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
+from .storage.records import RunRecord
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
@@ -476,7 +477,7 @@ def _fmt(value: float | None, suffix: str = "") -> str:
 
 
 def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSettings,
-                     app_session_id: int | None) -> dict | None:
+                     app_session_id: int | None) -> RunRecord | None:
     """One benchmark prompt-mode as a generation run for Store.record_run (source "bench"), so the dashboard charts
     benchmarks beside chat replies and races; None for the hf-* modes (transformers' generate() is a reference
     here, not one of our drafters, and has no per-step statistics to store).
@@ -487,21 +488,17 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
         return None
     speedup = record.speedup if record.mode != "none" else None
     proposed, accepted = list(record.proposed_by_position), list(record.accepted_by_position)
-    return {
-        "app_session_id": app_session_id, "source": "bench", "category": record.category,
-        "target": pair.target.name,
-        "draft": pair.draft_name(record.mode),
-        "drafter": record.mode, "k": settings.k, "adaptive": settings.adaptive,
-        "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "device": str(pair.target.device),
-        "new_tokens": record.new_tokens, "target_passes": record.target_passes or 0,
-        "draft_proposed": record.draft_proposed or 0, "draft_accepted": record.draft_accepted or 0,
-        "tokens_per_s": record.tokens_per_s, "wall_s": record.wall_s,
-        "draft_s": record.draft_s or 0.0, "verify_s": record.verify_s or 0.0,
-        "proposed_by_position": proposed, "accepted_by_position": accepted,
-        "acceptance_by_position": [a / p if p else 0.0 for a, p in zip(accepted, proposed)],
-        "speedup": speedup, "speedup_basis": "measured" if speedup is not None else None,
-        "baseline_tokens_per_s": record.tokens_per_s / speedup if speedup else None,
-    }
+    return RunRecord(
+        app_session_id=app_session_id, source="bench", category=record.category, target=pair.target.name,
+        draft=pair.draft_name(record.mode), drafter=record.mode, k=settings.k, adaptive=settings.adaptive,
+        temperature=0.0, top_p=1.0, top_k=0, seed=0, device=str(pair.target.device),
+        new_tokens=record.new_tokens, target_passes=record.target_passes or 0,
+        draft_proposed=record.draft_proposed or 0, draft_accepted=record.draft_accepted or 0,
+        tokens_per_s=record.tokens_per_s, wall_s=record.wall_s, draft_s=record.draft_s or 0.0,
+        verify_s=record.verify_s or 0.0, proposed_by_position=proposed, accepted_by_position=accepted,
+        acceptance_by_position=[a / p if p else 0.0 for a, p in zip(accepted, proposed)],
+        speedup=speedup, speedup_basis="measured" if speedup is not None else None,
+        baseline_tokens_per_s=record.tokens_per_s / speedup if speedup else None)
 
 
 def resident_mb() -> float | None:

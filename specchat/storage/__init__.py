@@ -7,10 +7,11 @@
 
 from .db import Database, default_database_path, open_database, quarantine
 from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
-from .records import ConversationInfo, MessageInfo, RunAggregate, RunInfo
+from .records import ConversationInfo, MessageInfo, RunAggregate, RunInfo, RunRecord
 from .store import Store
 
 __all__ = [
-    "ConversationInfo", "Database", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnusable", "MessageInfo", "RunAggregate", "RunInfo", "Store", "StorageError",
+    "ConversationInfo", "Database", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnusable", "MessageInfo",
+    "RunAggregate", "RunInfo", "RunRecord", "Store", "StorageError",
     "default_database_path", "open_database", "quarantine",
 ]

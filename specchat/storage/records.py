@@ -107,6 +107,64 @@ RUN_SOURCES = ("chat", "race", "bench")
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """One generation run to store (a row of generation_runs): the settings that produced it and its figures.
+
+    Typed, so that a misspelt field is an error where the record is made rather than a value silently lost. Build
+    one with RunRecord(target=..., ..., **RunRecord.figures(stats.to_dict())); Store.record_run also takes a plain
+    mapping of these fields and refuses any other key."""
+
+    target: str
+    drafter: str
+    k: int
+    adaptive: bool
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    device: str
+    draft: str | None = None
+    source: str = "chat"  # one of RUN_SOURCES
+    app_session_id: int | None = None
+    conversation_id: int | None = None
+    message_id: int | None = None
+    comparison_id: int | None = None
+    category: str | None = None  # a benchmark prompt's task
+    finish_reason: str | None = None
+    created_at: datetime | None = None  # None: now
+    # the engine's figures (GenerationStats)
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    target_passes: int = 0
+    draft_proposed: int = 0
+    draft_accepted: int = 0
+    tokens_per_s: float = 0.0
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    wall_s: float = 0.0
+    acceptance_by_position: tuple[float, ...] | list = ()
+    proposed_by_position: tuple[int, ...] | list = ()
+    accepted_by_position: tuple[int, ...] | list = ()
+    # against plain decoding
+    speedup: float | None = None
+    speedup_basis: str | None = None  # "calibrated" (against the load-time calibration) or "measured"
+    baseline_tokens_per_s: float | None = None
+    predicted_speedup: float | None = None
+
+    @staticmethod
+    def figures(stats: dict) -> dict:
+        """The engine's figures among a GenerationStats.to_dict(): the keys that are run fields (the others, such
+        as alpha or tau, are derived from these)."""
+        return {key: stats[key] for key in FIGURE_FIELDS if key in stats}
+
+
+FIGURE_FIELDS = ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed", "draft_accepted", "tokens_per_s",
+                 "prefill_s", "draft_s", "verify_s", "wall_s", "acceptance_by_position", "proposed_by_position",
+                 "accepted_by_position")
+
+
+@dataclass(frozen=True)
 class RunFilter:
     """Which runs the dashboard looks at; None means any. `since`/`until` are aware datetimes (until exclusive)."""
 

@@ -7,10 +7,11 @@ SQLite's WAL mode and the busy timeout (db.py) serialise their writes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from sqlalchemy import delete, exists, func, or_, select, update
 from sqlalchemy import exc as sa_exc
@@ -21,17 +22,15 @@ from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_databas
 from .errors import StorageError
 from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
 from .records import (INTERRUPTED, ROLES, RUN_SOURCES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate,
-                      RunFilter, RunInfo, RunRow, TrackRecord)
+                      RunFilter, RunInfo, RunRecord, RunRow, TrackRecord)
 
 SPEEDUP_BASES = ("calibrated", "measured")
-_RUN_COLUMNS = frozenset(c.key for c in GenerationRun.__table__.columns if not c.primary_key)
 GROUPINGS = ("app_session", "pair", "conversation", "category")  # what run_groups can sum by
 _TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
                            if c.key not in ("id", "comparison_id", "position"))
-_RUN_REQUIRED = frozenset(
-    c.key for c in GenerationRun.__table__.columns
-    if not (c.primary_key or c.nullable or c.default is not None or c.server_default is not None)
-)
+_RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunRecord))
+_RUN_REQUIRED = frozenset(field.name for field in dataclasses.fields(RunRecord)
+                          if field.default is dataclasses.MISSING)
 
 
 class Store:
@@ -171,7 +170,7 @@ class Store:
         """A streaming reply so far and its run's statistics so far, in one transaction (the GUI, once a second):
         a kill then loses at most the last second of both."""
         _check_text(text)
-        values = _run_update_values(stats or {})
+        values = _run_changes(RunRecord.figures(stats or {}))
         with self._writing() as session:
             row = _get(session, Message, message_id, "message")
             row.text, row.spans = text, _spans_column(spans, text)
@@ -208,11 +207,9 @@ class Store:
 
     # --- generation runs and statistics ---------------------------------------------------------------------
 
-    def record_run(self, run: dict[str, Any]) -> int:
-        """Store one generation's settings and statistics; keys are generation_runs columns, others are ignored.
-
-        So a run can be built as {**stats.to_dict(), "target": ..., "k": ..., ...} without filtering.
-        """
+    def record_run(self, run: RunRecord | Mapping[str, Any]) -> int:
+        """Store one generation's settings and figures: a RunRecord, or a mapping of its fields (any other key is
+        refused, so a misspelt field is an error rather than a value silently lost)."""
         values = _run_values(run)
         try:
             with self._writing() as session:
@@ -221,9 +218,9 @@ class Store:
             raise StorageError("the generation run refers to a message, conversation or app session that does "
                                f"not exist, or misses a value ({error.orig})") from error
 
-    def update_run(self, run_id: int, run: dict[str, Any]) -> None:
-        """Change a recorded run's columns (the keys of `run` that are columns; others are ignored)."""
-        values = _run_update_values(run)
+    def update_run(self, run_id: int, changes: RunRecord | Mapping[str, Any]) -> None:
+        """Change a recorded run: to a whole RunRecord, or the fields named in `changes` (others are refused)."""
+        values = _run_values(changes) if isinstance(changes, RunRecord) else _run_changes(changes)
         with self._writing() as session:
             _get(session, GenerationRun, run_id, "generation run")
             if values:
@@ -308,7 +305,7 @@ class Store:
     # --- comparisons ----------------------------------------------------------------------------------------
 
     def save_comparison(self, comparison: dict[str, Any], tracks: list[dict[str, Any]],
-                        runs: list[dict[str, Any]] | None = None) -> int:
+                        runs: list[RunRecord | Mapping[str, Any]] | None = None) -> int:
         """Save a race: `comparison` has prompt, target, draft, settings, greedy, identical (and app_session_id);
         `tracks` are comparison_tracks columns, in pane order; `runs[i]` (optional) is track i's generation run,
         stored with source "race" so the dashboard counts it. All or nothing."""
@@ -325,7 +322,7 @@ class Store:
                     session.add(ComparisonTrack(comparison_id=row.id, position=position, **{
                         key: _plain_json(value) for key, value in track.items() if key in _TRACK_COLUMNS}))
                 for run in runs or []:
-                    _add_run(session, _run_values({**run, "source": "race", "comparison_id": row.id}))
+                    _add_run(session, {**_run_values(run), "source": "race", "comparison_id": row.id})
                 session.flush()
                 return row.id
         except sa_exc.IntegrityError as error:
@@ -507,25 +504,37 @@ def _message_info(row: Message) -> MessageInfo:
                        finish_reason=row.finish_reason)
 
 
-def _run_values(run: dict[str, Any]) -> dict[str, Any]:
-    values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
-    missing = sorted(_RUN_REQUIRED - values.keys())
+def _run_record(run: RunRecord | Mapping[str, Any]) -> RunRecord:
+    if isinstance(run, RunRecord):
+        return run
+    unknown = sorted(set(run) - _RUN_FIELDS)
+    if unknown:
+        raise StorageError(f"a generation run has no field {', '.join(map(str, unknown))}")
+    missing = sorted(_RUN_REQUIRED - run.keys())
     if missing:
         raise StorageError(f"a generation run needs {', '.join(missing)}")
-    if values.get("speedup_basis") not in (None, *SPEEDUP_BASES):
+    return RunRecord(**run)
+
+
+def _run_values(run: RunRecord | Mapping[str, Any]) -> dict[str, Any]:
+    """The generation_runs columns of a run, checked."""
+    values = _run_changes({field.name: getattr(_run_record(run), field.name) for field in dataclasses.fields(RunRecord)})
+    if values["speedup_basis"] not in (None, *SPEEDUP_BASES):
         raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
                            f"not {values['speedup_basis']!r}")
-    if values.setdefault("source", "chat") not in RUN_SOURCES:
+    if values["source"] not in RUN_SOURCES:
         raise StorageError(f"a run's source must be one of {', '.join(RUN_SOURCES)}, not {values['source']!r}")
-    for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
-        if values.get(key) is not None:
-            values[key] = _number_list(values[key], key)
+    if values["created_at"] is None:
+        del values["created_at"]  # the column's default: now
     return values
 
 
-def _run_update_values(run: dict[str, Any]) -> dict[str, Any]:
-    """The columns of a partial run (no required keys), checked like _run_values."""
-    values = {key: value for key, value in run.items() if key in _RUN_COLUMNS}
+def _run_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Run fields to write (all of them, or some to change), checked: no unknown field, lists of numbers."""
+    unknown = sorted(set(changes) - _RUN_FIELDS)
+    if unknown:
+        raise StorageError(f"a generation run has no field {', '.join(map(str, unknown))}")
+    values = dict(changes)
     for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
         if values.get(key) is not None:
             values[key] = _number_list(values[key], key)

@@ -20,7 +20,7 @@ from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
 from ..storage import StorageError
-from ..storage.records import INTERRUPTED, STREAMING
+from ..storage.records import INTERRUPTED, STREAMING, RunRecord
 from .settings import AppSettings
 from .workers import CallWorker, JobThread
 
@@ -367,16 +367,14 @@ class ChatSession(QObject):
         self.stats_changed.emit()
 
     def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
-                   **extra) -> dict:
-        """A generation run for the Store: the engine's statistics (GenerationStats.to_dict(); record_run drops the
-        keys that are not columns), the models (default: the loaded pair) and settings that produced them, and
-        `extra` columns."""
+                   **extra) -> RunRecord:
+        """A generation run for the Store: the engine's figures (picked from GenerationStats.to_dict()), the models
+        (default: the loaded pair) and settings that produced them, and `extra` fields of RunRecord."""
         pair = pair or self.pair
-        return {**stats, "app_session_id": self.app_session_id, "target": pair.target.name,
-                "draft": pair.draft_name(drafter),
-                "drafter": drafter, "k": settings.k, "adaptive": settings.adaptive_k,
-                "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
-                "seed": seed, "device": str(pair.target.device), **extra}
+        return RunRecord(**RunRecord.figures(stats), app_session_id=self.app_session_id, target=pair.target.name,
+                         draft=pair.draft_name(drafter), drafter=drafter, k=settings.k, adaptive=settings.adaptive_k,
+                         temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=seed,
+                         device=str(pair.target.device), **extra)
 
     def run_footer(self, message_id: int) -> str:
         run = self.store.run_for_message(message_id)

@@ -110,8 +110,12 @@ def test_delete_conversation_cascades_and_keeps_runs(store, db_path):
 
 
 def test_record_run_validation(store):
-    run_id = store.record_run(make_run(alpha=0.5, tau=2.0, mean_k=3.0, id=777, something_else="x"))
-    assert run_id != 777
+    # a field that is not a run's (derived figures, the row id, a misspelling) is refused, not silently dropped
+    for extra in ({"alpha": 0.5}, {"id": 777}, {"spedup": 1.5}):
+        with pytest.raises(StorageError, match="no field " + next(iter(extra))):
+            store.record_run(make_run(**extra))
+    with pytest.raises(StorageError, match="no field tau"):
+        store.update_run(store.record_run(make_run()), {"tau": 2.0})
     with pytest.raises(StorageError, match="needs .*target"):
         store.record_run({k: v for k, v in make_run().items() if k != "target"})
     with pytest.raises(StorageError, match="speedup_basis"):
@@ -267,3 +271,13 @@ def test_a_comparison_with_a_bad_run_is_not_saved_at_all(store):
     assert store.list_comparisons() == []
     with pytest.raises(StorageError, match="at least one track"):
         store.save_comparison({"prompt": "x", "target": "t", "greedy": True}, [])
+
+
+def test_a_run_record_has_exactly_the_columns_of_generation_runs():
+    import dataclasses
+
+    from specchat.storage import RunRecord
+    from specchat.storage.models import GenerationRun
+
+    columns = {c.key for c in GenerationRun.__table__.columns} - {"id"}
+    assert {field.name for field in dataclasses.fields(RunRecord)} == columns

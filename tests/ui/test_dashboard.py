@@ -174,13 +174,13 @@ def test_bench_run_values_for_the_store(tiny_pair):
                         draft_proposed=9, draft_accepted=5, draft_s=0.1, verify_s=0.3,
                         proposed_by_position=[3, 3, 3], accepted_by_position=[3, 1, 1], speedup=1.6)
     values = bench_run_values(record, tiny_pair, settings, app_session_id=None)
-    assert values["source"] == "bench" and values["drafter"] == "hybrid" and values["draft"] == tiny_pair.draft.name
-    assert values["speedup"] == 1.6 and values["speedup_basis"] == "measured" and values["tokens_per_s"] == 16.0
-    assert values["acceptance_by_position"] == [1.0, 1 / 3, 1 / 3] and values["k"] == 3
-    assert values["baseline_tokens_per_s"] == pytest.approx(10.0) and values["device"] == "cpu"
+    assert values.source == "bench" and values.drafter == "hybrid" and values.draft == tiny_pair.draft.name
+    assert values.speedup == 1.6 and values.speedup_basis == "measured" and values.tokens_per_s == 16.0
+    assert values.acceptance_by_position == [1.0, 1 / 3, 1 / 3] and values.k == 3
+    assert values.baseline_tokens_per_s == pytest.approx(10.0) and values.device == "cpu"
     plain = bench_run_values(ModeRecord(7, "math", "none", 8, 1.0, 8, None, None, speedup=1.0), tiny_pair, settings,
                              None)
-    assert plain["draft"] is None and plain["speedup"] is None and plain["draft_proposed"] == 0
+    assert plain.draft is None and plain.speedup is None and plain.draft_proposed == 0
     assert bench_run_values(ModeRecord(7, "math", "hf-pld", 8, 1.0, None, None, None), tiny_pair, settings,
                             None) is None
 
