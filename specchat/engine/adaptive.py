@@ -21,13 +21,13 @@ class StepCosts:
     models, not to the prompt, so a new reply starts with the curve the previous ones measured."""
 
     # Seconds of a target pass over n tokens: the lower quartile of the last SAMPLES passes of that size (record()).
-    # Not a mean: on a shared machine one pass that waited for a core (55 ms against 17) lifted a running mean of
-    # verify(1) enough to make long checks look cheap, and the policy then verified 10 and 16 tokens at a time.
+    # Not a mean: on a shared machine one pass that waited for a core (several times its usual cost) lifted a running
+    # mean of verify(1) enough to make long checks look cheap, and the policy then verified 10 and 16 tokens at once.
     verify: dict[int, float] = field(default_factory=dict)
     draft_per_token: float | None = None  # EMA seconds per drafted token
     frozen: bool = False  # a fixed model that ignores timings
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
-    # step, and each estimate sorts the measurements (0.3 ms a step in a profile of eagle-hybrid)
+    # step, and each estimate sorts the measurements (which showed up in profiles of eagle-hybrid)
     _estimates: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _samples: dict[int, deque] = field(default_factory=dict, repr=False, compare=False)
 

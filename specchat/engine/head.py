@@ -20,7 +20,7 @@ from .packed import packed_weights_for
 # Architectures whose causal-LM forward is exactly lm_head(last hidden state): no soft-capping, no logit scale.
 PLAIN_HEAD_MODELS = ("llama", "mistral", "qwen2", "qwen3")
 TRIALS = 3
-PREPARED_ROWS = 9  # timed up front (about 0.5 s): the verifications the draft-length policy chooses nearly always
+PREPARED_ROWS = 9  # timed up front, at load: the verifications the draft-length policy chooses nearly always
 
 _heads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -36,7 +36,7 @@ class TunedHead:
         self.packed = packed_weights_for(linear, [linear.weight])
         self.product: dict[int, Callable] = {}  # rows -> the fastest product for that many rows
         # Timed now rather than on first use, where the timing would land inside a measured verification pass
-        # and make the draft-length policy believe that size costs ~50 ms more than it does (longer inputs take the
+        # and make the draft-length policy believe that size costs far more than it does (longer inputs take the
         # choice for the longest of these).
         with torch.inference_mode():
             for rows in range(1, PREPARED_ROWS + 1):

@@ -70,8 +70,8 @@ class HeadRounds:
 class PipelineSettings:
     first_round: int = 2400  # self-contained prompts (about 2000 distinct)
     # Rewriting / summarization / extraction prompts over first-round replies. Their prompts are long, and batched
-    # decoding over long left-padded prompts measured ~6x slower per token here, so this round is smaller, its
-    # passages shorter and its replies capped lower.
+    # decoding over long left-padded prompts is several times slower per token (docs/drafters.md), so this round is
+    # smaller, its passages shorter and its replies capped lower.
     second_round: int = 600
     passage_tokens: tuple[int, int] = (40, 130)
     second_round_max_new_tokens: int = 160
@@ -81,7 +81,7 @@ class PipelineSettings:
     top_k: int = 8
     heldout_fraction: float = 0.04
     shape: DraftShape = field(default_factory=DraftShape)
-    # The draft proposes from the most frequent reply tokens only (engine/drafters.py, ModelDrafter): 8192 cover
+    # The draft proposes from the most frequent reply tokens only (engine/drafting/model.py, ModelDrafter): 8192 cover
     # 99.7% of the replies and cost a sixth of the full output head per drafted token.
     proposal_vocab: int = 8192
     train: TrainOptions = field(default_factory=TrainOptions)
@@ -105,7 +105,7 @@ CHECKED_PER_ROUND = ("head_rounds",)
 
 PRESETS = {
     "full": PipelineSettings(),
-    # The head on broad data only (training/broad.py): 51 minutes here; measured against the shipped head in
+    # The head on broad data only (training/broad.py); its cost and its measurement against the shipped head are in
     # docs/drafters.md ("The head on broad data").
     "broad": PipelineSettings(head_rounds=HeadRounds(data="broad")),
     # A few seconds on a tiny model: the whole pipeline, for tests and for trying changes.

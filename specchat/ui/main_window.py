@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
@@ -18,8 +18,9 @@ from ..engine.chat import build_fitting_prompt
 from ..engine.events import GenerationResult, StepEvent
 from ..storage import StorageError
 from ..storage.records import STREAMING
+from .banner import ActiveReply, ErrorBanner
 from .composer import Composer
-from .session import ChatSession, ReplyContext
+from .session import ChatSession
 from .settings import SettingsDialog
 from .spans import ReplySpans
 from .theme import current_theme
@@ -28,43 +29,6 @@ from .workers import GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
 SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
-
-
-class ErrorBanner(QFrame):
-    """A dismissable message above the transcript saying what went wrong and what to do."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setObjectName("errorBanner")
-        self.setStyleSheet("#errorBanner { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 6px; }"
-                           "#errorBanner QLabel { color: #7a1c16; }")
-        self.label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QPushButton("Dismiss")
-        close.clicked.connect(self.hide)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
-        layout.addWidget(QLabel("⚠"))
-        layout.addWidget(self.label, 1)
-        layout.addWidget(close)
-        self.hide()
-
-    def show_message(self, message: str) -> None:
-        self.label.setText(message)
-        self.show()
-
-
-@dataclass
-class ActiveReply:
-    conversation_id: int
-    message_id: int
-    cancel: threading.Event
-    worker: GenerationWorker
-    started: float
-    last_saved: float = 0.0
-    save_failed: bool = False  # a partial save failed: said once, retried at the next save time
-    note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
-    context: ReplyContext | None = None  # the settings and models the reply runs with
-    run_id: int | None = None  # its run, recorded as it started
 
 
 class MainWindow(QMainWindow):
