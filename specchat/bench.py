@@ -14,6 +14,7 @@ import torch
 
 from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
 from .engine.adaptive import expected_tokens
+from .engine.drafting import DRAFTER_KEYS, MODEL_DRAFTERS
 from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
 from .engine.pair import ModelPair
@@ -22,7 +23,8 @@ from .storage.records import RunRecord
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
-MODES = ("none", "pld", "history", "model", "hybrid", "eagle", "eagle-hybrid", "hf-none", "hf-pld", "hf-model", *PEER_MODES)
+HF_MODES = ("hf-none", "hf-pld", "hf-model")  # transformers' generate(): plain, its prompt lookup, assisted
+MODES = (*DRAFTER_KEYS, *HF_MODES, *PEER_MODES)
 REFERENCE_PREFIXES = ("hf-", "llama-cpp")  # other engines' generation, timed beside ours: no per-step statistics
 
 
@@ -170,7 +172,7 @@ def parse_modes(text: str, has_draft: bool) -> list[str]:
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
-    if not has_draft and any(m in ("model", "hybrid", "hf-model") for m in modes):
+    if not has_draft and any(m in (*MODEL_DRAFTERS, "hf-model") for m in modes):
         raise SpecchatError("the model, hybrid and hf-model modes need a draft model (give --draft SRC)")
     if any(m in PEER_MODES for m in modes):
         require_llama_cpp()

@@ -132,7 +132,7 @@ def test_download_rejects_a_malformed_id(capsys):
 def test_the_cli_knows_the_engines_drafters():
     """cli.py repeats the drafter names so that `specchat --help` does not import torch; they must not drift."""
     from specchat import cli
-    from specchat.engine import drafters
+    from specchat.engine import drafting as drafters
 
     assert cli.DRAFTER_KINDS == drafters.DRAFTER_KINDS
     assert cli.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS

@@ -362,7 +362,7 @@ def summarize(task_turns: list[tuple[dict, dict]], variants: dict) -> dict:
 
 def checker():
     """Asserts that the emulated shipped lookup proposes what PromptLookupDrafter itself does."""
-    from specchat.engine.drafters import PromptLookupDrafter
+    from specchat.engine.drafting import PromptLookupDrafter
 
     drafter = PromptLookupDrafter()
     count = [0]

@@ -2,7 +2,7 @@
 
 from .chat import Message, build_prompt_ids
 from .compat import CompatibilityReport, check_pair
-from .drafters import DRAFTER_KINDS, Draft, Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, make_drafter
+from .drafting import DRAFTER_KINDS, Draft, Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, make_drafter
 from .errors import IncompatibleDraftError, ModelLoadError, PromptError, SpecchatError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .models import LoadedModel, LoadOptions, ModelSource, load_model

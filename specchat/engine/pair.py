@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from .compat import CompatibilityReport, check_pair
-from .drafters import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, make_drafter
+from .drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info, make_drafter
 from .eagle import load_head
 from .history import SuffixIndex
 from .errors import IncompatibleDraftError, SpecchatError
@@ -50,7 +50,7 @@ class ModelPair:
         """An engine for `drafter` on the target's backend; packed_weights None: the pair's setting (torch
         targets only). `history`: past replies for the lookup kinds to draft from (needed by "history")."""
         self.check_drafter(drafter)
-        if drafter == "history" and history is None:
+        if drafter_info(drafter).needs_history and history is None:
             history = SuffixIndex()  # nothing yet: it drafts like prompt lookup until replies are added
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None

@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
-from .drafters import Drafter, NoDrafter
+from .drafting.base import Drafter, NoDrafter
 from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply

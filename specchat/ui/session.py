@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult, GenerationStats
-from ..engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS
+from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
 from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
@@ -309,7 +309,7 @@ class ChatSession(QObject):
             return f"Loading {name}…"
         if self.pair is None:
             return "No model loaded"
-        drafter = DRAFTER_LABELS.get(self.settings.drafter, self.settings.drafter)
+        drafter = drafter_info(self.settings.drafter).label
         if self._history_for(self.settings.drafter) is not None and self.settings.drafter != "history":
             drafter += " + past replies"
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"

@@ -11,14 +11,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QVBoxLayout, QWidget)
 
 from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
-from ..engine.drafters import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS
+from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS
 
 
 @dataclass
 class AppSettings:
     target: str = "embedded"
     draft: str = ""  # empty: the target's default draft (the shipped one for the embedded model)
-    # One of engine.drafters.DRAFTER_KINDS. Prompt lookup: on the default GGUF path (llama.cpp) no drafter beats
+    # One of engine.drafting.DRAFTER_KINDS. Prompt lookup: on the default GGUF path (llama.cpp) no drafter beats
     # plain decoding on Spec-Bench and lookup needs no extra weights (docs/performance.md); on the torch path the
     # draft head with lookup ("eagle-hybrid") is the fastest.
     drafter: str = "pld"
@@ -121,10 +121,9 @@ class SettingsDialog(QDialog):
         self.draft = SourcePicker(allow_empty=True)
         self.draft.set_text(settings.draft)
         self.drafter = QComboBox()
-        for label, value in (("Draft model + prompt lookup", "hybrid"), ("Draft model", "model"),
-                             ("Draft head (EAGLE) + prompt lookup", "eagle-hybrid"), ("Draft head (EAGLE)", "eagle"),
-                             ("Prompt lookup (n-grams)", "pld"), ("None (plain)", "none")):
-            self.drafter.addItem(label, value)
+        for info in MENU:
+            if info.menu_label is not None:  # the history drafter is prompt lookup with "from past replies" on
+                self.drafter.addItem(info.menu_label, info.key)
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
         self.compat = QLabel()
         self.compat.setWordWrap(True)

@@ -73,7 +73,7 @@ def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt
 
 
 def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target, close_draft):
-    from specchat.engine.drafters import HybridDrafter
+    from specchat.engine.drafting import HybridDrafter
     from specchat.engine.sampling import Sampler, SamplingParams
 
     drafter = HybridDrafter(close_draft)

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from specchat.engine import GenerationConfig, NoDrafter, SpeculativeEngine
-from specchat.engine.drafters import make_drafter
-from specchat.engine.eagle import EagleDrafter, HeadShape, load_head, save_head
+from specchat.engine.drafting import make_drafter
+from specchat.engine.drafting import EagleDrafter
+from specchat.engine.eagle import HeadShape, load_head, save_head
 from specchat.engine.errors import IncompatibleDraftError, ModelLoadError
 from specchat.training.eagle import build_attending_head, build_head
 
@@ -73,7 +74,7 @@ def test_the_attending_heads_cache_holds_only_positions_computed_from_the_target
     head run afresh over the target's own hidden states of the whole context: position p from (f_p, x_{p+1})."""
     drafter = CacheCheckingDrafter(attending_head, target)
     if kind == "eagle-hybrid":
-        from specchat.engine.eagle import EagleHybridDrafter
+        from specchat.engine.drafting import EagleHybridDrafter
 
         drafter.free_proposal = EagleHybridDrafter(attending_head, target).free_proposal
     result = SpeculativeEngine(target, tokenizer, drafter).generate(

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from specchat.engine import GenerationConfig, NoDrafter, PromptLookupDrafter, SpeculativeEngine
-from specchat.engine.drafters import make_drafter
+from specchat.engine.drafting import make_drafter
 from specchat.engine.history import SuffixIndex, brute_force_match
 
 
@@ -93,7 +93,7 @@ def test_the_history_kind_needs_an_index():
 
 
 def test_a_whole_reply_again_is_a_class_of_its_own():
-    from specchat.engine.drafters import history_class
+    from specchat.engine.drafting import history_class
 
     reply = list(range(100, 140))
     index = SuffixIndex()

@@ -5,7 +5,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specchat.engine import GenerationConfig, SpeculativeEngine
-from specchat.engine.drafters import ModelDrafter, TransformersRunner
+from specchat.engine.drafting import ModelDrafter, TransformersRunner
 from specchat.engine.lean import LeanLlamaRunner, lean_runner_supported
 from specchat.engine.runners import runner_for
 
@@ -96,7 +96,7 @@ def test_one_lean_model_serves_two_sequences_at_once(target, prompt_ids):
 @pytest.mark.parametrize("drafter_kind", ["none", "pld", "model", "eagle-hybrid"])
 def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_draft, tokenizer, prompt_ids,
                                                                 drafter_kind):
-    from specchat.engine.drafters import make_drafter
+    from specchat.engine.drafting import make_drafter
     from specchat.engine.eagle import HeadShape
     from specchat.training.eagle import build_head
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from specchat.engine import GenerationConfig, SpeculativeEngine
-from specchat.engine.drafters import ModelDrafter
+from specchat.engine.drafting import ModelDrafter
 from specchat.engine.lean import LeanLlama
 from specchat.engine.packed import MAX_ROWS, MIN_ROWS, PackedWeights, packed_weights_for, packing_available
 from specchat.engine.runners import runner_for

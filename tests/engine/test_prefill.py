@@ -8,7 +8,7 @@ import torch
 
 from specchat.engine import GenerationConfig, NoDrafter, PromptLookupDrafter, SpeculativeEngine
 from specchat.engine import runners
-from specchat.engine.drafters import make_drafter
+from specchat.engine.drafting import make_drafter
 from specchat.engine.eagle import HeadShape
 from specchat.engine.errors import PrefillCancelled
 from specchat.engine.runners import TorchRunner, runner_for

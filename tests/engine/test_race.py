@@ -3,7 +3,7 @@
 import threading
 
 from specchat.engine import GenerationConfig, SamplingParams
-from specchat.engine.drafters import make_drafter
+from specchat.engine.drafting import make_drafter
 from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for, word_diff
 from specchat.engine.speculative import SpeculativeEngine
 

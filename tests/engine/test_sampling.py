@@ -110,7 +110,8 @@ def sample_joint(engine, prompt, runs, length, temperature):
 
 def eagle_drafter(target):
     """A draft head whose vocabulary leaves one token out: its q must put no mass there and stay exact."""
-    from specchat.engine.eagle import EagleDrafter, HeadShape
+    from specchat.engine.drafting import EagleDrafter
+    from specchat.engine.eagle import HeadShape
     from specchat.training.eagle import build_head
 
     head = build_head(target, torch.arange(VOCAB - 1), HeadShape(hidden=16, inner=32, blocks=1, vocab=VOCAB - 1), 0)

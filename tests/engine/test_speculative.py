@@ -7,7 +7,7 @@ import torch
 
 from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
                              SpeculativeEngine)
-from specchat.engine.drafters import HybridDrafter, make_drafter
+from specchat.engine.drafting import HybridDrafter, make_drafter
 from specchat.engine.runners import runner_for
 
 

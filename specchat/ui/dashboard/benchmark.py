@@ -16,12 +16,12 @@ from PySide6.QtWidgets import (QButtonGroup, QDialog, QDialogButtonBox, QFileDia
 
 from ...bench import BenchRunner, BenchSettings, bench_run_values, load_prompts
 from ...engine import PromptError, SpecchatError
-from ...engine.drafters import HEAD_DRAFTERS, MODEL_DRAFTERS
+from ...engine.drafting import drafter_info
 from ...engine.pair import ModelPair
 from ...resources import default_prompt_suite
 from ...storage import StorageError
 from ..workers import CallWorker
-from .stats import DRAFTER_NAMES, _count
+from .stats import _count
 
 BENCH_DEVICE_USER = "bench"
 DEFAULT_BENCH_PROMPTS = 8  # a quick run; 0 = the whole file
@@ -46,11 +46,6 @@ class BenchmarkRun:
     records: list | None = None  # set by the worker thread when the runner returns
 
 
-BENCH_MODE_NAMES = {"none": "plain decoding", "pld": "prompt lookup", "model": "the draft model",
-                    "hybrid": "the hybrid drafter (draft model + prompt lookup)", "eagle": "the draft head",
-                    "eagle-hybrid": "the draft head + prompt lookup"}
-
-
 def _suite_description() -> str:
     try:
         prompts = load_prompts(*_prompt_lines(None))
@@ -70,7 +65,7 @@ class BenchmarkDialog(QDialog):
     def __init__(self, modes: list[str], where: str, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Run a benchmark — specchat")
-        names = " and ".join(BENCH_MODE_NAMES.get(m, m) for m in modes)
+        names = " and ".join(drafter_info(m).phrase for m in modes)
         intro = QLabel(f"Each prompt is decoded greedily with <b>{html.escape(names)}</b>, one after the other on "
                        f"<b>{html.escape(where)}</b>. The speedup is measured against plain decoding of the same "
                        "prompt; the results are stored as benchmark runs.")
@@ -178,11 +173,11 @@ class BenchmarkHost(QWidget):
         if session.device_busy():
             return ("The models are busy (a chat reply or a race is being generated); run the benchmark when it "
                     "has finished.")
-        if session.settings.drafter in MODEL_DRAFTERS and session.pair.draft is None:
-            return (f"The {DRAFTER_NAMES[session.settings.drafter]} drafter needs a draft model: choose one in "
-                    "Settings.")
-        if session.settings.drafter in HEAD_DRAFTERS and not session.pair.has_head:
-            return f"The {DRAFTER_NAMES[session.settings.drafter]} drafter needs a draft head for this target."
+        drafter = drafter_info(session.settings.drafter)
+        if drafter.needs_model and session.pair.draft is None:
+            return f"The {drafter.chart_label} drafter needs a draft model: choose one in Settings."
+        if drafter.needs_head and not session.pair.has_head:
+            return f"The {drafter.chart_label} drafter needs a draft head for this target."
         return None
 
     def open_benchmark_dialog(self) -> None:
@@ -221,7 +216,7 @@ class BenchmarkHost(QWidget):
         report = self._bench_progress.progress.emit
 
         def progress(done: int, total: int, record) -> None:  # called on the worker thread
-            mode = DRAFTER_NAMES.get(record.mode, record.mode)
+            mode = drafter_info(record.mode).chart_label
             report(done, total, f"q{record.question_id} {record.category} · {mode}")
 
         def work():

@@ -1,6 +1,6 @@
-"""What the dashboard computes and shows without Qt: the filters' choices, the drafters' names and colours, the
-accepted-length distribution, the CSV and JSON rows, the groups' order, colours and chart labels, the timeline's
-ticks, and the text of tooltips, table cells and combo items.
+"""What the dashboard computes and shows without Qt: the filters' choices, the accepted-length distribution, the CSV
+and JSON rows, the groups' order, colours and chart labels, the timeline's ticks, and the text of tooltips, table
+cells and combo items. The drafters' names, order and colours are the drafter registry's (engine/drafting).
 
 Nothing here imports Qt, so it can be tested (and reused) without a window.
 """
@@ -13,6 +13,7 @@ from collections import Counter
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Iterable, Sequence
 
+from ...engine.drafting import DRAFTER_KEYS, DRAFTERS, drafter_info
 from ...storage.records import GroupStats, RunRow
 
 # --- what the filters offer ---------------------------------------------------------------------------------------
@@ -23,12 +24,6 @@ SOURCES = (("All sources", None), ("Chat replies", "chat"), ("Races", "race"), (
 GROUPINGS = (("Model pair & drafter", "pair"), ("App session", "app_session"), ("Conversation", "conversation"),
              ("Benchmark category", "category"))
 
-DRAFTER_ORDER = ("none", "pld", "history", "model", "hybrid", "eagle", "eagle-hybrid")
-DRAFTER_NAMES = {"none": "plain", "pld": "prompt lookup", "history": "lookup + past replies", "model": "draft model",
-                 "hybrid": "hybrid", "eagle": "draft head", "eagle-hybrid": "head hybrid"}
-# The race window's lane colours, so that a drafter looks the same in both windows.
-DRAFTER_COLOURS = {"none": "#6b7280", "pld": "#2e8b57", "model": "#3b6ea8", "hybrid": "#c2185b",
-                   "eagle": "#7b52ab", "eagle-hybrid": "#d84315"}
 OTHER_COLOURS = ("#00897b", "#5d8aa8", "#8d6e63", "#9e9d24", "#ad1457", "#e69500")
 SPEEDUP_COLOUR = "#3b6ea8"
 SPEED_COLOUR = "#e69500"
@@ -107,11 +102,11 @@ def group_colours(groups: Sequence[GroupStats]) -> dict[str, str]:
     """A colour per group: a drafter's own colour for the first group of that drafter, so the charts agree with
     the timeline's colours; the other colours for the rest."""
     colours: dict[str, str] = {}
-    spare = [*OTHER_COLOURS, *DRAFTER_COLOURS.values()]
+    spare = list(dict.fromkeys([*OTHER_COLOURS, *(d.colour for d in DRAFTERS)]))
     used: set[str] = set()
     for group in groups:
-        colour = DRAFTER_COLOURS.get(drafter_of_group(group.key) or "")
-        if colour is None or colour in used:
+        colour = drafter_info(drafter_of_group(group.key) or "").colour
+        if not colour or colour in used:
             colour = next((c for c in spare if c not in used), spare[len(colours) % len(spare)])
         colours[group.key] = colour
         used.add(colour)
@@ -140,7 +135,7 @@ def chart_labels(groups: Sequence[GroupStats], by: str) -> dict[str, str]:
     if by == "category":
         for group in groups:
             drafter = drafter_of_group(group.key) or ""
-            labels[group.key] = f"{group.label.rpartition(' · ')[0]} · {DRAFTER_NAMES.get(drafter, drafter)}"
+            labels[group.key] = f"{group.label.rpartition(' · ')[0]} · {drafter_info(drafter).chart_label}"
         return labels
     if by != "pair":
         return labels
@@ -150,7 +145,7 @@ def chart_labels(groups: Sequence[GroupStats], by: str) -> dict[str, str]:
         return labels
     several_drafts = len({pair for pair in pairs if " + " in pair}) > 1
     for key, (pair, _, drafter) in parsed.items():
-        name = DRAFTER_NAMES.get(drafter, drafter)
+        name = drafter_info(drafter).chart_label
         draft = pair.partition(" + ")[2]
         labels[key] = f"{name} · {draft}" if several_drafts and draft else name
     return labels
@@ -209,7 +204,7 @@ def _ms(moment: datetime) -> float:
 
 
 def _drafter_rank(drafter: str) -> int:
-    return DRAFTER_ORDER.index(drafter) if drafter in DRAFTER_ORDER else len(DRAFTER_ORDER)
+    return DRAFTER_KEYS.index(drafter) if drafter in DRAFTER_KEYS else len(DRAFTER_KEYS)
 
 
 # --- text for tooltips, table cells and combo items ---------------------------------------------------------------
@@ -224,7 +219,7 @@ def run_tooltip(run: RunRow) -> str:
         parts.append(f"α {run.alpha:.2f}")
     if run.tau is not None:
         parts.append(f"τ {run.tau:.2f}")
-    return (f"{_local(run.created_at)} · {DRAFTER_NAMES.get(run.drafter, run.drafter)} · "
+    return (f"{_local(run.created_at)} · {drafter_info(run.drafter).chart_label} · "
             f"{where.get(run.source, run.source)}\n{run.pair}\n" + " · ".join(parts))
 
 

@@ -18,12 +18,13 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDateEdit, QFileDia
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ... import __version__
+from ...engine.drafting import drafter_info
 from ...storage import StorageError
 from ...storage.records import GroupStats, RunAggregate, RunFilter, RunRow
 from ..theme import current_theme
 from .benchmark import BenchmarkHost, BenchmarkProgress, BenchmarkRun
 from .charts import ChartView, GroupBarsChart, GroupsChart, TimelineChart
-from .stats import (ALL_TIME, CHART_FILES, CSV_COLUMNS, CUSTOM_DATES, DRAFTER_NAMES, GROUP_COLUMNS, GROUPINGS,
+from .stats import (ALL_TIME, CHART_FILES, CSV_COLUMNS, CUSTOM_DATES, GROUP_COLUMNS, GROUPINGS,
                     MAX_POSITIONS, RANGES, SOURCES, _count, _drafter_rank, _padded, _round_up, _sort_key,
                     _speedup_text, accepted_length_distribution, chart_groups, chart_labels, csv_row, format_duration,
                     group_cells, group_colours, group_to_json, local_day_start, pair_choices, reading_order,
@@ -298,7 +299,7 @@ class DashboardWindow(BenchmarkHost):
         choices = self.session.store.run_choices()
         _refill(self.pair_combo, pair_choices(choices["pairs"]))
         drafters = sorted(choices["drafters"], key=_drafter_rank)
-        _refill(self.drafter_combo, [("All drafters", None)] + [(DRAFTER_NAMES.get(d, d), d) for d in drafters])
+        _refill(self.drafter_combo, [("All drafters", None)] + [(drafter_info(d).chart_label, d) for d in drafters])
 
     # -- showing --------------------------------------------------------------------------------------------------
 

@@ -10,29 +10,24 @@ from PySide6.QtCore import QMargins, QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QTextBrowser, QVBoxLayout
 
-from ...engine.drafters import DRAFTER_LABELS
+from ...engine.drafting import drafter_info
 from ...engine.events import Origin
 from ...engine.race import PLAIN, Track
 from ..spans import DRAFT
 from ..theme import current_theme
 from ..transcript import DRAFT_TIP, ORIGIN_PROPERTY, TARGET_TIP, draft_positions
 
+# By lane position, not by drafter: the first lane is always plain decoding.
 LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 
 
-BOX_LABELS = {"pld": "prompt lookup", "history": "+ past replies", "model": "draft model", "hybrid": "model + lookup",
-              "eagle": "draft head", "eagle-hybrid": "head + lookup"}
-SHORT_LABELS = {PLAIN: "plain", "pld": "lookup", "history": "history", "model": "draft model", "hybrid": "hybrid",
-                "eagle": "head", "eagle-hybrid": "head hybrid"}
-
-
 def lane_label(drafter: str) -> str:
-    return "Plain decoding (target alone)" if drafter == PLAIN else DRAFTER_LABELS.get(drafter, drafter)
+    return "Plain decoding (target alone)" if drafter == PLAIN else drafter_info(drafter).label
 
 
 def short_label(drafter: str) -> str:
     """For the chart's legend and the table, where space is short."""
-    return SHORT_LABELS.get(drafter, drafter)
+    return drafter_info(drafter).short_label
 
 
 class LaneView(QTextBrowser):
@@ -82,7 +77,7 @@ class Lane(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         # Up to six lanes share the window's width: the title is the check box's short name (the full one in its
         # tooltip), and the figures wrap rather than widen the window or get cut.
-        name = "plain decoding" if drafter == PLAIN else BOX_LABELS.get(drafter, drafter)
+        name = drafter_info(drafter).box_label
         title = QLabel(f"<span style='color:{colour}'>■</span>&nbsp;<b>{html.escape(name)}</b>",
                        toolTip=lane_label(drafter))
         title.setMinimumWidth(40)

@@ -21,13 +21,13 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
                                QVBoxLayout, QWidget)
 
 from ...engine import Message, SpecchatError, build_prompt_ids
-from ...engine.drafters import DRAFTER_LABELS, HEAD_DRAFTERS, MODEL_DRAFTERS
+from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
 from ...engine.race import PLAIN, RaceRunner, Track, all_identical, lane_results, lanes_for
 from ..theme import current_theme
 from ..workers import RaceWorker
 from .history import ComparisonHistory
-from .lanes import BOX_LABELS, LANE_COLOURS, Lane, TokensChart
+from .lanes import LANE_COLOURS, Lane, TokensChart
 from .replay import Replay
 from .table import DiffDialog, ResultsTable, verdict_html
 
@@ -124,10 +124,12 @@ class RaceWindow(QWidget):
         self.drafter_boxes: dict[str, QCheckBox] = {}
         drafters_row = QHBoxLayout()
         drafters_row.addWidget(QLabel("Plain decoding against:"))
-        for drafter in ("pld", "history", "model", "hybrid", "eagle", "eagle-hybrid"):
-            box = QCheckBox(BOX_LABELS[drafter])  # short: six of them share a row with the other controls
-            box.setToolTip(DRAFTER_LABELS.get(drafter, drafter))
-            self.drafter_boxes[drafter] = box
+        for info in DRAFTERS:
+            if info.key == PLAIN:  # every race has its lane
+                continue
+            box = QCheckBox(info.box_label)  # short: six of them share a row with the other controls
+            box.setToolTip(info.label)
+            self.drafter_boxes[info.key] = box
             drafters_row.addWidget(box)
         drafters_row.addSpacing(12)
         drafters_row.addWidget(QLabel("Max tokens:"))
@@ -154,10 +156,11 @@ class RaceWindow(QWidget):
         has_draft = pair is not None and pair.draft is not None
         has_head = pair is not None and pair.has_head
         for drafter, box in self.drafter_boxes.items():
-            usable = (drafter not in MODEL_DRAFTERS or has_draft) and (drafter not in HEAD_DRAFTERS or has_head)
+            info = drafter_info(drafter)
+            usable = (not info.needs_model or has_draft) and (not info.needs_head or has_head)
             box.setEnabled(usable)
-            box.setToolTip(DRAFTER_LABELS.get(drafter, drafter) if usable else
-                           "Needs a draft model: choose one in Settings" if drafter in MODEL_DRAFTERS else
+            box.setToolTip(info.label if usable else
+                           "Needs a draft model: choose one in Settings" if info.needs_model else
                            "No draft head is trained for this target")
             if not usable:
                 box.setChecked(False)
