@@ -29,7 +29,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: setup
 	$(BIN)/specchat
 
+# The layers first (import-linter's contracts in pyproject.toml: docs/architecture.md), then the tests.
 test: setup
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 bench: setup

@@ -42,3 +42,17 @@ def test_importing_the_engine_loads_no_qt():
             "print([m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_import_graph_has_no_cycles():
+    """No module imports, directly or not, a module that imports it back (a package importing its own submodules
+    is not a cycle: a submodule importing its package's __init__ would be)."""
+    import grimp
+
+    graph = grimp.build_graph("specchat")
+    cycles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported.startswith("specchat") and graph.chain_exists(imported, module):
+                cycles.append(f"{module} -> {imported} -> ... -> {module}")
+    assert not cycles, "\n".join(cycles)

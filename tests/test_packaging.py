@@ -72,4 +72,7 @@ def test_wheel_has_the_resources_and_both_entry_points(tmp_path):
                    "specchat/resources/models/smollm2-eagle/manifest.jsonl.gz",
                    "specchat/storage/migrations/versions/0004_history.py", "specchat/__main__.py"):
         assert needed in names, needed
+    # every module of the source tree, so that a new subpackage missing from pyproject's list fails here
+    modules = {f"specchat/{path.relative_to(ROOT / 'specchat').as_posix()}" for path in (ROOT / "specchat").rglob("*.py")}
+    assert not modules - names, sorted(modules - names)
     assert "specchat = specchat.cli:main" in entry_points and "specchat-gui = specchat.cli:gui_main" in entry_points

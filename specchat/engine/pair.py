@@ -25,8 +25,8 @@ class ModelPair:
     draft: LoadedModel | None = None
     # The EAGLE-style head's folder (None: the default for the target); loaded on first use, a few MB.
     head_folder: Path | None = None
-    # Engines verify 4-17 tokens with MKL-packed copies of the target's layers (engine/packed.py): faster on this
-    # project's CPU, about 400 MB more memory for the embedded target. False: they keep the plain weights.
+    # Engines verify 4-17 tokens with MKL-packed copies of the target's layers (engine/packed.py): faster where MKL
+    # packs, for a second copy of the layers in memory (docs/performance-torch.md). False: plain weights only.
     packed_weights: bool = True
     _head: torch.nn.Module | None = field(default=None, repr=False)
 

@@ -25,8 +25,8 @@ from .settings import AppSettings
 from .workers import CallWorker, JobThread
 
 CALIBRATION_PROMPT = "Write three sentences about the sea."
-# As long as a typical reply (this prompt's ends near 80 tokens): the first couple of dozen tokens decode about 10%
-# faster than a whole reply on this CPU, and a baseline measured on them made every reply look slower than plain.
+# As long as a typical reply (this prompt's ends near 80 tokens): the first tokens of a reply decode faster than a
+# whole reply (the KV cache is still short), and a baseline measured on them made every reply look slower than plain.
 CALIBRATION_TOKENS = 96
 # How long closing the window waits for the threads: a running job stops at its next check (a reply or race after
 # its current step), but loading a model cannot be interrupted.

@@ -29,7 +29,7 @@ class AppSettings:
     top_k: int = 0
     max_new_tokens: int = 512
     device: str = "auto"
-    packed_weights: bool = True  # verification with MKL-packed layer weights: faster here, about 400 MB more memory
+    packed_weights: bool = True  # verification with MKL-packed layer weights (engine/packed.py): faster, more memory
     # Prompt lookup (and the hybrids' lookup) also proposes continuations from the user's earlier replies
     # (engine/history.py); imported chats join once opened. Drafts are verified, so replies are unchanged.
     draft_from_history: bool = True
