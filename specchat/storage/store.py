@@ -7,7 +7,6 @@ SQLite's WAL mode and the busy timeout (db.py) serialise their writes.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,16 +20,13 @@ from . import exchange
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
 from .errors import StorageError
 from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
-from .records import (INTERRUPTED, ROLES, RUN_SOURCES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate,
-                      RunFilter, RunInfo, RunRecord, RunRow, TrackRecord)
+from .records import (INTERRUPTED, ROLES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo,
+                      RunAggregate, RunFilter, RunInfo, RunRecord, RunRow, TrackRecord)
+from .run_values import add_run as _add_run, run_changes as _run_changes, run_values as _run_values
 
-SPEEDUP_BASES = ("calibrated", "measured")
 GROUPINGS = ("app_session", "pair", "conversation", "category")  # what run_groups can sum by
 _TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
                            if c.key not in ("id", "comparison_id", "position"))
-_RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunRecord))
-_RUN_REQUIRED = frozenset(field.name for field in dataclasses.fields(RunRecord)
-                          if field.default is dataclasses.MISSING)
 
 
 class Store:
@@ -502,56 +498,6 @@ def _message_info(row: Message) -> MessageInfo:
     return MessageInfo(id=row.id, conversation_id=row.conversation_id, position=row.position, role=row.role,
                        text=row.text, created_at=row.created_at, stopped=row.stopped, spans=spans,
                        finish_reason=row.finish_reason)
-
-
-def _run_record(run: RunRecord | Mapping[str, Any]) -> RunRecord:
-    if isinstance(run, RunRecord):
-        return run
-    unknown = sorted(set(run) - _RUN_FIELDS)
-    if unknown:
-        raise StorageError(f"a generation run has no field {', '.join(map(str, unknown))}")
-    missing = sorted(_RUN_REQUIRED - run.keys())
-    if missing:
-        raise StorageError(f"a generation run needs {', '.join(missing)}")
-    return RunRecord(**run)
-
-
-def _run_values(run: RunRecord | Mapping[str, Any]) -> dict[str, Any]:
-    """The generation_runs columns of a run, checked."""
-    values = _run_changes({field.name: getattr(_run_record(run), field.name) for field in dataclasses.fields(RunRecord)})
-    if values["speedup_basis"] not in (None, *SPEEDUP_BASES):
-        raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
-                           f"not {values['speedup_basis']!r}")
-    if values["source"] not in RUN_SOURCES:
-        raise StorageError(f"a run's source must be one of {', '.join(RUN_SOURCES)}, not {values['source']!r}")
-    if values["created_at"] is None:
-        del values["created_at"]  # the column's default: now
-    return values
-
-
-def _run_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Run fields to write (all of them, or some to change), checked: no unknown field, lists of numbers."""
-    unknown = sorted(set(changes) - _RUN_FIELDS)
-    if unknown:
-        raise StorageError(f"a generation run has no field {', '.join(map(str, unknown))}")
-    values = dict(changes)
-    for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
-        if values.get(key) is not None:
-            values[key] = _number_list(values[key], key)
-    return values
-
-
-def _number_list(value: Any, what: str) -> list:
-    if isinstance(value, (str, bytes)) or not all(isinstance(x, (int, float)) for x in value):
-        raise StorageError(f"{what} must be a list of numbers, not {value!r}")
-    return list(value)
-
-
-def _add_run(session: Session, values: dict[str, Any]) -> int:
-    row = GenerationRun(**values)
-    session.add(row)
-    session.flush()
-    return row.id
 
 
 def _plain_json(value: Any) -> Any:
