@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -13,14 +13,15 @@ from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
-from ..engine.events import GenerationResult, GenerationStats
+from ..engine.events import GenerationResult
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
 from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
 from ..storage import StorageError
-from ..storage.records import INTERRUPTED, STREAMING, RunRecord
+from ..storage.records import RunRecord
+from .run_book import ReplyContext, RunBook
 from .settings import AppSettings
 from .workers import CallWorker, JobThread
 
@@ -35,7 +36,7 @@ MAX_IMPORT_BYTES = 50_000_000  # read on the GUI thread: bounded, so that a wron
 
 
 class ChatSession(QObject):
-    """Loads models in the background, keeps the plain-decoding calibration fresh and records every run.
+    """Loads models in the background and keeps the plain-decoding calibration fresh; runs are recorded by its RunBook.
 
     model_thread runs all model work, the windows' included: loading, calibration, replies, races, benchmarks."""
 
@@ -56,7 +57,7 @@ class ChatSession(QObject):
         self.loading = False
         self._load_generation = 0  # counts load_models calls: only the newest one's result is taken
         self.error: str | None = None
-        self.plain_tokens_per_s: float | None = None
+        self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.model_thread = JobThread("specchat-model")
         self._download_thread: JobThread | None = None  # network I/O, not model work: kept off the model thread
         self._device_users: set[str] = set()
@@ -331,84 +332,35 @@ class ChatSession(QObject):
     def device_busy(self, besides: str | None = None) -> bool:
         return bool(self._device_users - {besides})
 
-    # -- runs and statistics --------------------------------------------------------------------------------------
+    # -- runs and statistics (run_book.py) ------------------------------------------------------------------------
+
+    @property
+    def plain_tokens_per_s(self) -> float | None:
+        """Plain decoding's speed on this device: the baseline of every chat reply's speedup."""
+        return self.runs.plain_tokens_per_s
+
+    @plain_tokens_per_s.setter
+    def plain_tokens_per_s(self, value: float | None) -> None:
+        self.runs.plain_tokens_per_s = value
 
     def begin_run(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
                   context: ReplyContext) -> int:
-        """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
-        up to the last partial save (MainWindow saves them with the text); record_run completes it."""
-        return self.store.record_run(self.run_values(
-            GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
-            pair=context.pair, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
+        return self.runs.begin(conversation_id, message_id, prompt_tokens, seed, context)
 
     def record_run(self, conversation_id: int, message_id: int, result: GenerationResult,
                    context: ReplyContext | None = None, run_id: int | None = None) -> None:
-        """The finished reply's statistics: completing the run begun with begin_run (run_id), or a new one."""
-        context = context or self.reply_context()
-        stats = result.stats
-        settings = context.settings
-        if settings.drafter == "none" and stats.wall_s > 0:
-            # a plain reply is itself a fresh measurement of the baseline
-            measured = stats.decode_tokens_per_s
-            base = self.plain_tokens_per_s
-            self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
-        # Decode speed against decode speed: the baseline leaves the prompt's processing out, so the reply must too
-        # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
-        speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
-                   if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
-        values = self.run_values(
-            stats.to_dict(), context.drafter, result.seed, settings, pair=context.pair, message_id=message_id,
-            conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
-            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
-        if run_id is None:
-            self.store.record_run(values)
-        else:
-            self.store.update_run(run_id, values)
+        self.runs.complete(conversation_id, message_id, result, context or self.reply_context(), run_id)
         self.stats_changed.emit()
 
     def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
                    **extra) -> RunRecord:
-        """A generation run for the Store: the engine's figures (picked from GenerationStats.to_dict()), the models
-        (default: the loaded pair) and settings that produced them, and `extra` fields of RunRecord."""
-        pair = pair or self.pair
-        return RunRecord(**RunRecord.figures(stats), app_session_id=self.app_session_id, target=pair.target.name,
-                         draft=pair.draft_name(drafter), drafter=drafter, k=settings.k, adaptive=settings.adaptive_k,
-                         temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=seed,
-                         device=str(pair.target.device), **extra)
+        return self.runs.record(stats, drafter, seed, settings, pair or self.pair, **extra)
 
     def run_footer(self, message_id: int) -> str:
-        run = self.store.run_for_message(message_id)
-        if run is None:
-            return ""
-        parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
-        if run.drafter != "none" and run.draft_proposed:
-            parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
-                      f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
-        parts.append(f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
-        if run.speedup:
-            parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
-        ending = {"context": "reached the model's context window: start a new chat to go on",
-                  INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
-                  "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
-        if run.finish_reason in ending:
-            parts.append(ending[run.finish_reason])
-        return " · ".join(parts)
+        return self.runs.footer(message_id)
 
     def stats_text(self, conversation_id: int | None) -> str:
-        """The status bar's figures, short enough for a narrow window: this chat's replies and speedup, then the
-        app session's replies, speed, acceptance, τ and speedup."""
-        session = self.store.app_session_stats(self.app_session_id)
-        text = f"Session: {_replies(session.runs)}"
-        if session.runs:
-            text += f" · {session.tokens_per_s:.1f} tok/s · accepted {session.mean_alpha:.0%} · τ {session.tau:.2f}"
-            if session.mean_speedup:
-                text += f" · {session.mean_speedup:.2f}× vs plain"
-        if conversation_id is not None:
-            chat = self.store.conversation_stats(conversation_id)
-            if chat.runs:
-                text = f"Chat: {_replies(chat.runs)}" + (
-                    f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
-        return text
+        return self.runs.status_text(conversation_id)
 
     def system_prompt(self, conversation_id: int) -> str | None:
         return self.store.conversation(conversation_id).system_prompt
@@ -439,15 +391,6 @@ class ChatSession(QObject):
         self.store.end_app_session(self.app_session_id)
 
 
-@dataclass(frozen=True)
-class ReplyContext:
-    """The settings, models and drafter name a reply ran with (ChatSession.reply_context)."""
-
-    settings: AppSettings
-    pair: ModelPair | None
-    drafter: str
-
-
 def write_private(path: Path, text: str) -> None:
     """Writes text to path atomically (a temporary file beside it, then a rename) with mode 0600."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -464,7 +407,3 @@ def write_private(path: Path, text: str) -> None:
 
 def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-
-
-def _replies(count: int) -> str:
-    return f"{count} {'reply' if count == 1 else 'replies'}"

@@ -1,0 +1,110 @@
+"""Recording runs: a chat reply's run begun as it starts and completed as it ends, its footer, the status bar's
+figures, and the plain-decoding baseline that every chat reply's speedup is measured against. No Qt: ChatSession
+(session.py) owns one and tells the windows when the statistics change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..engine.events import GenerationResult, GenerationStats
+from ..storage.records import INTERRUPTED, STREAMING, RunRecord
+
+if TYPE_CHECKING:
+    from ..engine.pair import ModelPair
+    from .settings import AppSettings
+
+ENDINGS = {"context": "reached the model's context window: start a new chat to go on",
+           INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
+           "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
+
+
+@dataclass(frozen=True)
+class ReplyContext:
+    """The settings, models and drafter name a reply ran with (ChatSession.reply_context), kept for its record."""
+
+    settings: AppSettings
+    pair: ModelPair | None
+    drafter: str
+
+
+class RunBook:
+    def __init__(self, store, app_session_id: int):
+        self.store, self.app_session_id = store, app_session_id
+        self.plain_tokens_per_s: float | None = None  # set by the calibration at load, refreshed by plain replies
+
+    def begin(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
+              context: ReplyContext) -> int:
+        """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
+        up to the last partial save (MainWindow saves them with the text); complete() finishes it."""
+        return self.store.record_run(self.record(
+            GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
+            context.pair, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
+
+    def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: ReplyContext,
+                 run_id: int | None = None) -> None:
+        """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one."""
+        stats = result.stats
+        settings = context.settings
+        if settings.drafter == "none" and stats.wall_s > 0:
+            # a plain reply is itself a fresh measurement of the baseline
+            measured = stats.decode_tokens_per_s
+            base = self.plain_tokens_per_s
+            self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
+        # Decode speed against decode speed: the baseline leaves the prompt's processing out, so the reply must too
+        # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
+        speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
+                   if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
+        values = self.record(
+            stats.to_dict(), context.drafter, result.seed, settings, context.pair, message_id=message_id,
+            conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
+            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
+        if run_id is None:
+            self.store.record_run(values)
+        else:
+            self.store.update_run(run_id, values)
+
+    def record(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair,
+               **extra) -> RunRecord:
+        """A generation run for the Store: the engine's figures (picked from GenerationStats.to_dict()), the models
+        and settings that produced them, and `extra` fields of RunRecord."""
+        return RunRecord(**RunRecord.figures(stats), app_session_id=self.app_session_id, target=pair.target.name,
+                         draft=pair.draft_name(drafter), drafter=drafter, k=settings.k, adaptive=settings.adaptive_k,
+                         temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=seed,
+                         device=str(pair.target.device), **extra)
+
+    def footer(self, message_id: int) -> str:
+        """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended."""
+        run = self.store.run_for_message(message_id)
+        if run is None:
+            return ""
+        parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
+        if run.drafter != "none" and run.draft_proposed:
+            parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
+                      f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
+        parts.append(f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
+        if run.speedup:
+            parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
+        if run.finish_reason in ENDINGS:
+            parts.append(ENDINGS[run.finish_reason])
+        return " · ".join(parts)
+
+    def status_text(self, conversation_id: int | None) -> str:
+        """The status bar's figures, short enough for a narrow window: this chat's replies and speedup, then the
+        app session's replies, speed, acceptance, τ and speedup."""
+        session = self.store.app_session_stats(self.app_session_id)
+        text = f"Session: {_replies(session.runs)}"
+        if session.runs:
+            text += f" · {session.tokens_per_s:.1f} tok/s · accepted {session.mean_alpha:.0%} · τ {session.tau:.2f}"
+            if session.mean_speedup:
+                text += f" · {session.mean_speedup:.2f}× vs plain"
+        if conversation_id is not None:
+            chat = self.store.conversation_stats(conversation_id)
+            if chat.runs:
+                text = f"Chat: {_replies(chat.runs)}" + (
+                    f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
+        return text
+
+
+def _replies(count: int) -> str:
+    return f"{count} {'reply' if count == 1 else 'replies'}"
