@@ -331,9 +331,9 @@ class MainWindow(QMainWindow):
         run_id = self.session.begin_run(self.conversation_id, placeholder.id, len(prompt_ids), config.seed, context)
         cancel = threading.Event()
         worker = GenerationWorker(make_engine, prompt_ids, config, cancel, on_result=self.session.remember_reply)
-        worker.steps.connect(self._on_steps)
-        worker.finished.connect(self._on_finished)
-        worker.failed.connect(self._on_failed)
+        worker.yielded.connect(self._on_steps)
+        worker.returned.connect(self._on_finished)
+        worker.errored.connect(self._on_failed)
         self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter(),
                                   note=note, context=context, run_id=run_id)
         self.transcript.begin_reply(note)

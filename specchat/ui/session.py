@@ -23,7 +23,7 @@ from ..storage import StorageError
 from ..storage.records import RunRecord
 from .run_book import ReplyContext, RunBook
 from .settings import AppSettings
-from .workers import CallWorker, JobThread
+from .workers import FunctionWorker, JobThread
 
 CALIBRATION_PROMPT = "Write three sentences about the sea."
 # As long as a typical reply (this prompt's ends near 80 tokens): the first tokens of a reply decode faster than a
@@ -238,9 +238,9 @@ class ChatSession(QObject):
                            thread: JobThread | None = None) -> None:
         """function runs on `thread` (the model thread unless given); on_done or on_failed gets its end, queued to
         the GUI thread."""
-        worker = CallWorker(function, cancel)
-        worker.done.connect(on_done)
-        worker.failed.connect(on_failed)
+        worker = FunctionWorker(function, cancel)
+        worker.returned.connect(on_done)
+        worker.errored.connect(on_failed)
         (thread or self.model_thread).submit(worker)
 
     def check_pair(self, target: str, draft: str) -> tuple[bool, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Generator
 
 import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -23,6 +23,7 @@ from ..engine.events import GenerationResult, GenerationStats
 from ..engine.speculative import SpeculativeEngine
 
 NOT_RUN_MESSAGE = "Stopped before it started."
+_FAIL = object()  # no if_not_run given: a job that did not run errors
 
 
 def describe_failure(error: BaseException) -> str:
@@ -44,35 +45,53 @@ def log_unexpected(error: BaseException) -> None:
 
 
 class ModelJob(QObject):
-    """One piece of background work; each subclass defines run(), the work itself, reporting through its own
-    signals. A JobThread calls execute(), which calls run() or, when the job's cancel
-    event was set before it started, not_run(): either way the job reports its end exactly once, through its
-    subclass's signals or `failed`, so the window that waits for it always hears back.
+    """One piece of background work, napari-style: every job has the same signals and one error path.
 
+    A JobThread calls execute(). It emits `started`, then each value the work yields through `yielded`, then its
+    value through `returned`; or, when the work raises, the user's message through `errored`; and in every case
+    `finished` last. A job whose cancel event was set before it started does not run: it returns `if_not_run`
+    when it has one (a stopped reply, an empty benchmark) and otherwise errors with NOT_RUN_MESSAGE. So the window
+    that waits for a job always hears back exactly once, through `returned` or `errored`.
+
+    Subclasses only say what the work is: work() returns a generator (GeneratorWorker) or a value (FunctionWorker).
     Jobs are not moved to the thread that runs them: they stay in the thread that made them (the GUI thread), so
     their signals reach that thread queued, whether connected to a window's method or to a plain function."""
 
-    failed = Signal(str)
+    started = Signal()
+    yielded = Signal(object)
+    returned = Signal(object)
+    errored = Signal(str)
+    finished = Signal()
 
-    def __init__(self, cancel: threading.Event | None = None):
+    def __init__(self, cancel: threading.Event | None = None, if_not_run=_FAIL):
         super().__init__()
         self.cancel = cancel
+        self.if_not_run = if_not_run
         self._ended = threading.Event()
 
     def execute(self) -> None:
         try:
             if self.cancel is not None and self.cancel.is_set():
-                self.not_run()
+                self._not_run()
             else:
-                self.run()
+                self.started.emit()
+                self.returned.emit(self.run())
         except Exception as error:  # reported in the window; the app, and the thread, stay usable
             log_unexpected(error)
-            self.failed.emit(describe_failure(error))
+            self.errored.emit(describe_failure(error))
         finally:
             self._ended.set()
+            self.finished.emit()
 
-    def not_run(self) -> None:
-        self.failed.emit(NOT_RUN_MESSAGE)
+    def run(self) -> object:
+        """Does the work on the job's thread and gives its value."""
+        raise NotImplementedError
+
+    def _not_run(self) -> None:
+        if self.if_not_run is _FAIL:
+            self.errored.emit(NOT_RUN_MESSAGE)
+        else:
+            self.returned.emit(self.if_not_run)
 
     def ended(self) -> bool:
         return self._ended.is_set()
@@ -83,90 +102,83 @@ class ModelJob(QObject):
         return self._ended.wait(timeout_ms / 1000)
 
 
-class GenerationWorker(ModelJob):
-    """Streams one reply. Steps go to the GUI thread in batches, at most one every BATCH_S: on llama.cpp a step
-    takes a few milliseconds, and a queued signal per step woke the GUI thread (and took the GIL) ~150 times a
-    second on the cores the model's threads use; the window draws at most ~30 frames a second anyway."""
+class FunctionWorker(ModelJob):
+    """Runs one function (model loading, calibration, a benchmark, a download) and returns its value."""
+
+    def __init__(self, function: Callable[[], object], cancel: threading.Event | None = None, if_not_run=_FAIL):
+        super().__init__(cancel, if_not_run)
+        self.function = function
+
+    def run(self) -> object:
+        return self.function()
+
+
+class GeneratorWorker(ModelJob):
+    """Runs a generator: each value it yields goes out through `yielded`, and its return value through
+    `returned`. The generator is made on the job's thread (make_generator is called there), so whatever it builds
+    before its first yield (an engine, say) is built there too."""
+
+    def __init__(self, make_generator: Callable[[], Generator[object, None, object]],
+                 cancel: threading.Event | None = None, if_not_run=_FAIL):
+        super().__init__(cancel, if_not_run)
+        self.make_generator = make_generator
+
+    def run(self) -> object:
+        generator = self.make_generator()
+        while True:
+            try:
+                value = next(generator)
+            except StopIteration as end:
+                return end.value
+            self.yielded.emit(value)
+
+
+def batched_reply(make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
+                  cancel: threading.Event, on_result: Callable[[GenerationResult], None] | None = None,
+                  batch_s: float = 0.02) -> Generator[list, None, GenerationResult | None]:
+    """Streams one reply in batches of steps, at most one batch every batch_s, and returns the reply.
+
+    Why batches: on llama.cpp a step takes a few milliseconds, and a queued signal per step woke the GUI thread (and
+    took the GIL) ~150 times a second on the cores the model's threads use; the window draws at most ~30 frames a
+    second anyway. make_engine and on_result run here, on the model thread: building an engine is torch work kept
+    off the GUI thread, and on_result sees the finished reply before the window hears of it."""
+    batch: list = []
+    sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
+    for event in make_engine().stream(prompt_ids, config, cancel):
+        batch.append(event)
+        now = time.perf_counter()
+        if event.result is not None or now - sent >= batch_s:
+            yield batch
+            batch, sent = [], now
+        if event.result is not None:
+            if on_result is not None:
+                on_result(event.result)
+            return event.result
+    return None
+
+
+class GenerationWorker(GeneratorWorker):
+    """A chat reply: yields lists of StepEvents (see batched_reply) and returns the GenerationResult. Stopped
+    before it started, it returns a stopped reply with no tokens."""
 
     BATCH_S = 0.02
-    steps = Signal(object)  # list[StepEvent], in order
-    finished = Signal(object)  # GenerationResult
 
     def __init__(self, make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
                  cancel: threading.Event, on_result: Callable[[GenerationResult], None] | None = None):
-        """make_engine is called on the model thread (building an engine is torch work, kept off the GUI thread:
-        see ChatSession.engine_maker); so is on_result, with the finished reply, before the window hears of it."""
-        super().__init__(cancel)
-        self.make_engine, self.prompt_ids, self.config = make_engine, prompt_ids, config
-        self.on_result = on_result
-
-    def run(self) -> None:
-        batch: list = []
-        sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
-        for event in self.make_engine().stream(self.prompt_ids, self.config, self.cancel):
-            batch.append(event)
-            now = time.perf_counter()
-            if event.result is not None or now - sent >= self.BATCH_S:
-                self.steps.emit(batch)
-                batch, sent = [], now
-            if event.result is not None:
-                if self.on_result is not None:
-                    self.on_result(event.result)
-                self.finished.emit(event.result)
-
-    def not_run(self) -> None:
-        """A reply stopped before it started ends as a stopped reply with no tokens."""
-        self.finished.emit(GenerationResult(
-            text="", token_ids=(), origins=(), spans=(), finish_reason="cancelled",
-            stats=GenerationStats(prompt_tokens=len(self.prompt_ids)), seed=self.config.seed or 0))
+        stopped = GenerationResult(text="", token_ids=(), origins=(), spans=(), finish_reason="cancelled",
+                                   stats=GenerationStats(prompt_tokens=len(prompt_ids)), seed=config.seed or 0)
+        super().__init__(lambda: batched_reply(make_engine, prompt_ids, config, cancel, on_result, self.BATCH_S),
+                         cancel, if_not_run=stopped)
 
 
-class RaceWorker(ModelJob):
-    """Runs a race's lanes one after the other (engine.race.RaceRunner) and reports each lane's steps."""
-
-    step = Signal(int, object)  # lane, StepEvent
-    lane_finished = Signal(int, object)  # lane, GenerationResult
-    finished = Signal()
+class RaceWorker(GeneratorWorker):
+    """A race: runs its lanes one after the other (engine.race.RaceRunner) and yields (lane, StepEvent) pairs; a
+    lane's last event carries its result. Stopped before it started, it returns like a race stopped early: no
+    lane finished, nothing to save."""
 
     def __init__(self, runner, prompt_ids: list[int], drafters: list[str], config: GenerationConfig,
                  cancel: threading.Event):
-        super().__init__(cancel)
-        self.runner, self.prompt_ids, self.drafters, self.config = runner, prompt_ids, drafters, config
-
-    def run(self) -> None:
-        for lane, event in self.runner.stream(self.prompt_ids, self.drafters, self.config, self.cancel):
-            self.step.emit(lane, event)
-            if event.result is not None:
-                self.lane_finished.emit(lane, event.result)
-        self.finished.emit()
-
-    def not_run(self) -> None:
-        """A race stopped before it started ends like one stopped early: no lane finished, nothing to save."""
-        self.finished.emit()
-
-
-_FAIL = object()
-
-
-class CallWorker(ModelJob):
-    """Runs one function (model loading, calibration, a benchmark, a download) and reports its value or failure.
-    Cancelled before it starts, it reports `if_not_run` through done when given (a benchmark: no records), and
-    otherwise fails with NOT_RUN_MESSAGE."""
-
-    done = Signal(object)
-
-    def __init__(self, function: Callable[[], object], cancel: threading.Event | None = None, if_not_run=_FAIL):
-        super().__init__(cancel)
-        self.function, self.if_not_run = function, if_not_run
-
-    def run(self) -> None:
-        self.done.emit(self.function())
-
-    def not_run(self) -> None:
-        if self.if_not_run is _FAIL:
-            super().not_run()
-        else:
-            self.done.emit(self.if_not_run)
+        super().__init__(lambda: runner.stream(prompt_ids, drafters, config, cancel), cancel, if_not_run=None)
 
 
 class _Executor(QObject):

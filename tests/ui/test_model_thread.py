@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QThread
 
 from specchat.engine import GenerationConfig, SpecchatError
-from specchat.ui.workers import NOT_RUN_MESSAGE, CallWorker, GenerationWorker, JobThread, ModelJob, RaceWorker
+from specchat.ui.workers import NOT_RUN_MESSAGE, FunctionWorker, GenerationWorker, JobThread, ModelJob, RaceWorker
 
 TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
 
@@ -27,7 +27,7 @@ def blocker(started: threading.Event, release: threading.Event, cancel: threadin
         while not release.is_set() and not (cancel is not None and cancel.is_set()):
             time.sleep(0.005)
         return "released"
-    return CallWorker(work, cancel)
+    return FunctionWorker(work, cancel)
 
 
 def test_every_kind_of_model_work_runs_on_the_one_model_thread(qtbot, store, model_folders, tmp_path, monkeypatch):
@@ -80,7 +80,8 @@ def test_every_kind_of_model_work_runs_on_the_one_model_thread(qtbot, store, mod
 
     assert store.list_comparisons() and "stored" in window.dashboard.message.text()
     # loading, the past-replies index, a reply, a race, a benchmark
-    assert [name for name, _, _ in jobs] == ["CallWorker", "CallWorker", "GenerationWorker", "RaceWorker", "CallWorker"]
+    assert [name for name, _, _ in jobs] == ["FunctionWorker", "FunctionWorker", "GenerationWorker", "RaceWorker",
+                                          "FunctionWorker"]
     assert {name for name, _ in work} == {"load", "engine"}
     model_thread = session.model_thread.thread_object()
     assert all(thread is model_thread for _, _, thread in jobs)
@@ -101,10 +102,10 @@ def test_jobs_run_one_at_a_time_in_submission_order(qtbot, job_thread):
             return number
         return work
 
-    workers = [CallWorker(job(number)) for number in range(4)]
+    workers = [FunctionWorker(job(number)) for number in range(4)]
     for worker in workers:
-        worker.done.connect(reported.append)
-    with qtbot.waitSignal(workers[-1].done, timeout=TIMEOUT):
+        worker.returned.connect(reported.append)
+    with qtbot.waitSignal(workers[-1].returned, timeout=TIMEOUT):
         for worker in workers:
             job_thread.submit(worker)
     assert events == [(edge, number) for number in range(4) for edge in ("start", "end")]
@@ -122,16 +123,16 @@ def test_a_job_cancelled_while_it_waits_reports_that_it_did_not_run(qtbot, job_t
 
     reply = GenerationWorker(never, [1, 2, 3], GenerationConfig(max_new_tokens=8), threading.Event())
     race = RaceWorker(None, [1, 2, 3], ["pld"], GenerationConfig(max_new_tokens=8), threading.Event())
-    call = CallWorker(never, threading.Event())
+    call = FunctionWorker(never, threading.Event())
     results, race_ends, failures = [], [], []
-    reply.finished.connect(results.append)
-    race.finished.connect(lambda: race_ends.append(True))
-    race.step.connect(never)
-    call.failed.connect(failures.append)
+    reply.returned.connect(results.append)
+    race.returned.connect(lambda _: race_ends.append(True))
+    race.yielded.connect(never)
+    call.errored.connect(failures.append)
     for job in (reply, race, call):
         job_thread.submit(job)
         job.cancel.set()
-    with qtbot.waitSignal(call.failed, timeout=TIMEOUT):
+    with qtbot.waitSignal(call.errored, timeout=TIMEOUT):
         release.set()
     assert [r.finish_reason for r in results] == ["cancelled"] and results[0].token_ids == ()
     assert results[0].stats.prompt_tokens == 3 and race_ends == [True] and failures == [NOT_RUN_MESSAGE]
@@ -170,7 +171,7 @@ def test_closing_with_a_running_job_returns_promptly_and_ends_the_thread(qtbot, 
     assert JobThread.running() == []
     qtbot.waitUntil(lambda: store.messages(conversation)[-1].finish_reason == "cancelled", timeout=TIMEOUT)
     with pytest.raises(RuntimeError, match="stopped"):  # no work is started after shutdown
-        session.model_thread.submit(CallWorker(lambda: None))
+        session.model_thread.submit(FunctionWorker(lambda: None))
 
 
 def test_a_stop_that_times_out_keeps_the_thread_until_it_ends(qtbot, job_thread):
@@ -194,20 +195,20 @@ def test_a_failing_job_reports_and_the_thread_serves_the_next(qtbot, job_thread)
         idents.append(threading.get_ident())
         return 42
 
-    failing, later = CallWorker(broken), CallWorker(fine)
-    with qtbot.waitSignal(failing.failed, timeout=TIMEOUT) as failure:
+    failing, later = FunctionWorker(broken), FunctionWorker(fine)
+    with qtbot.waitSignal(failing.errored, timeout=TIMEOUT) as failure:
         job_thread.submit(failing)
     assert failure.args == ["The model file is damaged."]
-    with qtbot.waitSignal(later.done, timeout=TIMEOUT) as result:
+    with qtbot.waitSignal(later.returned, timeout=TIMEOUT) as result:
         job_thread.submit(later)
     assert result.args == [42]
     assert len(idents) == 2 and idents[0] == idents[1] and job_thread.is_running()
 
 
 def test_an_unexpected_error_is_described_and_does_not_end_the_thread(qtbot, job_thread, capsys):
-    failing, later = CallWorker(lambda: 1 / 0), CallWorker(lambda: "still here")
-    with qtbot.waitSignal(later.done, timeout=TIMEOUT) as result:
-        with qtbot.waitSignal(failing.failed, timeout=TIMEOUT) as failure:
+    failing, later = FunctionWorker(lambda: 1 / 0), FunctionWorker(lambda: "still here")
+    with qtbot.waitSignal(later.returned, timeout=TIMEOUT) as result:
+        with qtbot.waitSignal(failing.errored, timeout=TIMEOUT) as failure:
             job_thread.submit(failing)
         job_thread.submit(later)
     assert failure.args[0].startswith("Unexpected error: ZeroDivisionError")
@@ -277,3 +278,36 @@ def test_closing_during_a_long_prefill_stops_it_between_chunks(qtbot, make_windo
     qtbot.waitUntil(lambda: store.messages(conversation)[-1].finish_reason == "cancelled", timeout=TIMEOUT)
     reply = store.messages(conversation)[-1]
     assert reply.text == "" and reply.stopped and store.conversation_stats(conversation).runs == 0
+
+
+def test_every_job_has_the_same_signals_in_the_same_order(qtbot, job_thread):
+    """napari's contract: started, what it yields, then returned or errored, and finished last whatever happened."""
+    from specchat.ui.workers import GeneratorWorker
+
+    def counting():
+        yield 1
+        yield 2
+        return "done"
+
+    def breaking():
+        yield 1
+        raise SpecchatError("The model file is damaged.")
+
+    heard = {}
+    jobs = {"generator": GeneratorWorker(counting), "broken": GeneratorWorker(breaking),
+            "function": FunctionWorker(lambda: 7)}
+    for name, job in jobs.items():
+        heard[name] = []
+        job.started.connect(lambda name=name: heard[name].append("started"))
+        job.yielded.connect(lambda value, name=name: heard[name].append(("yielded", value)))
+        job.returned.connect(lambda value, name=name: heard[name].append(("returned", value)))
+        job.errored.connect(lambda message, name=name: heard[name].append(("errored", message)))
+        job.finished.connect(lambda name=name: heard[name].append("finished"))
+    with qtbot.waitSignal(jobs["function"].finished, timeout=TIMEOUT):
+        for job in jobs.values():
+            job_thread.submit(job)
+    assert heard == {
+        "generator": ["started", ("yielded", 1), ("yielded", 2), ("returned", "done"), "finished"],
+        "broken": ["started", ("yielded", 1), ("errored", "The model file is damaged."), "finished"],
+        "function": ["started", ("returned", 7), "finished"],
+    }

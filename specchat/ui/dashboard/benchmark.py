@@ -20,7 +20,7 @@ from ...engine.drafting import drafter_info
 from ...engine.pair import ModelPair
 from ...resources import default_prompt_suite
 from ...storage import StorageError
-from ..workers import CallWorker
+from ..workers import FunctionWorker
 from .stats import _count
 
 BENCH_DEVICE_USER = "bench"
@@ -38,7 +38,7 @@ class BenchmarkProgress(QObject):
 class BenchmarkRun:
     """A running benchmark: what the results are stored with, and how to stop it."""
 
-    worker: CallWorker  # runs on the session's model thread
+    worker: FunctionWorker  # runs on the session's model thread
     cancel: threading.Event
     pair: ModelPair  # the pair it measures (the session may load another meanwhile)
     settings: BenchSettings
@@ -223,11 +223,11 @@ class BenchmarkHost(QWidget):
             bench.records = runner.run(prompts, modes, progress=progress, cancel=cancel)
             return bench.records
 
-        worker = CallWorker(work, cancel, if_not_run=[])  # also cancelled when the session shuts down
+        worker = FunctionWorker(work, cancel, if_not_run=[])  # also cancelled when the session shuts down
         bench = BenchmarkRun(worker, cancel, self.session.pair, settings, modes)
         # Bound methods of this window (not lambdas): Qt then queues the calls to the GUI thread.
-        worker.done.connect(self._on_benchmark_done)
-        worker.failed.connect(self._on_benchmark_failed)
+        worker.returned.connect(self._on_benchmark_done)
+        worker.errored.connect(self._on_benchmark_failed)
         self._benchmark = bench
         self.session.claim_device(BENCH_DEVICE_USER)
         self.bench_bar.setRange(0, len(prompts) * len(modes))

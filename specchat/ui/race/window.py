@@ -227,10 +227,9 @@ class RaceWindow(QWidget):
         self.lanes[0].status.setText("warming up every lane, then running…")
         self._cancel = threading.Event()
         self._job = worker = RaceWorker(runner, prompt_ids, drafters, config, self._cancel)
-        worker.step.connect(self._on_step)
-        worker.lane_finished.connect(self._on_lane_finished)
-        worker.finished.connect(self._on_race_finished)
-        worker.failed.connect(self._on_race_failed)
+        worker.yielded.connect(self._on_step)
+        worker.returned.connect(self._on_race_finished)
+        worker.errored.connect(self._on_race_failed)
         self.session.claim_device("race")
         self._update_buttons()
         self.session.model_thread.submit(worker)
@@ -245,7 +244,8 @@ class RaceWindow(QWidget):
             self._runner_pair = self.session.pair
         return self._runner
 
-    def _on_step(self, lane: int, event: StepEvent) -> None:
+    def _on_step(self, lane_event: tuple[int, StepEvent]) -> None:
+        lane, event = lane_event
         track = self.tracks[lane]
         track.add(event)
         self.lanes[lane].view.show_tokens(track, len(track.token_ids))
@@ -256,6 +256,8 @@ class RaceWindow(QWidget):
         self.lanes[lane].status.setText("● " + figures)
         for later in self.lanes[lane + 1:]:
             later.status.setText("waiting: lanes run one at a time")
+        if event.result is not None:
+            self._on_lane_finished(lane, event.result)
 
     def _on_lane_finished(self, lane: int, result: GenerationResult) -> None:
         track = self.tracks[lane]
@@ -267,7 +269,7 @@ class RaceWindow(QWidget):
             self.lanes[lane + 1].status.setText("running…")
         self.chart.set_tracks([t for t in self.tracks if t.finish_reason is not None])  # the lines grow lane by lane
 
-    def _on_race_finished(self) -> None:
+    def _on_race_finished(self, _value=None) -> None:
         self._end_race()
         done = [t for t in self.tracks if t.finish_reason is not None]
         if len(done) < len(self.tracks) or any(t.finish_reason == "cancelled" for t in done):
