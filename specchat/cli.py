@@ -1,4 +1,4 @@
-"""Command-line interface: `specchat [chat|generate|bench|models]`."""
+"""Command-line interface: `specchat [chat|generate|serve|bench|costs|models|stats|...]`."""
 
 from __future__ import annotations
 
@@ -221,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="Spec-Bench-style JSONL file (default: Spec-Bench's 480 questions, shipped)")
     manifest_check.set_defaults(handler=run_manifest_check)
 
+    from .serve_cli import add_serve_command
+
+    add_serve_command(commands, _model_options, _decoding_options, handler=run_serve)
+
     stats = commands.add_parser("stats", help="speedup statistics from the chat database, per session and model pair")
     stats.add_argument("--json", action="store_true", help="print JSON instead of tables")
     stats.add_argument("--db", type=Path, help="database file (default: the app's)")
@@ -395,6 +399,13 @@ def run_generate(args) -> int:
     result = engine.generate(prompt_ids, config, cancel, on_event=printer.show)
     printer.finish(result, drafter, file=sys.stderr)
     return 0
+
+
+def run_serve(args) -> int:
+    from .serve_cli import run_serve as serve
+
+    drafter = _drafter_choice(args)
+    return serve(args, _generation_config(args), drafter, lambda: _load(args, with_draft=drafter in MODEL_DRAFTERS))
 
 
 def run_bench(args) -> int:

@@ -103,7 +103,7 @@ class RunInfo:
     finish_reason: str | None
 
 
-RUN_SOURCES = ("chat", "race", "bench")
+RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
 
 
 @dataclass(frozen=True)

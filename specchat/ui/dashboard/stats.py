@@ -20,7 +20,7 @@ from ...storage.records import GroupStats, RunRow
 
 ALL_TIME, CUSTOM_DATES = "all", "custom"
 RANGES = (("All time", ALL_TIME), ("Last 7 days", 7), ("Last 30 days", 30), ("Custom dates", CUSTOM_DATES))
-SOURCES = (("All sources", None), ("Chat replies", "chat"), ("Races", "race"), ("Benchmarks", "bench"))
+SOURCES = (("All sources", None), ("Chat replies", "chat"), ("Races", "race"), ("Benchmarks", "bench"), ("API requests", "api"))
 GROUPINGS = (("Model pair & drafter", "pair"), ("App session", "app_session"), ("Conversation", "conversation"),
              ("Benchmark category", "category"))
 

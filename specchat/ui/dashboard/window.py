@@ -343,8 +343,8 @@ class DashboardWindow(BenchmarkHost):
             cards["runs"].show_value("0", "no runs in this selection")
             return
         sources = Counter(r.source for r in self.runs)
-        cards["runs"].show_value(f"{s.runs:,}", " · ".join(f"{sources[k]} {k}" for k in ("chat", "race", "bench")
-                                                            if sources[k]))
+        kinds = ("chat", "race", "bench", "api")
+        cards["runs"].show_value(f"{s.runs:,}", " · ".join(f"{sources[k]} {k}" for k in kinds if sources[k]))
         cards["tokens"].show_value(f"{s.new_tokens:,}", f"in {format_duration(s.wall_s)}")
         measured = sum(1 for r in self.runs if r.speedup is not None)
         cards["speedup"].show_value(_speedup_text(s.mean_speedup),

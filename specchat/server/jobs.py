@@ -1,0 +1,125 @@
+"""One generation at a time on the device, the others waiting in a bounded line.
+
+The model runs on one long-lived thread (torch's OpenMP keeps one team of threads per calling thread, so moving
+generations between threads would slow them, as in the app: ui/workers.py). Requests are handled on the asyncio
+loop; each gets a Job whose work runs on that thread and whose events come back through an asyncio queue. When
+the line is full a request is refused at once (429) rather than left waiting for minutes; once the server is
+closing, every new request gets 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+
+class LineFull(Exception):
+    """Every place in the line is taken."""
+
+
+class Closing(Exception):
+    """The server is shutting down."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The last item of a job's events: its value, or the error that ended it."""
+
+    value: object = None
+    error: BaseException | None = None
+
+
+class Job:
+    """One request's generation: `work(job)` runs on the device thread and reports with job.put(item) (any number
+    of times); the queue adds an Ended item last. `cancel` stops it, waiting or running."""
+
+    def __init__(self, work: Callable[[Job], object], loop: asyncio.AbstractEventLoop):
+        self.work = work
+        self.cancel = threading.Event()
+        self._loop = loop
+        self.events: asyncio.Queue = asyncio.Queue()
+
+    def put(self, item: object) -> None:
+        """Called on the device thread: hands the item to the request's coroutine."""
+        try:
+            self._loop.call_soon_threadsafe(self.events.put_nowait, item)
+        except RuntimeError:  # the loop has closed: nobody is listening any more
+            pass
+
+
+class DeviceLine:
+    """Runs jobs one at a time on one thread, with at most `max_waiting` jobs waiting behind the running one."""
+
+    def __init__(self, max_waiting: int = 8, name: str = "specchat-serve-device"):
+        self.max_waiting = max_waiting
+        self._name = name
+        self._waiting: deque[Job] = deque()
+        self._running: Job | None = None
+        self._lock = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.on_thread_start: Callable[[], None] | None = None  # e.g. building the engine on the device thread
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if self._closing:
+                raise Closing()
+            if len(self._waiting) >= self.max_waiting and self._running is not None:
+                raise LineFull()
+            self._waiting.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def withdraw(self, job: Job) -> None:
+        """The client went away: a waiting job leaves the line, a running one stops at its next step."""
+        job.cancel.set()
+        with self._lock:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                job.put(Ended(error=Closing()))
+
+    def load(self) -> tuple[int, int]:
+        """(running, waiting)."""
+        with self._lock:
+            return (self._running is not None), len(self._waiting)
+
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Refuses new jobs, cancels the waiting and the running one, and waits for the thread; True if it ended."""
+        with self._lock:
+            self._closing = True
+            for job in self._waiting:
+                job.cancel.set()
+                job.put(Ended(error=Closing()))
+            self._waiting.clear()
+            if self._running is not None:
+                self._running.cancel.set()
+            self._lock.notify_all()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _serve(self) -> None:
+        if self.on_thread_start is not None:
+            self.on_thread_start()
+        while True:
+            with self._lock:
+                while not self._waiting and not self._closing:
+                    self._lock.wait()
+                if self._closing:
+                    return
+                job = self._running = self._waiting.popleft()
+            try:
+                job.put(Ended(value=job.work(job)))
+            except Exception as error:  # reported to the client as a 500 with its message; the line goes on
+                traceback.print_exception(error)
+                job.put(Ended(error=error))
+            finally:
+                with self._lock:
+                    self._running = None

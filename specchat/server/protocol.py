@@ -1,0 +1,202 @@
+"""The OpenAI wire format that `specchat serve` speaks: requests (validated by pydantic) and the JSON it answers.
+
+Only what our engine does is accepted. A parameter we cannot honour exactly (n > 1, logprobs, penalties, tools)
+is refused with a 400 that names it, rather than silently ignored: a client that relies on it learns at once.
+Unknown extra fields are ignored, as OpenAI's own server does, so clients that send new optional fields still work.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..engine.events import GenerationResult, Origin, StepEvent
+
+MAX_STOP_STRINGS = 4  # as OpenAI's API
+
+
+class ApiError(Exception):
+    """A request the server refuses, with the HTTP status and OpenAI's error object (type, param, code)."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class SamplingRequest(BaseModel):
+    """The parameters both endpoints share. None means "the server's default" (see ServedModel.config_for)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)  # not OpenAI's, but llama.cpp's and vLLM's servers take it too
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    n: int = 1
+    logprobs: bool | int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    tools: list | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _at_most_four_stop_strings(cls, stop):
+        stops = [stop] if isinstance(stop, str) else stop or []
+        if len(stops) > MAX_STOP_STRINGS:
+            raise ValueError(f"at most {MAX_STOP_STRINGS} stop sequences are allowed")
+        if any(not s for s in stops):
+            raise ValueError("a stop sequence must not be empty")
+        return stop
+
+    def stop_strings(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def refuse_what_we_cannot_do(self) -> None:
+        """400 for the parameters whose meaning we would otherwise change without saying so."""
+        unsupported = [(self.n != 1, "n", "only n=1 is supported: one reply per request"),
+                       (bool(self.logprobs), "logprobs", "logprobs are not supported"),
+                       (self.presence_penalty != 0, "presence_penalty", "penalties would change the distribution "
+                                                                        "that speculative decoding reproduces exactly; "
+                                                                        "they are not supported"),
+                       (self.frequency_penalty != 0, "frequency_penalty", "penalties are not supported"),
+                       (bool(self.tools), "tools", "tool calls are not supported")]
+        for refused, param, message in unsupported:
+            if refused:
+                raise ApiError(400, message, param=param, code="unsupported_parameter")
+
+
+class ChatCompletionRequest(SamplingRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+
+
+class CompletionRequest(SamplingRequest):
+    prompt: str | list[str]
+    echo: bool = False
+
+    def prompt_text(self) -> str:
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if len(self.prompt) != 1:
+            raise ApiError(400, "send one prompt per request (a list of prompts is not supported)", param="prompt")
+        return self.prompt[0]
+
+
+# --- answers -----------------------------------------------------------------------------------------------------
+
+FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def speculative_figures(event: StepEvent | None, result: GenerationResult | None = None) -> dict:
+    """The extension field `specchat` of every chunk and reply: where each token of this piece came from and the
+    acceptance so far. runs are the piece's text cut by origin, so a client can highlight accepted draft text
+    exactly (origins are per token; a token inside a multi-byte character has no text of its own)."""
+    stats = (result or event).stats
+    figures = {"alpha": round(stats.alpha, 4), "tau": round(stats.tau, 4), "draft_proposed": stats.draft_proposed,
+               "draft_accepted": stats.draft_accepted, "target_passes": stats.target_passes}
+    if event is not None:
+        figures["origins"] = [_origin_name(o) for o in event.origins]
+        figures["runs"] = [{"text": text, "origin": _origin_name(origin)} for text, origin in event.runs()]
+    if result is not None:
+        figures["origins"] = [_origin_name(o) for o in result.origins]
+        figures["tokens_per_s"] = round(stats.tokens_per_s, 2)
+    return figures
+
+
+def _origin_name(origin: Origin) -> str:
+    return "draft" if origin == Origin.DRAFT else "target"
+
+
+class Answer:
+    """The ids and timestamps one request's answer shares across its chunks."""
+
+    def __init__(self, chat: bool, model: str):
+        self.chat, self.model = chat, model
+        self.id = new_id("chatcmpl" if chat else "cmpl")
+        self.created = int(time.time())
+        self.object = "chat.completion" if chat else "text_completion"
+
+    def _head(self, object_name: str) -> dict:
+        return {"id": self.id, "object": object_name, "created": self.created, "model": self.model}
+
+    def chunk(self, text: str, event: StepEvent | None, first: bool = False, finish: str | None = None) -> dict:
+        """One streamed piece: the text of one engine step (the tokens one target pass produced)."""
+        if self.chat:
+            delta = {"role": "assistant", "content": text} if first else {"content": text}
+            if finish is not None and not text:
+                delta = {}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            body = self._head("chat.completion.chunk")
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            body = self._head("text_completion")
+        body["choices"] = [choice]
+        if event is not None:
+            body["specchat"] = speculative_figures(event)
+        return body
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:
+        body = self._head("chat.completion.chunk" if self.chat else "text_completion")
+        body.update(choices=[], usage=usage(prompt_tokens, completion_tokens))
+        return body
+
+    def whole(self, result: GenerationResult, prefix: str = "") -> dict:
+        """The non-streamed answer."""
+        finish = FINISH_REASONS.get(result.finish_reason, "stop")
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": result.text}, "logprobs": None,
+                      "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": prefix + result.text, "logprobs": None, "finish_reason": finish}
+        body = self._head(self.object)
+        body.update(choices=[choice], usage=usage(result.stats.prompt_tokens, result.stats.new_tokens),
+                    specchat=speculative_figures(None, result))
+        return body
