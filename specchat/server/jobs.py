@@ -52,10 +52,16 @@ class Job:
 
 
 class DeviceLine:
-    """Runs jobs one at a time on one thread, with at most `max_waiting` jobs waiting behind the running one."""
+    """Runs jobs one at a time on one thread, with at most `max_waiting` jobs waiting behind the running one.
 
-    def __init__(self, max_waiting: int = 8, name: str = "specchat-serve-device"):
+    run_on_device, when given, is where each job's work actually runs: the app passes one that hands the work to
+    its own model thread and waits for it, so the server's generations and the window's share one thread and one
+    device, one at a time; the line's thread then only keeps the order."""
+
+    def __init__(self, max_waiting: int = 8, name: str = "specchat-serve-device",
+                 run_on_device: Callable[[Callable[[], object]], object] | None = None):
         self.max_waiting = max_waiting
+        self.run_on_device = run_on_device
         self._name = name
         self._waiting: deque[Job] = deque()
         self._running: Job | None = None
@@ -116,7 +122,8 @@ class DeviceLine:
                     return
                 job = self._running = self._waiting.popleft()
             try:
-                job.put(Ended(value=job.work(job)))
+                work = lambda job=job: job.work(job)  # noqa: E731 - bound now, run maybe elsewhere
+                job.put(Ended(value=work() if self.run_on_device is None else self.run_on_device(work)))
             except Exception as error:  # reported to the client as a 500 with its message; the line goes on
                 traceback.print_exception(error)
                 job.put(Ended(error=error))

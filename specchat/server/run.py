@@ -58,9 +58,10 @@ class RunningServer:
     """A server on its own thread (the app's toggle); stop() ends it and its generation."""
 
     def __init__(self, served: ServedModel, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 api_key: str | None = None, max_waiting: int = 8):
+                 api_key: str | None = None, max_waiting: int = 8, run_on_device=None):
         check_binding(host, api_key)
-        self.line = DeviceLine(max_waiting)
+        self.served = served
+        self.line = DeviceLine(max_waiting, run_on_device=run_on_device)
         self.socket = bind(host, port)
         self.url = url_of(self.socket)
         app = create_app(served, self.line, api_key)

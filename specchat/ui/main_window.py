@@ -25,6 +25,7 @@ from .settings import SettingsDialog
 from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
+from .api_server import ApiServerSwitch
 from .workers import GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
@@ -176,6 +177,7 @@ class MainWindow(QMainWindow):
         action("&Preferences…", "Ctrl+,", self.open_settings, settings_menu)
         help_menu = self.menuBar().addMenu("&Help")
         action("&About specchat", "F1", self.open_about, help_menu)
+        self.api_server = ApiServerSwitch(self, self.session)  # the API menu, before Help
 
     def _legend_html(self) -> str:
         theme = current_theme()
@@ -591,5 +593,6 @@ class MainWindow(QMainWindow):
         for window in (self.race_window, self.dashboard):
             if window is not None:
                 window.close()
+        self.api_server.stop()
         self.session.shutdown()  # cancels whatever else runs or waits, then ends the model thread
         super().closeEvent(event)
