@@ -242,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     download = models_commands.add_parser("download", help="download a model from the Hugging Face Hub")
     download.add_argument("hub_id")
     download.set_defaults(handler=run_models_download)
+    catalog = models_commands.add_parser("catalog", help="curated targets and their drafts: licence, size, memory, "
+                                                         "whether each fits here, predicted speedup")
+    catalog.add_argument("--search", metavar="TEXT", help="only models whose id, family, licence or tokenizer has TEXT")
+    catalog.add_argument("--alpha", type=unit_interval, default=0.7, help="acceptance rate to predict at (0.7)")
+    catalog.add_argument("--dtype", choices=("fp32", "bf16", "fp16", "q8_0", "q4"),
+                         help="weight format of the fits-here verdict (default: the one the app would use here)")
+    catalog.add_argument("--costs", type=Path, help="cost table to predict from (default: the shipped one; "
+                                                    "docs/measure/catalog_costs.sh writes one for this machine)")
+    catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    catalog.set_defaults(handler=run_models_catalog)
     return parser
 
 
@@ -482,6 +492,13 @@ def run_models_check(args) -> int:
                            LoadOptions(trust_remote_code=args.trust_remote_code))
     print(report.summary())
     return 0 if report.compatible else EXIT_USAGE
+
+
+def run_models_catalog(args) -> int:
+    """`specchat models catalog` (catalog_report.py)."""
+    from .catalog_report import print_catalog
+
+    return print_catalog(args.search, args.json, args.alpha, args.dtype, args.costs)
 
 
 def run_models_download(args) -> int:
