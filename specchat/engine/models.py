@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from .errors import ModelLoadError
+from .precision import dtype_label, exactness_note
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,13 @@ class LoadedModel:
         """Where the model runs, for the user: "llama.cpp, 2 threads", "cpu", "cuda"."""
         if self.native is not None:
             return f"llama.cpp, {self.native.threads} thread{'s' if self.native.threads > 1 else ''}"
-        return f"{self.device} ({self.backend_note})" if self.backend_note else str(self.device)
+        place = f"{self.device}, {dtype_label(self.dtype)}"
+        return f"{place} ({self.backend_note})" if self.backend_note else place
+
+    @property
+    def precision_note(self) -> str | None:
+        """What the user must know about the float format (replies not held exact), or None."""
+        return None if self.native is not None else exactness_note(self.dtype)
 
     def torch_model(self) -> torch.nn.Module:
         """The transformers model, loaded now if the model runs on llama.cpp (transformers' generate(), training,
@@ -209,6 +216,15 @@ def choose_dtype(device: torch.device, preference: str | None = None) -> torch.d
     if device.type == "mps":
         return torch.float16
     return torch.float32
+
+
+def _auto_cpu_dtype(location: str) -> torch.dtype:
+    """float32, or bfloat16 for a model too big for memory at float32 on a CPU that computes bfloat16 natively
+    (engine/precision.py says why)."""
+    from .catalog import available_memory_bytes
+    from .precision import auto_cpu_dtype, checkpoint_parameters, cpu_has_native_bf16
+
+    return auto_cpu_dtype(checkpoint_parameters(Path(location)), available_memory_bytes(), cpu_has_native_bf16())
 
 
 def _weights_location(source: ModelSource) -> tuple[str, dict]:
@@ -285,6 +301,8 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
     device = choose_device(options.device)
     dtype = choose_dtype(device, options.dtype)
     location, extra = _weights_location(source)
+    if device.type == "cpu" and (options.dtype or "auto") == "auto" and "gguf_file" not in extra:
+        dtype = _auto_cpu_dtype(location)
     note = None
     if "gguf_file" in extra and runs_on_llama_cpp(source, options):
         native = _load_native(Path(location) / extra["gguf_file"], options)
