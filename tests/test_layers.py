@@ -10,7 +10,7 @@ import specchat
 
 PACKAGE = Path(specchat.__file__).parent
 FORBIDDEN = ("PySide6", "qasync", "shiboken6", "specchat.ui")
-QT_FREE_LAYERS = ("engine", "storage", "training", "server")
+QT_FREE_LAYERS = ("engine", "storage", "training", "server", "remote")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -19,6 +19,7 @@ class Origin(IntEnum):
 
     TARGET = 0  # produced by the target model itself (first token, correction or bonus token)
     DRAFT = 1  # proposed by the drafter and accepted by the target's verification
+    INFERRED_DRAFT = 2  # a remote server's token that came in one streamed step with others: accepted, by inference
 
 
 @dataclass

@@ -7,15 +7,12 @@ must each get the documented answer; and every generation must land in the stati
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import sqlite3
-import time
 
 import httpx2 as httpx
 import openai
 import pytest
 
-from specchat.engine import GenerationConfig, Message, build_prompt_ids
+from server_fixtures import last_api_run, plain_reply, wait_until
 
 TIMEOUT = 120
 
@@ -24,10 +21,6 @@ def client(url: str, key: str = "none") -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=TIMEOUT)
 
 
-def plain_reply(pair, text: str, max_tokens: int) -> str:
-    """What plain decoding (no drafter) writes for one user message: the reference for every greedy reply."""
-    prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", text)])
-    return pair.engine("none").generate(prompt, GenerationConfig(max_new_tokens=max_tokens)).text
 
 
 def test_models_lists_the_served_model(server):
@@ -170,27 +163,8 @@ def test_a_full_line_answers_429_and_a_key_is_required_when_set(busy_server):
     assert api.models.list().data[0].id == "tiny"
 
 
-def wait_until(condition, timeout_s: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
-def last_api_run(data_dir, matching):
-    """The newest run with source api that matches, once the server has written it (read with sqlite3: the
-    columns as stored)."""
-    found = []
-
-    def look():
-        with contextlib.closing(sqlite3.connect(data_dir / "specchat.db", timeout=30)) as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM generation_runs WHERE source = 'api' ORDER BY id").fetchall()
-        found[:] = [row for row in rows if matching(row)]
-        return bool(found)
-
-    wait_until(look)
-    return found[-1]
 
 
 def test_binding_beyond_this_machine_needs_a_key(tmp_path):
