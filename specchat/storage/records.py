@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 ROLES = ("system", "user", "assistant")
-SPAN_ORIGINS = ("draft", "target")
+SPAN_ORIGINS = ("draft", "target", "inferred")  # inferred: a remote engine's, from how it streamed
 # finish_reason of a reply (and its run) while it streams; one still streaming at the next start was cut short by a
 # crash or a kill, and becomes INTERRUPTED (Store.recover_interrupted).
 STREAMING = "streaming"

@@ -73,7 +73,7 @@ class ApiServerSwitch(QObject):
         self.server: RunningServer | None = None
         self.wanted = False
         self.runner = ModelThreadRunner(session.model_thread)
-        menu = QMenu("&API", window)
+        self.menu = menu = QMenu("&API", window)
         window.menuBar().insertMenu(window.menuBar().actions()[-1], menu)  # before Help
         self.action = QAction("&Serve the model over HTTP (OpenAI API)", window, checkable=True)
         self.action.setToolTip("An OpenAI-compatible API on this machine (127.0.0.1) for editors, scripts and apps")

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLi
                                QSplitter, QVBoxLayout, QWidget)
 
 from ..engine import Message, SpecchatError
-from ..engine.chat import build_fitting_prompt
 from ..engine.events import GenerationResult, StepEvent
 from ..storage import StorageError
 from ..storage.records import STREAMING
@@ -26,6 +25,7 @@ from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
 from .api_server import ApiServerSwitch
+from .remote_target import RemoteTargetSwitch, reply_source
 from .workers import GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
@@ -178,6 +178,7 @@ class MainWindow(QMainWindow):
         help_menu = self.menuBar().addMenu("&Help")
         action("&About specchat", "F1", self.open_about, help_menu)
         self.api_server = ApiServerSwitch(self, self.session)  # the API menu, before Help
+        self.remote_target = RemoteTargetSwitch(self, self.session, self.api_server.menu)
 
     def _legend_html(self) -> str:
         theme = current_theme()
@@ -313,26 +314,23 @@ class MainWindow(QMainWindow):
         history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
         config = self.session.settings.generation_config()
         try:
-            window = self.session.pair.context_window()
-            room_for_reply = min(config.max_new_tokens, window // 4)
-            prompt_ids, left_out = build_fitting_prompt(self.session.tokenizer, history,
-                                                        self.session.system_prompt(self.conversation_id),
-                                                        window - room_for_reply)
-            make_engine = self.session.engine_maker()
+            source = reply_source(self.session, self.remote_target, history,
+                                  self.session.system_prompt(self.conversation_id), config.max_new_tokens)
         except SpecchatError as error:
             self._show_error(str(error))
             return
+        left_out, context = source.left_out, source.context
         note = (f"The {left_out} oldest message{'s' if left_out > 1 else ''} of this chat {'are' if left_out > 1 else 'is'}"
                 " left out of what the model reads: the chat is longer than its context window. They stay saved."
                 if left_out else "")
         config = replace(config, seed=random.SystemRandom().randrange(2**31))  # known now: the run is recorded now
-        context = self.session.reply_context()
         # On disk at once, the reply and its run, both marked streaming until they end (a kill leaves them so, and
         # the next start marks them interrupted).
         placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
-        run_id = self.session.begin_run(self.conversation_id, placeholder.id, len(prompt_ids), config.seed, context)
+        run_id = self.session.begin_run(self.conversation_id, placeholder.id, len(source.prompt_ids), config.seed,
+                                        context)
         cancel = threading.Event()
-        worker = GenerationWorker(make_engine, prompt_ids, config, cancel, on_result=self.session.remember_reply)
+        worker = GenerationWorker(source.make_engine, source.prompt_ids, config, cancel, on_result=source.on_result)
         worker.yielded.connect(self._on_steps)
         worker.returned.connect(self._on_finished)
         worker.errored.connect(self._on_failed)
@@ -594,5 +592,6 @@ class MainWindow(QMainWindow):
             if window is not None:
                 window.close()
         self.api_server.stop()
+        self.remote_target.stop()
         self.session.shutdown()  # cancels whatever else runs or waits, then ends the model thread
         super().closeEvent(event)

@@ -54,7 +54,8 @@ class RunBook:
         # Decode speed against decode speed: the baseline leaves the prompt's processing out, so the reply must too
         # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
         speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
-                   if self.plain_tokens_per_s and stats.decode_tokens_per_s else None)
+                   if self.plain_tokens_per_s and stats.decode_tokens_per_s and not is_remote(context.drafter)
+                   else None)  # a remote engine's speed says nothing against this machine's plain decoding
         values = self.record(
             stats.to_dict(), context.drafter, result.seed, settings, context.pair, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
@@ -82,7 +83,8 @@ class RunBook:
         if run.drafter != "none" and run.draft_proposed:
             parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
                       f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
-        parts.append(f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
+        parts.append(run.drafter if is_remote(run.drafter) else
+                     f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
         if run.speedup:
             parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
         if run.finish_reason in ENDINGS:
@@ -104,6 +106,11 @@ class RunBook:
                 text = f"Chat: {_replies(chat.runs)}" + (
                     f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
         return text
+
+
+def is_remote(drafter: str) -> bool:
+    """Runs of a remote engine are recorded under "remote" or "remote <its drafter>" (ui/remote_target.py)."""
+    return drafter == "remote" or drafter.startswith("remote ")
 
 
 def _replies(count: int) -> str:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 DRAFT = "draft"
 TARGET = "target"
+INFERRED = "inferred"  # a remote engine's token that came in one streamed step with others (engine/events.py)
+NAMES = {0: TARGET, 1: DRAFT, 2: INFERRED}  # by engine.events.Origin value
 
 
 @dataclass
@@ -18,7 +20,7 @@ class ReplySpans:
 
     def add_tokens(self, spans, origins) -> None:
         for (start, end), origin in zip(spans, origins):
-            name = DRAFT if int(origin) == 1 else TARGET
+            name = NAMES.get(int(origin), TARGET)
             if end <= start:
                 continue
             if self.spans and self.spans[-1][2] == name and self.spans[-1][1] == start:
@@ -38,10 +40,11 @@ class ReplySpans:
     def from_json(cls, data, rejected: list[tuple[int, str]] | None = None) -> ReplySpans:
         return cls(spans=[(int(a), int(b), str(o)) for a, b, o in data or []], rejected=list(rejected or []))
 
-    def draft_mask(self, length: int) -> list[bool]:
+    def draft_mask(self, length: int, origin_name: str = DRAFT) -> list[bool]:
+        """Which characters came from `origin_name` (accepted drafts; or INFERRED ones)."""
         mask = [False] * length
         for start, end, origin in self.spans:
-            if origin == DRAFT:
+            if origin == origin_name:
                 for i in range(max(start, 0), min(end, length)):
                     mask[i] = True
         return mask

@@ -271,14 +271,14 @@ def test_an_edit_started_in_one_chat_never_deletes_another_chats_messages(qtbot,
 
 
 def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, store, monkeypatch):
-    import specchat.ui.main_window as main_window
+    import specchat.ui.remote_target as reply_sources  # where a reply's prompt is built, local or remote
 
     window = make_window()
     send(qtbot, window, "The quick brown fox")
     store.set_system_prompt(window.conversation_id, "Answer briefly.")
     prompts = []
-    real_build = main_window.build_fitting_prompt
-    monkeypatch.setattr(main_window, "build_fitting_prompt", lambda tok, history, system, budget: prompts.append(
+    real_build = reply_sources.build_fitting_prompt
+    monkeypatch.setattr(reply_sources, "build_fitting_prompt", lambda tok, history, system, budget: prompts.append(
         system) or real_build(tok, history, system, budget))
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.regenerate()

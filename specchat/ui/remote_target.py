@@ -1,0 +1,188 @@
+"""Chatting with a remote engine: a target on another machine behind an OpenAI-compatible endpoint (specchat serve,
+vLLM, SGLang), chosen in the API menu, in place of the local models for chat replies.
+
+The window's replies then stream from specchat.remote.RemoteEngine as the same StepEvents as a local reply, so the
+transcript, the footer and the statistics work unchanged. What the labels must say honestly: against specchat serve
+the draft highlighting is the server's own (exact); against other engines, tokens that arrived together in one
+streamed step are highlighted as accepted *by inference* (dotted underline), and α/τ come from the server's metrics
+(server-wide). The remote reply's speed is not compared with the local plain-decoding calibration. The local models
+stay loaded for the race view and the benchmark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QMainWindow, QMenu,
+                               QVBoxLayout)
+
+from ..engine import Message
+from ..engine.chat import build_fitting_prompt
+from ..remote import RemoteEndpoint
+from ..remote.engine import EndpointInfo, RemoteEngine
+from .run_book import ReplyContext
+from .workers import FunctionWorker, JobThread
+
+
+@dataclass
+class ReplySource:
+    """What a chat reply runs with: the prompt (token ids; empty for a remote target, which reads messages), how
+    many old messages were left out, the engine maker for the model thread, the record's context, and what runs on
+    the finished reply (the past-replies index; nothing for a remote reply, which has no token ids)."""
+
+    prompt_ids: list[int]
+    left_out: int
+    make_engine: object
+    context: ReplyContext
+    on_result: object = None
+
+
+def reply_source(session, remote: RemoteTargetSwitch | None, history: list[Message], system: str | None,
+                 max_new_tokens: int) -> ReplySource:
+    """The local models, or the remote endpoint when one is connected. Raises SpecchatError (shown to the user)."""
+    connection = remote.connection if remote is not None else None
+    if connection is None:
+        window = session.pair.context_window()
+        room_for_reply = min(max_new_tokens, window // 4)
+        prompt_ids, left_out = build_fitting_prompt(session.tokenizer, history, system, window - room_for_reply)
+        return ReplySource(prompt_ids, left_out, session.engine_maker(), session.reply_context(),
+                           session.remember_reply)
+    engine = connection.engine
+    return ReplySource([], 0, lambda: _MessagesEngine(engine, history, system), connection.reply_context(session))
+
+
+class _MessagesEngine:
+    """A RemoteEngine behind the local engine's stream(prompt_ids, config, cancel): the remote server reads the
+    chat's messages and applies its own template, so the prompt ids are not used."""
+
+    def __init__(self, engine: RemoteEngine, history: list[Message], system: str | None):
+        self.engine, self.history, self.system = engine, history, system
+
+    def stream(self, _prompt_ids, config, cancel: threading.Event):
+        return self.engine.stream(self.history, self.system, config, cancel)
+
+
+@dataclass
+class RemoteConnection:
+    info: EndpointInfo
+    engine: RemoteEngine
+
+    def reply_context(self, session) -> ReplyContext:
+        """A remote reply is recorded under the remote model's name, with the drafter the server names ("remote"
+        otherwise), and no K of ours: the server chooses its own."""
+        pair = SimpleNamespace(target=SimpleNamespace(name=self.info.name, device=f"remote ({self.info.kind})"),
+                               draft_name=lambda _drafter: None)
+        drafter = f"remote {self.info.drafter}" if self.info.drafter else "remote"
+        settings = dataclasses.replace(session.settings, drafter=drafter, k=0, adaptive_k=False)
+        return ReplyContext(settings, pair, drafter)
+
+
+class RemoteTargetSwitch(QObject):
+    """API → "Chat with a remote engine…" and "Back to the local models", and the status bar's remote label."""
+
+    connected = Signal(str)  # the status line, after a connection (tests wait for it)
+    failed = Signal(str)
+
+    def __init__(self, window: QMainWindow, session, menu: QMenu):
+        super().__init__(window)
+        self.window, self.session = window, session
+        self.connection: RemoteConnection | None = None
+        self._thread = JobThread("specchat-remote")  # network I/O: off the GUI and model threads
+        menu.addSeparator()
+        self.connect_action = QAction("Chat with a &remote engine…", window)
+        self.connect_action.setToolTip("Use an OpenAI-compatible endpoint (specchat serve, vLLM, SGLang) as the "
+                                       "target of the chat")
+        self.connect_action.triggered.connect(self.ask)
+        menu.addAction(self.connect_action)
+        self.local_action = QAction("Back to the &local models", window, enabled=False)
+        self.local_action.triggered.connect(self.disconnect)
+        menu.addAction(self.local_action)
+        self.label = QLabel()
+        self.label.hide()
+        window.statusBar().addPermanentWidget(self.label)
+        window.reply_finished.connect(self._show_reply_figures)
+
+    def ask(self) -> None:
+        dialog = RemoteDialog(self.window)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.connect_to(dialog.url.text().strip(), dialog.key.text().strip() or None,
+                            dialog.model.text().strip() or None)
+
+    def connect_to(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
+        """Connects in the background; the status bar says how it went."""
+        def connect() -> RemoteConnection:
+            endpoint = RemoteEndpoint(url, api_key=api_key, model=model)
+            info = endpoint.connect()
+            return RemoteConnection(info, endpoint.engine(info))
+
+        worker = FunctionWorker(connect)
+        worker.returned.connect(self._on_connected)
+        worker.errored.connect(self._on_failed)
+        self.window.statusBar().showMessage(f"Connecting to {url}…")
+        self._thread.submit(worker)
+
+    def _on_connected(self, connection: RemoteConnection) -> None:
+        self.connection = connection
+        self.local_action.setEnabled(True)
+        info = connection.info
+        how = "exact highlighting" if info.exact_origins else "highlighting inferred"
+        self.label.setText(f"Remote: {info.name} · {how}")
+        self.label.setToolTip(info.describe() + ("" if info.exact_origins else
+                              ". Text with a dotted underline arrived in one streamed step with other tokens, which "
+                              "is how accepted drafts show; the server does not say which tokens they were."))
+        self.label.show()
+        line = f"Chat replies now come from {info.describe()}"
+        self.window.statusBar().showMessage(line, 15000)
+        self.connected.emit(line)
+
+    def _on_failed(self, message: str) -> None:
+        self.window.statusBar().showMessage(f"Could not connect: {message}", 15000)
+        self.failed.emit(message)
+
+    def disconnect(self) -> None:
+        self.connection = None
+        self.local_action.setEnabled(False)
+        self.label.hide()
+        self.window.statusBar().showMessage("Chat replies come from the local models again.", 10000)
+
+    def _show_reply_figures(self) -> None:
+        """After a remote reply: its α/τ with where they come from (the server's metrics are server-wide)."""
+        if self.connection is not None and self.connection.engine.figures is not None:
+            self.window.statusBar().showMessage(f"Remote reply: {self.connection.engine.figures.label()}", 20000)
+
+    def stop(self) -> None:
+        self._thread.stop()
+
+
+class RemoteDialog(QDialog):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Chat with a remote engine")
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("http://gpu-server:8000/v1")
+        self.key = QLineEdit()
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText("if the server needs one")
+        self.model = QLineEdit()
+        self.model.setPlaceholderText("the server's first model")
+        form = QFormLayout()
+        form.addRow("Endpoint", self.url)
+        form.addRow("API key", self.key)
+        form.addRow("Model", self.model)
+        note = QLabel("The chat's messages are sent to this server. Against specchat serve, draft highlighting is "
+                      "exact; against vLLM or SGLang, accepted drafts are inferred from how the reply streams "
+                      "(dotted underline) and α/τ come from the server's metrics.")
+        note.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Connect")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(buttons)

@@ -1,0 +1,77 @@
+"""The chat with a remote engine: a real `specchat serve` process as the target, chosen in the API menu."""
+
+from __future__ import annotations
+
+import pytest
+from server_fixtures import data_dir, plain_reply, served_model_dir, served_pair, start_server, stop_server  # noqa: F401
+from PySide6.QtGui import QTextCharFormat
+
+from specchat.engine.events import GenerationStats, Origin, StepEvent
+from specchat.ui.spans import INFERRED, ReplySpans
+from specchat.ui.transcript import INFERRED_TIP, MessageView, Transcript
+
+TIMEOUT = 120000
+
+
+@pytest.fixture(scope="module")
+def remote_server(served_model_dir, data_dir):  # noqa: F811
+    running = start_server(served_model_dir, data_dir, "--k", "4", "--no-adaptive")
+    yield running
+    stop_server(running)
+
+
+def test_a_remote_reply_is_the_servers_plain_decoding_with_its_origins(qtbot, make_window, store, remote_server,
+                                                                       served_pair):  # noqa: F811
+    window = make_window(drafter="pld", max_new_tokens=24)
+    switch = window.remote_target
+    with qtbot.waitSignal(switch.connected, timeout=TIMEOUT) as connected:
+        switch.connect_to(remote_server.url)
+    assert "exact draft highlighting" in connected.args[0]
+    assert switch.label.isVisible() and "exact highlighting" in switch.label.text()
+
+    window.composer.setPlainText("The quick brown fox")
+    with qtbot.waitSignal(window.reply_finished, timeout=TIMEOUT):
+        window.send()
+    reply = store.messages(window.conversation_id)[-1]
+    assert reply.role == "assistant" and reply.text == plain_reply(served_pair, "The quick brown fox", 24)
+    assert {origin for _, _, origin in reply.spans} <= {"draft", "target"}  # exact: the server's own
+    run = store.run_for_message(reply.id)
+    assert run.drafter == "remote pld" and run.speedup is None
+    assert "tiny at 127.0.0.1" in [row.target for row in store.runs() if row.drafter == "remote pld"][-1]
+    assert "remote pld" in window.session.run_footer(reply.id) and "K=" not in window.session.run_footer(reply.id)
+
+    switch.disconnect()  # back to the local models: the next reply is the local pair's
+    assert switch.connection is None and not switch.label.isVisible()
+
+
+def test_a_remote_endpoint_that_is_not_there_is_a_clear_message(qtbot, make_window):
+    window = make_window()
+    with qtbot.waitSignal(window.remote_target.failed, timeout=TIMEOUT) as failed:
+        window.remote_target.connect_to("http://127.0.0.1:9")
+    assert "127.0.0.1:9" in failed.args[0] and "Traceback" not in failed.args[0]
+    assert window.remote_target.connection is None and "Could not connect" in window.statusBar().currentMessage()
+
+
+def test_inferred_drafts_are_highlighted_with_their_own_label(qtbot):
+    """Tokens a remote engine sent together in one step: the draft colour, dotted underline, an 'inferred' tip,
+    live and once the reply is rendered from its stored spans."""
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    transcript.begin_reply("")
+    text = "Paris is big"
+    transcript.append_stream(StepEvent(
+        step=1, token_ids=(-1, -1, -1), origins=(Origin.INFERRED_DRAFT, Origin.INFERRED_DRAFT, Origin.TARGET),
+        spans=((0, 5), (5, 8), (8, 12)), text_delta=text, text_offset=0, rejected_ids=(), rejected_text="",
+        stats=GenerationStats()))
+    live = transcript.draft_positions(INFERRED)
+    assert len(live) == len("Paris is")
+    _, spans = transcript.streaming_text()
+    assert spans.to_json() == [[0, 8, "inferred"], [8, 12, "target"]]
+
+    transcript.set_messages([MessageView(1, "assistant", text, ReplySpans.from_json(spans.to_json()))])
+    rendered = transcript.draft_positions(INFERRED)
+    assert len(rendered) == len("Paris is") and transcript.draft_positions() == []
+    cursor = transcript.textCursor()
+    cursor.setPosition(rendered[0] + 1)
+    fmt = cursor.charFormat()
+    assert fmt.underlineStyle() == QTextCharFormat.UnderlineStyle.DotLine and fmt.toolTip() == INFERRED_TIP
