@@ -130,8 +130,7 @@ class RemoteTargetSwitch(QObject):
         self.connection = connection
         self.local_action.setEnabled(True)
         info = connection.info
-        how = "exact highlighting" if info.exact_origins else "highlighting inferred"
-        self.label.setText(f"Remote: {info.name} · {how}")
+        self.label.setText(f"Remote: {info.name} ({'exact' if info.exact_origins else 'inferred'})")
         self.label.setToolTip(info.describe() + ("" if info.exact_origins else
                               ". Text with a dotted underline arrived in one streamed step with other tokens, which "
                               "is how accepted drafts show; the server does not say which tokens they were."))

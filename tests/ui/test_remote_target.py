@@ -27,7 +27,7 @@ def test_a_remote_reply_is_the_servers_plain_decoding_with_its_origins(qtbot, ma
     with qtbot.waitSignal(switch.connected, timeout=TIMEOUT) as connected:
         switch.connect_to(remote_server.url)
     assert "exact draft highlighting" in connected.args[0]
-    assert switch.label.isVisible() and "exact highlighting" in switch.label.text()
+    assert switch.label.isVisible() and "(exact)" in switch.label.text()
 
     window.composer.setPlainText("The quick brown fox")
     with qtbot.waitSignal(window.reply_finished, timeout=TIMEOUT):
