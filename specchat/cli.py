@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 EXIT_USAGE = 2
-DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "history", "pld", "none")
-MODEL_DRAFTERS = ("hybrid", "model")  # both as in engine.drafting (not imported: it loads torch); test_cli checks
+DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "history", "pld", "none", "universal")
+MODEL_DRAFTERS = ("hybrid", "model", "universal")  # as in engine.drafting (not imported: torch); test_cli checks
 SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
 

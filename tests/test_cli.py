@@ -75,13 +75,27 @@ def test_prompt_longer_than_the_context_window(capsys, model_folders):
 def test_incompatible_pair(capsys, model_folders, tmp_path, unrelated_draft):
     from tiny_models import build_byte_tokenizer
 
-    build_byte_tokenizer(vocab_size=300).save_pretrained(tmp_path)
+    other = build_byte_tokenizer()
+    other.eos_token = "<|endoftext|>"  # the same ids, another end of text
+    other.save_pretrained(tmp_path)
     unrelated_draft.save_pretrained(tmp_path)
     code, out, _ = run(capsys, "models", "check", str(model_folders / "target"), str(tmp_path))
-    assert code == 2 and out.startswith("incompatible: vocabulary sizes differ")
+    assert code == 2 and out.startswith("incompatible: eos token differs")
     code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(model_folders / "target"),
                        "--draft", str(tmp_path))
     assert_one_line_error(code, err, "cannot draft for")
+
+
+def test_a_draft_with_another_tokenizer_drafts_through_text(capsys, model_folders, tmp_path, unrelated_draft):
+    from tiny_models import build_byte_tokenizer
+
+    build_byte_tokenizer(vocab_size=300).save_pretrained(tmp_path)
+    unrelated_draft.save_pretrained(tmp_path)
+    code, out, _ = run(capsys, "models", "check", str(model_folders / "target"), str(tmp_path))
+    assert code == 0 and out.startswith("compatible through text (universal drafting): the tokenizers differ")
+    code, _, err = run(capsys, "generate", "--prompt", "hi", "--target", str(model_folders / "target"),
+                       "--draft", str(tmp_path), "--drafter", "universal", "--max-new-tokens", "8")
+    assert code == 0 and "8 tokens" in err
 
 
 def test_models_check_compatible(capsys, model_folders):

@@ -296,7 +296,7 @@ def _shape(raw, where: str) -> ModelShape:
 
 def _check_links(catalog: Catalog, where: str) -> None:
     """Ids are unique, and every listed draft exists, can draft and shares its target's tokenizer: the list is
-    what the app offers, so it must only hold pairs that decode losslessly."""
+    what the app offers first, so it holds the pairs that draft token for token (others go through text)."""
     seen: set[str] = set()
     for entry in catalog.entries:
         if entry.id.lower() in seen:
@@ -313,7 +313,7 @@ def _check_links(catalog: Catalog, where: str) -> None:
                 raise CatalogError(f"{where}: {target.id} lists the draft {draft_id}, which is not in the catalog") \
                     from None
             verdict = compatibility(target, draft)
-            if not draft.is_draft or not verdict.compatible:
+            if not draft.is_draft or not verdict.compatible or draft.tokenizer != target.tokenizer:
                 reason = "its roles do not include draft" if not draft.is_draft else verdict.explanation
                 raise CatalogError(f"{where}: {target.id} lists {draft_id} as a draft, but {reason}")
 
@@ -470,14 +470,13 @@ class Compatibility:
 
 
 def compatibility(target: CatalogEntry, draft: CatalogEntry) -> Compatibility:
-    """Speculative decoding hands the draft's token ids to the target to verify, so the pair must share one
-    tokenizer; then every reply is exactly the target's (lossless), whatever the draft proposes."""
+    """With one tokenizer the draft's token ids go straight to the target; with two, drafting goes through text
+    (engine/drafting/universal.py). Either way the target verifies every token, so replies are exactly its own."""
     if target.tokenizer != draft.tokenizer:
-        return Compatibility(False, (
+        return Compatibility(True, (
             f"different tokenizers ({draft.short_name}: {draft.tokenizer}, {target.short_name}: {target.tokenizer}): "
-            "the same token id means different text to each, so the target cannot verify the draft's tokens; "
-            "drafting across tokenizers would need cross-tokenizer drafting (re-tokenising the draft's text for "
-            "the target), which specchat does not do"))
+            "drafts go through text (universal drafting, --drafter universal), still lossless, but each step "
+            "decodes and re-encodes them, and fewer drafts survive the change of tokens"))
     notes = []
     if draft.id == target.id:
         notes.append("a model drafting for itself has every token accepted but pays a full step for each, so it "

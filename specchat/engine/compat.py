@@ -11,26 +11,48 @@ SPECIAL_TOKENS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"
 class CompatibilityReport:
     reasons: list[str] = field(default_factory=list)  # each one alone makes the pair unusable
     notes: list[str] = field(default_factory=list)  # harmless differences worth knowing
+    # How the tokenizers differ, when they do: the draft then drafts through text (drafting/universal.py).
+    tokenizer_differences: list[str] = field(default_factory=list)
 
     @property
     def compatible(self) -> bool:
         return not self.reasons
 
+    @property
+    def through_text(self) -> bool:
+        """True when the draft's token ids mean other texts than the target's: it can only draft through text."""
+        return bool(self.tokenizer_differences)
+
     def summary(self) -> str:
-        if self.compatible:
-            return "compatible" + (f" ({'; '.join(self.notes)})" if self.notes else "")
-        return "incompatible: " + "; ".join(self.reasons)
+        if not self.compatible:
+            return "incompatible: " + "; ".join(self.reasons)
+        if self.through_text:
+            return ("compatible through text (universal drafting): the tokenizers differ ("
+                    + "; ".join(self.tokenizer_differences) + "), so each step decodes the draft's tokens to text "
+                    "and encodes it for the target; output stays exactly the target's, each step costs more than "
+                    "with a shared tokenizer" + "".join(f"; {note}" for note in self.notes))
+        return "compatible" + (f" ({'; '.join(self.notes)})" if self.notes else "")
+
+
+def shares_token_ids(target_tokenizer, draft_tokenizer) -> bool:
+    """Whether every token id means the same text to both tokenizers, so drafts can be compared id for id."""
+    return target_tokenizer.get_vocab() == draft_tokenizer.get_vocab()
 
 
 def check_pair(target_tokenizer, draft_tokenizer, target_config=None, draft_config=None) -> CompatibilityReport:
-    """Speculative decoding compares token ids, so both sides must mean the same text by every id."""
+    """Speculative decoding compares token ids: when both sides mean the same text by every id, drafts are
+    compared id for id; otherwise they go through text (the universal drafter), which any two tokenizers allow."""
     report = CompatibilityReport()
     target_vocab, draft_vocab = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
     if len(target_vocab) != len(draft_vocab):
-        report.reasons.append(f"vocabulary sizes differ: target {len(target_vocab)} tokens, draft {len(draft_vocab)}")
+        report.tokenizer_differences.append(
+            f"vocabulary sizes differ: target {len(target_vocab)} tokens, draft {len(draft_vocab)}")
     differing = _differing_tokens(target_vocab, draft_vocab)
     if differing:
-        report.reasons.append(f"{differing[0]} token ids have different texts, e.g. " + ", ".join(differing[1]))
+        report.tokenizer_differences.append(
+            f"{differing[0]} token ids have different texts, e.g. " + ", ".join(differing[1]))
+    if report.through_text:
+        return report  # special ids and output rows only matter when ids are compared directly
     for name in SPECIAL_TOKENS:
         t, d = getattr(target_tokenizer, name, None), getattr(draft_tokenizer, name, None)
         if t != d:

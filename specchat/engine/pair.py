@@ -55,8 +55,11 @@ class ModelPair:
         draft_model = self.draft.model if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
+        # With both tokenizers the draft-model kinds draft through text when they differ (drafting/universal.py).
+        tokenizers = (self.target.tokenizer, self.draft.tokenizer) if self.draft is not None else None
         made = make_drafter(drafter, draft_model, head, self._head_target() if head is not None else None,
-                            draft_vocab, history=history if drafter in LOOKUP_DRAFTERS else None)
+                            draft_vocab, history=history if drafter in LOOKUP_DRAFTERS else None,
+                            tokenizers=tokenizers)
         eos = self.target.eos_token_ids()
         native = self.target.native
         if native is not None:

@@ -86,7 +86,7 @@ def test_compatible_pair(model_folders):
     assert pair.draft is not None and pair.engine("model").drafter.name == "model"
 
 
-def test_incompatible_pair_says_why(tmp_path, model_folders, unrelated_draft):
+def test_another_tokenizer_drafts_through_text(tmp_path, model_folders, unrelated_draft):
     from tiny_models import build_byte_tokenizer
 
     other = build_byte_tokenizer(vocab_size=300)
@@ -94,9 +94,23 @@ def test_incompatible_pair_says_why(tmp_path, model_folders, unrelated_draft):
     unrelated_draft.save_pretrained(tmp_path)
     target_source = ModelSource.parse(str(model_folders / "target"))
     report = check_sources(target_source, ModelSource.parse(str(tmp_path)))
-    assert not report.compatible
-    assert any("vocabulary sizes differ: target 320 tokens, draft 300" in r for r in report.reasons)
-    assert any("different texts" in r for r in report.reasons)
+    assert report.compatible and report.through_text
+    assert "vocabulary sizes differ: target 320 tokens, draft 300" in report.summary()
+    assert "different texts" in report.summary()
+    pair = load_pair(target_source, ModelSource.parse(str(tmp_path)), LoadOptions(device="cpu"))
+    assert pair.engine("model").drafter.name == "universal"
+
+
+def test_incompatible_pair_says_why(tmp_path, model_folders, unrelated_draft):
+    from tiny_models import build_byte_tokenizer
+
+    other = build_byte_tokenizer()
+    other.eos_token = "<|endoftext|>"
+    other.save_pretrained(tmp_path)
+    unrelated_draft.save_pretrained(tmp_path)
+    target_source = ModelSource.parse(str(model_folders / "target"))
+    report = check_sources(target_source, ModelSource.parse(str(tmp_path)))
+    assert report.reasons == ["eos token differs: target 2, draft 0"] and not report.compatible
     with pytest.raises(IncompatibleDraftError, match="cannot draft"):
         load_pair(target_source, ModelSource.parse(str(tmp_path)))
 

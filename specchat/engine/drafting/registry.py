@@ -13,12 +13,14 @@ from typing import Callable
 
 import torch
 
+from ..compat import shares_token_ids
 from ..history import SuffixIndex
 from .base import Drafter, NoDrafter
 from .eagle import EagleDrafter
 from .hybrid import LookupHybrid
 from .lookup import PromptLookupDrafter
 from .model import ModelDrafter
+from .universal import UniversalDrafter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +38,7 @@ class DrafterInfo:
     needs_head: bool = False  # a draft head trained for the target
     needs_history: bool = False  # an index of past replies (make_drafter refuses to build it without one)
     reads_history: bool = False  # its prompt lookup also reads past replies when given them
-    # (draft_model, head, target, draft_vocab, history) -> the drafter, each checked for presence as needed
+    # (draft_model, head, target, draft_vocab, history, tokenizers) -> the drafter, each checked for presence as needed
     build: Callable[..., Drafter] = field(compare=False, repr=False)
 
 
@@ -48,12 +50,25 @@ def _lookup(history=None, **_) -> Drafter:
     return PromptLookupDrafter(history=history)
 
 
-def _model(draft_model, draft_vocab=None, **_) -> Drafter:
+def _model(draft_model, draft_vocab=None, tokenizers=None, **_) -> Drafter:
+    return _draft_model_drafter(draft_model, draft_vocab, tokenizers)
+
+
+def _model_hybrid(draft_model, draft_vocab=None, history=None, tokenizers=None, **_) -> Drafter:
+    return LookupHybrid(_draft_model_drafter(draft_model, draft_vocab, tokenizers), history=history, name="hybrid")
+
+
+def _draft_model_drafter(draft_model, draft_vocab, tokenizers) -> Drafter:
+    """Token for token when the draft shares the target's tokenizer (or none is given); through text otherwise."""
+    if tokenizers is not None and not shares_token_ids(*tokenizers):
+        return UniversalDrafter(draft_model, *tokenizers, vocab_ids=draft_vocab)
     return ModelDrafter(draft_model, vocab_ids=draft_vocab)
 
 
-def _model_hybrid(draft_model, draft_vocab=None, history=None, **_) -> Drafter:
-    return LookupHybrid(ModelDrafter(draft_model, vocab_ids=draft_vocab), history=history, name="hybrid")
+def _universal(draft_model, draft_vocab=None, tokenizers=None, **_) -> Drafter:
+    if tokenizers is None:
+        raise ValueError("the universal drafter needs the target's and the draft's tokenizers")
+    return UniversalDrafter(draft_model, *tokenizers, vocab_ids=draft_vocab)
 
 
 def _head(head, target, **_) -> Drafter:
@@ -89,6 +104,10 @@ DRAFTERS: tuple[DrafterInfo, ...] = (  # in display order: the statistics window
                 chart_label="head hybrid", box_label="head + lookup", phrase="the draft head + prompt lookup",
                 colour="#d84315", menu_rank=2, menu_label="Draft head (EAGLE) + prompt lookup", needs_head=True,
                 reads_history=True, build=_head_hybrid),
+    DrafterInfo(key="universal", label="draft model, any tokenizer (through text)", short_label="any tokenizer",
+                chart_label="draft model via text", box_label="any-tokenizer draft",
+                phrase="the draft model through text (universal drafting)", colour="#b8860b",
+                menu_rank=7, needs_model=True, build=_universal),
 )
 
 _BY_KEY = {d.key: d for d in DRAFTERS}
@@ -120,10 +139,11 @@ def _unknown(kind: str) -> Callable[..., Drafter]:
 
 def make_drafter(kind: str, draft_model: torch.nn.Module | None = None, head: torch.nn.Module | None = None,
                  target: torch.nn.Module | None = None, draft_vocab: torch.Tensor | None = None,
-                 history: SuffixIndex | None = None) -> Drafter:
+                 history: SuffixIndex | None = None, tokenizers: tuple | None = None) -> Drafter:
     """A drafter of `kind`; the model kinds need `draft_model` (and may propose from `draft_vocab` only), the head
     kinds a `head` and its `target`, the history kind a `history` index. The other lookup kinds read `history`
-    too when given one (the app's "draft from past replies" setting)."""
+    too when given one (the app's "draft from past replies" setting). `tokenizers`, (target's, draft's): the model
+    kinds draft through text when they differ, and "universal" always does (it needs them)."""
     info = drafter_info(kind)
     if info.needs_history and history is None:
         raise ValueError(f"the {kind} drafter needs an index of past replies")
@@ -132,4 +152,4 @@ def make_drafter(kind: str, draft_model: torch.nn.Module | None = None, head: to
     if info.needs_head and (head is None or target is None):
         raise ValueError(f"the {kind} drafter needs a draft head and its target")
     return info.build(draft_model=draft_model, head=head, target=target, draft_vocab=draft_vocab,
-                      history=history if info.reads_history else None)
+                      history=history if info.reads_history else None, tokenizers=tokenizers)
