@@ -121,20 +121,21 @@ def test_download_when_offline_says_so(capsys, monkeypatch):
 def test_a_download_reaches_the_hub_although_the_app_is_offline_for_everything_else(monkeypatch):
     """The app (GUI included) runs with HF_HUB_OFFLINE=1, which huggingface_hub reads at import: the download the
     user asked for must lift it, and only for itself."""
-    import huggingface_hub
     from huggingface_hub import constants
 
+    from specchat.engine import hub_download
     from specchat.engine.models import download_from_hub
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     seen = []
 
-    def fake_download(repo_id, **kwargs):
-        seen.append((repo_id, constants.HF_HUB_OFFLINE))
+    def fake_download(repo_id, on_progress, cancel):  # the downloader's own thread sees the network open
+        seen.append((repo_id, bool(constants.HF_HUB_OFFLINE)))
         return "/cache/snapshot"
 
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
-    assert download_from_hub("HuggingFaceTB/SmolLM2-360M-Instruct") == "/cache/snapshot"
+    monkeypatch.setattr(hub_download, "download_snapshot", fake_download)
+    assert download_from_hub("HuggingFaceTB/SmolLM2-360M-Instruct", on_progress=lambda progress: None) \
+        == "/cache/snapshot"
     assert seen == [("HuggingFaceTB/SmolLM2-360M-Instruct", False)] and constants.HF_HUB_OFFLINE is True
 
 

@@ -1,6 +1,6 @@
 """Where models come from and how they are loaded: the embedded default, local folders and GGUF files, and
 Hugging Face Hub repositories (downloaded only when the user asks). Nothing here touches the network except
-`download_from_hub`."""
+`download_from_hub` (through hub_download.py)."""
 
 from __future__ import annotations
 
@@ -451,60 +451,68 @@ def _save_converted(model, tokenizer, converted: Path, gguf_path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def progress_tqdm(report):
-    """A tqdm class for download_from_hub that calls report(done_bytes, total_bytes) instead of drawing bars."""
-    from tqdm.auto import tqdm
+def download_from_hub(repo_id: str, on_progress=None, cancel=None) -> str:
+    """Downloads a Hub model (safetensors, config and tokenizer files only) into the standard HF cache and returns
+    its folder; the one call in specchat that reaches the network, and only from the calling thread
+    (hub_download.py). on_progress(Progress) follows it (None: a bar on the terminal); setting `cancel` stops it
+    at the next chunk with DownloadCancelled, keeping what arrived for the next call to continue."""
+    from .hub_download import DownloadCancelled, download_snapshot, hub_endpoint, network_for_this_thread
 
-    class ReportingTqdm(tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed with the bar
-            super().__init__(*args, **kwargs)
+    ModelSource._hub(repo_id)
+    try:
+        with network_for_this_thread():
+            if on_progress is not None:
+                return str(download_snapshot(repo_id, on_progress, cancel))
+            with _terminal_progress(repo_id) as report:
+                return str(download_snapshot(repo_id, report, cancel))
+    except (DownloadCancelled, ModelLoadError):
+        raise
+    except Exception as error:
+        raise ModelLoadError(_download_failure(repo_id, error, hub_endpoint())) from error
 
-        def update(self, n=1):
-            result = super().update(n)
-            if self.unit == "B" and self.total:
-                report(int(self.n), int(self.total))
-            return result
 
-        def close(self):
-            super().close()
-            self.fp.close()
+def _download_failure(repo_id: str, error: Exception, endpoint: str) -> str:
+    """What went wrong, in words a user can act on (no traceback: these are not bugs)."""
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
 
-    return ReportingTqdm
+    message = _first_line(error)
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(error, GatedRepoError) or status == 403:
+        return (f"{repo_id} is gated: accept its licence on {endpoint}/{repo_id} while logged in, then log in here "
+                "with `hf auth login`, and download again")
+    if isinstance(error, RepositoryNotFoundError) or status in (401, 404):
+        return (f"{repo_id} was not found on {endpoint} (check the id; a private model needs `hf auth login`): "
+                f"{message}")
+    if isinstance(error, HfHubHTTPError):
+        return f"could not download {repo_id}: the Hub answered {status}: {message}"
+    if isinstance(error, OfflineModeIsEnabled) or any(
+            word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")) \
+            or type(error).__name__.endswith(("Timeout", "TimeoutException", "ConnectError", "NetworkError")):
+        return f"could not reach the Hugging Face Hub at {endpoint} to download {repo_id} (are you offline?): {message}"
+    if isinstance(error, OSError):
+        return f"could not save {repo_id} to the Hugging Face cache: {message}"
+    return f"could not download {repo_id}: {message}"
 
 
 @contextlib.contextmanager
-def _hub_reachable():
-    """The network for the download the user asked for. The app sets HF_HUB_OFFLINE=1 for the whole process (no
-    load may reach the network), and huggingface_hub reads it once, at import, into constants.HF_HUB_OFFLINE,
-    which every request checks: so that flag, not the environment, is lifted for the download and put back."""
-    from huggingface_hub import constants
+def _terminal_progress(repo_id: str):
+    """A byte bar on stderr for `specchat models download`, drawn from the first report on (a download that
+    fails before any byte arrives prints only its error)."""
+    from tqdm.auto import tqdm
 
-    offline = constants.HF_HUB_OFFLINE
-    constants.HF_HUB_OFFLINE = False
+    bars = []
+
+    def report(progress) -> None:
+        if not bars:
+            bars.append(tqdm(desc=repo_id, total=progress.total_bytes, initial=progress.done_bytes, unit="B",
+                             unit_scale=True, unit_divisor=1000))
+        bars[0].update(progress.done_bytes - bars[0].n)
+
     try:
-        yield
+        yield report
     finally:
-        constants.HF_HUB_OFFLINE = offline
-
-
-def download_from_hub(repo_id: str, tqdm_class=None) -> str:
-    """Downloads a Hub model (safetensors, config and tokenizer files only) into the standard HF cache."""
-    from huggingface_hub import snapshot_download
-
-    ModelSource._hub(repo_id)
-    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja"]
-    try:
-        with _hub_reachable():
-            return snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class)
-    except Exception as error:
-        message = _first_line(error)
-        if any(word in message.lower() for word in ("connect", "resolve", "network", "offline", "timed out")) or \
-                type(error).__name__ in ("OfflineModeIsEnabled", "LocalEntryNotFoundError"):
-            raise ModelLoadError(f"could not reach the Hugging Face Hub to download {repo_id} "
-                                 f"(are you offline?): {message}") from error
-        raise ModelLoadError(f"could not download {repo_id}: {message}") from error
+        for bar in bars:
+            bar.close()
 
 
 def list_local_models() -> list[tuple[str, str, str]]:

@@ -19,6 +19,7 @@ import torch
 
 HEADROOM_BYTES = 3 << 30  # the app, the draft, the KV cache and the OS beside the weights
 HEADROOM_SHARE = 0.2  # and a fifth more: allocators fragment, and packed weights add copies
+MAX_HEADER_BYTES = 100 << 20  # safetensors caps its JSON header at 100 MB
 
 
 def cpu_has_native_bf16() -> bool:
@@ -41,16 +42,21 @@ def checkpoint_parameters(folder: Path) -> int | None:
     if not files:
         return None
     total = 0
-    for file in files:
-        with open(file, "rb") as stream:
-            (length,) = struct.unpack("<Q", stream.read(8))
-            header = json.loads(stream.read(length))
-        for name, tensor in header.items():
-            if name != "__metadata__":
-                count = 1
-                for size in tensor["shape"]:
-                    count *= size
-                total += count
+    try:
+        for file in files:
+            with open(file, "rb") as stream:
+                (length,) = struct.unpack("<Q", stream.read(8))
+                if length > MAX_HEADER_BYTES:  # a damaged file: loading it will say so, not this estimate
+                    return None
+                header = json.loads(stream.read(length))
+            for name, tensor in header.items():
+                if name != "__metadata__":
+                    count = 1
+                    for size in tensor["shape"]:
+                        count *= size
+                    total += count
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
+        return None  # unreadable: "auto" then keeps float32, and the load reports the file's problem
     return total
 
 

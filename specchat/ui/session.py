@@ -21,6 +21,7 @@ from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
 from ..storage import StorageError
 from ..storage.records import RunRecord
+from .downloads import Downloads
 from .run_book import ReplyContext, RunBook
 from .settings import AppSettings
 from .workers import FunctionWorker, JobThread
@@ -42,7 +43,6 @@ class ChatSession(QObject):
 
     status_changed = Signal()
     stats_changed = Signal()
-    download_progress = Signal(int, int)  # bytes done, bytes in all (emitted from the download thread)
 
     def __init__(self, store, settings: AppSettings | None = None, load_models: bool = True,
                  pair: ModelPair | None = None):
@@ -59,7 +59,9 @@ class ChatSession(QObject):
         self.error: str | None = None
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.model_thread = JobThread("specchat-model")
-        self._download_thread: JobThread | None = None  # network I/O, not model work: kept off the model thread
+        # Downloads are network I/O, not model work: they run on a thread of their own.
+        self.downloads = Downloads(JobThread("specchat-downloads"))
+        self.downloads.ended.connect(self._on_download_ended)
         self._device_users: set[str] = set()
         if pair is None and load_models:
             self.load_models()
@@ -179,7 +181,7 @@ class ChatSession(QObject):
                     raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
                 draft = default_draft_for(target)
-            pair = load_pair(target, draft, LoadOptions(device=settings.device))
+            pair = load_pair(target, draft, LoadOptions(device=settings.device, dtype=settings.load_dtype))
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
@@ -224,6 +226,9 @@ class ChatSession(QObject):
         self.plain_tokens_per_s = speed
         self.store.save_calibration(self.pair.target.name, str(self.pair.target.device), str(self.pair.target.dtype),
                                     speed)
+        # A float format that does not hold replies exact (bfloat16, float16) is said once per load, in the banner.
+        if self.pair.target.precision_note:
+            self.error = self.pair.target.precision_note
         self.status_changed.emit()
 
     def _on_load_failed(self, message: str, generation: int) -> None:
@@ -263,44 +268,19 @@ class ChatSession(QObject):
             self._load_history()
         self.status_changed.emit()
 
-    def download(self, hub_id: str, progress_bar) -> None:
-        """Downloads a Hub model in the background; the dialog's progress bar shows it."""
-        from ..engine.models import download_from_hub, progress_tqdm
+    def download(self, hub_id: str, link) -> None:
+        """Lets the asking dialog follow the downloads through `link` (downloads.DownloadsLink) and, given a Hub id,
+        queues its download on the download thread (an empty id only links)."""
+        link.attach(self.downloads)
+        if hub_id.strip():
+            self.downloads.start(hub_id)
 
-        progress_bar.setVisible(True)
-        progress_bar.setRange(0, 0)  # busy until the sizes are known
-
-        def show(done_bytes: int, total_bytes: int) -> None:
-            progress_bar.setRange(0, 1000)
-            progress_bar.setValue(int(1000 * done_bytes / max(total_bytes, 1)))
-            progress_bar.setFormat(f"{done_bytes / 1e6:.0f} of {total_bytes / 1e6:.0f} MB")
-
-        self.download_progress.connect(show)
-
-        def done(path):
-            self.download_progress.disconnect(show)
-            progress_bar.setRange(0, 1)
-            progress_bar.setValue(1)
-            progress_bar.setFormat(f"Downloaded to {path}")
-
-        def failed(message):
-            self.download_progress.disconnect(show)
-            progress_bar.setVisible(False)
-            self.error = message
+    def _on_download_ended(self, repo_id: str) -> None:
+        """A download that failed while no dialog showed it is said in the window's banner."""
+        state = self.downloads.state(repo_id)
+        if state is not None and state.status == "failed" and not self.downloads.watchers:
+            self.error = state.message
             self.status_changed.emit()
-
-        cancel = threading.Event()  # set when the app closes: the next progress report then ends the download
-
-        def report(done_bytes: int, total_bytes: int) -> None:
-            if cancel.is_set():
-                raise SpecchatError("The download was stopped.")
-            self.download_progress.emit(done_bytes, total_bytes)
-
-        if self._download_thread is None:
-            self._download_thread = JobThread("specchat-downloads")
-        reporting = progress_tqdm(report)
-        self._run_in_background(lambda: download_from_hub(hub_id, tqdm_class=reporting), done, failed, cancel,
-                                self._download_thread)
 
     def status_text(self) -> str:
         if self.loading:
@@ -385,9 +365,8 @@ class ChatSession(QObject):
 
     def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:
         """Cancels the running and waiting jobs and ends the threads, waiting at most timeout_ms for each."""
-        for thread in (self.model_thread, self._download_thread):
-            if thread is not None:
-                thread.stop(timeout_ms)
+        for thread in (self.model_thread, self.downloads.thread):
+            thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
 
 

@@ -7,11 +7,24 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
-                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
-                               QVBoxLayout, QWidget)
+                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS
+from .downloads import DownloadsLink
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+PRECISION_LABELS = {"auto": "Automatic (float32 unless the model does not fit)", "float32": "float32 (exact)",
+                    "bfloat16": "bfloat16 (half the memory, not exact)"}
+PRECISION_TIP = (
+    "The float format of a model that runs on torch (a Hub model or a folder; the embedded model runs on "
+    "llama.cpp, where this does not apply).\n"
+    "float32: replies with drafts are exactly plain decoding's, token for token.\n"
+    "bfloat16: half the memory, faster on large models, but a reply with drafts can differ from plain decoding "
+    "where two tokens nearly tie.\n"
+    "Automatic: float32, unless the model would not fit in memory at float32 and this CPU computes bfloat16 "
+    "natively (GPUs: bfloat16). The status bar says which format runs; changing it reloads the models.")
 
 
 @dataclass
@@ -33,6 +46,18 @@ class AppSettings:
     # Prompt lookup (and the hybrids' lookup) also proposes continuations from the user's earlier replies
     # (engine/history.py); imported chats join once opened. Drafts are verified, so replies are unchanged.
     draft_from_history: bool = True
+    # The float format of a torch target (engine/precision.py): "auto" keeps float32 unless the model would not fit
+    # in memory at float32 (then bfloat16, on a CPU that computes it natively); float32 holds replies exact.
+    precision: str = "auto"
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            self.precision = "auto"  # a damaged or unknown value: the default, not a failed load
+
+    @property
+    def load_dtype(self) -> str | None:
+        """LoadOptions.dtype for the precision: None lets the engine choose."""
+        return None if self.precision == "auto" else self.precision
 
     def generation_config(self, seed: int | None = None) -> GenerationConfig:
         return GenerationConfig(max_new_tokens=self.max_new_tokens, k=self.k, adaptive_k=self.adaptive_k, seed=seed,
@@ -41,7 +66,8 @@ class AppSettings:
     def model_key(self) -> tuple:
         """Settings that need the models reloaded when they change."""
         return (self.target, self.draft if self.drafter in MODEL_DRAFTERS else "", self.drafter in MODEL_DRAFTERS,
-                self.device, self.packed_weights)  # reloaded so that turning packing off frees the packed copies
+                self.device, self.precision,
+                self.packed_weights)  # reloaded so that turning packing off frees the packed copies
 
     @classmethod
     def load(cls, store: QSettings) -> AppSettings:
@@ -106,8 +132,11 @@ class SourcePicker(QWidget):
 
 
 class SettingsDialog(QDialog):
-    """Edits AppSettings; checks the draft/target pair as the user picks it and can download Hub models."""
+    """Edits AppSettings; checks the draft/target pair as the user picks it; "Models…" opens the catalog, where
+    models are chosen and downloaded."""
 
+    # A Hub id to download, or "" to follow the downloads under way: the window routes it, with download_progress,
+    # to ChatSession.download, which attaches the session's downloads to that link.
     download_requested = Signal(str)
 
     def __init__(self, settings: AppSettings, check_pair, parent=None):
@@ -157,17 +186,22 @@ class SettingsDialog(QDialog):
             "off; only the speed changes. The index stays in memory on this computer and is dropped when you turn "
             "this off.")
         self.from_history.setChecked(settings.draft_from_history)
-        self.hub_id = QLineEdit()
-        self.hub_id.setPlaceholderText("org/name, e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
-        download = QPushButton("Download")
-        download.clicked.connect(lambda: self.download_requested.emit(self.hub_id.text().strip()))
-        self.download_progress = QProgressBar()
-        self.download_progress.setVisible(False)
-        hub_row = QHBoxLayout()
-        hub_row.addWidget(self.hub_id, 1)
-        hub_row.addWidget(download)
+        self.precision = QComboBox()
+        for key in PRECISIONS:
+            self.precision.addItem(PRECISION_LABELS[key], key)
+        self.precision.setCurrentIndex(max(self.precision.findData(settings.precision), 0))
+        self.precision.setToolTip(PRECISION_TIP)
+        self.download_progress = DownloadsLink(self)  # the name the window passes on (download_requested)
+        self.models_dialog = None
+        models = QPushButton("Models…")
+        models.setToolTip("The model catalog and the models on this computer: sizes, whether each fits in memory "
+                          "here, compatible drafts, and downloads")
+        models.clicked.connect(self.open_models)
+        target_row = QHBoxLayout()
+        target_row.addWidget(self.target, 1)
+        target_row.addWidget(models)
 
-        form.addRow("Target model", self.target)
+        form.addRow("Target model", target_row)
         form.addRow("Drafter", self.drafter)
         form.addRow("Draft model", self.draft)
         form.addRow("", self.compat)
@@ -179,9 +213,8 @@ class SettingsDialog(QDialog):
         form.addRow("Top-k", self.top_k)
         form.addRow("Max new tokens", self.max_new)
         form.addRow("Device", self.device)
+        form.addRow("Precision", self.precision)
         form.addRow("", self.packed)
-        form.addRow("Download from the Hub", hub_row)
-        form.addRow("", self.download_progress)
         hint = QLabel("Temperature 0 is greedy decoding: the reply is identical with or without drafting.")
         hint.setWordWrap(True)
         hint.setEnabled(False)
@@ -204,6 +237,11 @@ class SettingsDialog(QDialog):
         uses_draft = self.drafter.currentData() in MODEL_DRAFTERS
         self.draft.setEnabled(uses_draft)
         self.from_history.setEnabled(self.drafter.currentData() in LOOKUP_DRAFTERS)
+        missing = _not_downloaded(self.target.text()) or (uses_draft and _not_downloaded(self.draft.text()))
+        if missing:
+            self._show_compat(False, f"{missing} is not downloaded yet: download it with Models… (beside the "
+                                     "target).")
+            return
         if self.drafter.currentData() in HEAD_DRAFTERS:
             has_head = self._has_default_head(self.target.text() or "embedded")
             self._show_compat(has_head, "The target's shipped draft head will be used." if has_head else
@@ -245,12 +283,46 @@ class SettingsDialog(QDialog):
         self.compat.setStyleSheet("color: #2e8b57;" if ok else "color: #c0392b;")
         self.ok_button.setEnabled(ok)
 
+    def open_models(self) -> None:
+        """The Models dialog, window-modal over this one; choosing a model there fills the fields here."""
+        from .models_dialog import ModelsDialog
+
+        self.models_dialog = ModelsDialog(self.download_progress, self.download_requested.emit,
+                                          precision=self.precision.currentData(), device=self.device.currentText(),
+                                          current=self.target.text() or "embedded", parent=self)
+        self.models_dialog.chosen.connect(self.use_models)
+        self.models_dialog.open()
+
+    def use_models(self, target: str, draft: str, drafter: str) -> None:
+        """A target and draft chosen in the Models dialog, with the drafter that uses the draft ("model") or,
+        without one, prompt lookup ("pld"); a drafter already chosen that uses a draft model or not alike (the
+        hybrid, say, or the draft head) is kept."""
+        self.target.set_text("" if target == "embedded" else target)
+        self.draft.set_text(draft)
+        uses_draft = self.drafter.currentData() in MODEL_DRAFTERS
+        if uses_draft != (drafter in MODEL_DRAFTERS) and self.drafter.findData(drafter) >= 0:
+            self.drafter.setCurrentIndex(self.drafter.findData(drafter))
+        self._recheck_timer.stop()
+        self.recheck()
+
     def settings(self) -> AppSettings:
         return AppSettings(target=self.target.text() or "embedded", draft=self.draft.text(),
                            drafter=self.drafter.currentData(), k=self.k.value(), adaptive_k=self.adaptive.isChecked(),
                            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
                            max_new_tokens=self.max_new.value(), device=self.device.currentText(),
-                           packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked())
+                           packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked(),
+                           precision=self.precision.currentData())
+
+
+def _not_downloaded(target: str) -> str | None:
+    """The Hub id of a target that is not in the Hugging Face cache yet, else None (no network: the cache only)."""
+    from ..engine.hub_download import cached_snapshot
+
+    try:
+        source = ModelSource.parse(target)
+    except SpecchatError:
+        return None  # said by the pair check
+    return source.location if source.kind == "hub" and cached_snapshot(source.location) is None else None
 
 
 def _double(low: float, high: float, step: float, value: float) -> QDoubleSpinBox:

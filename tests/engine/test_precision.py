@@ -33,6 +33,13 @@ def test_parameters_are_counted_from_the_checkpoint_headers(model_folders, targe
     assert checkpoint_parameters(model_folders / "missing") is None
 
 
+def test_a_damaged_checkpoint_header_gives_no_estimate(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes((2**62).to_bytes(8, "little") + b"{")
+    assert checkpoint_parameters(tmp_path) is None
+    (tmp_path / "model.safetensors").write_bytes((5).to_bytes(8, "little") + b"{not ")
+    assert checkpoint_parameters(tmp_path) is None
+
+
 def test_a_loaded_model_says_its_format(model_folders):
     exact = load_model(ModelSource.parse(str(model_folders / "target")), LoadOptions(device="cpu"))
     assert exact.dtype == torch.float32 and exact.runs_on == "cpu, float32" and exact.precision_note is None

@@ -1,0 +1,395 @@
+"""Downloading a Hub model into the Hugging Face cache, resumably, and the one door specchat opens to the network.
+
+specchat runs with HF_HUB_OFFLINE=1 (cli.py), which huggingface_hub reads once, at import, into
+`constants.HF_HUB_OFFLINE`; its HTTP client refuses every request while that flag is true (utils/_http.py,
+`hf_request_event_hook`). `network_for_this_thread` makes the flag false for the calling thread only, for as long
+as the download the user asked for runs, and puts the plain flag back after: a request from any other thread (a
+model load, a tokenizer lookup) is still refused while a download streams.
+
+Why not `snapshot_download`: it downloads each file into a temporary file unique to that attempt and deletes it
+when the attempt fails (file_download.py, `_download_to_tmp_and_move`), so a cancelled download starts that file
+from zero the next time (for a model of one 3.4 GB file, everything); and it fetches files on a thread pool of its
+own (and hf_xet's native threads), which a per-thread switch cannot follow. Here every request runs on the calling
+thread, and a file's bytes go to `blobs/<blob>.incomplete` in the model's cache folder, kept across attempts and
+continued with an HTTP Range request. Files the Hub stores with Xet come over plain HTTP too, from their resolve
+URL, as huggingface_hub itself fetches them when hf_xet is not installed. The result is the cache layout
+huggingface_hub writes (blobs, snapshots/<commit> linking to them, refs/main written last), so
+`snapshot_download(local_files_only=True)` and `scan_cache_dir` find it, and a model counts as downloaded only once
+every file is in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import hashlib
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelLoadError, SpecchatError
+
+# What a model folder needs: config, tokenizer, chat template and safetensors weights (never pickled weights).
+FILE_PATTERNS = ("*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja")
+CHUNK_BYTES = 256 * 1024  # a cancel is seen within one chunk
+PARTIAL_SUFFIX = ".incomplete"
+_PARTIAL_NAME = re.compile(r"^[0-9a-f]{40,64}\.incomplete$")  # ours: the blob's name, then the suffix
+_HASH_BLOCK = 8 << 20
+
+
+class DownloadCancelled(SpecchatError):
+    """The user cancelled; what was downloaded stays on disk for the next try."""
+
+    def __init__(self, kept_bytes: int):
+        super().__init__(f"Cancelled: {format_size(kept_bytes)} kept, the next download resumes.")
+        self.kept_bytes = kept_bytes
+
+
+@dataclass(frozen=True)
+class HubFile:
+    name: str  # the path in the repository
+    size: int
+    blob: str  # its name in the cache's blobs folder: the LFS sha256, else the git blob id (as huggingface_hub)
+    lfs: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One report from a running download: bytes on disk of the whole model, and what arrived this time."""
+
+    done_bytes: int
+    total_bytes: int
+    received_bytes: int  # over the network since this download started (a resumed part is not counted)
+    file: str  # the file being fetched or checked
+    phase: str = "downloading"  # or "checking" (the checksum of a finished file)
+
+
+# --- the network switch ---------------------------------------------------------------------------------------------
+
+class _OfflineExceptDownloads:
+    """Stands in for huggingface_hub.constants.HF_HUB_OFFLINE while a download runs: true (offline) in every
+    thread except those downloading at the user's request. huggingface_hub only ever tests the flag for truth."""
+
+    def __init__(self, offline: bool, telemetry_disabled: bool):
+        self.offline = offline
+        self.telemetry_disabled = telemetry_disabled  # huggingface_hub's own setting, put back with the flag
+        self.threads: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return self.offline and threading.get_ident() not in self.threads
+
+    def __repr__(self) -> str:
+        return f"<HF_HUB_OFFLINE={self.offline}, lifted for {len(self.threads)} download thread(s)>"
+
+
+_switch_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def network_for_this_thread():
+    """Lets the calling thread reach the Hub until the block ends, and no other thread; nested and concurrent
+    uses are counted, and the last one out restores huggingface_hub's own flags.
+
+    Telemetry stays off meanwhile: with it on, huggingface_hub's user-agent header asks the Hub for a list of AI
+    agents to detect (utils/_detect_agent.py, GET /api/agent-harnesses), a request the download does not need."""
+    from huggingface_hub import constants
+
+    me = threading.get_ident()
+    with _switch_lock:
+        switch = constants.HF_HUB_OFFLINE
+        if not isinstance(switch, _OfflineExceptDownloads):
+            switch = _OfflineExceptDownloads(bool(switch), constants.HF_HUB_DISABLE_TELEMETRY)
+            constants.HF_HUB_OFFLINE = switch
+            constants.HF_HUB_DISABLE_TELEMETRY = True
+        already_open = me in switch.threads
+        switch.threads.add(me)
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            if not already_open:
+                switch.threads.discard(me)
+            if not switch.threads and constants.HF_HUB_OFFLINE is switch:
+                constants.HF_HUB_OFFLINE = switch.offline
+                constants.HF_HUB_DISABLE_TELEMETRY = switch.telemetry_disabled
+
+
+def hub_endpoint() -> str:
+    """Where downloads go: https://huggingface.co, or HF_ENDPOINT (a mirror), read when asked."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT.rstrip("/")
+
+
+# --- the cache ------------------------------------------------------------------------------------------------------
+
+def repo_folder(repo_id: str) -> Path:
+    """The model's folder in the Hugging Face cache (HF_HOME/hub/models--org--name)."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    return Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo_id, repo_type="model")
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The downloaded snapshot's folder, found without the network as loading finds it; None if not downloaded."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # not downloaded, or an unreadable cache: either way nothing to load
+        return None
+
+
+def downloaded_models() -> dict[str, Path]:
+    """{Hub id: snapshot folder} of every model complete in the cache (no network; read at each call, as
+    snapshot_download reads the cache's location)."""
+    from huggingface_hub import constants
+
+    found = {}
+    for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*")):
+        repo_id = folder.name.removeprefix("models--").replace("--", "/", 1)
+        snapshot = cached_snapshot(repo_id)
+        if snapshot is not None:
+            found[repo_id] = snapshot
+    return found
+
+
+def kept_bytes(repo_id: str) -> int:
+    """Bytes of unfinished files a cancelled or broken download left for the next one to continue."""
+    blobs = repo_folder(repo_id) / "blobs"
+    try:
+        return sum(entry.stat().st_size for entry in blobs.iterdir() if _PARTIAL_NAME.match(entry.name))
+    except OSError:
+        return 0
+
+
+# --- downloading ----------------------------------------------------------------------------------------------------
+
+def wanted(names: list[str]) -> list[str]:
+    """The files of a repository a model folder needs: top-level files only (transformers reads the folder's top
+    level; subfolders hold other formats, e.g. ONNX or the original checkpoint), matching FILE_PATTERNS."""
+    return [name for name in names if "/" not in name
+            and any(fnmatch.fnmatch(name, pattern) for pattern in FILE_PATTERNS)]
+
+
+def plan(repo_id: str) -> tuple[str, list[HubFile]]:
+    """The commit `main` points at and the files to fetch, with their sizes and checksums (one Hub request)."""
+    from huggingface_hub import HfApi, constants
+
+    info = HfApi(endpoint=hub_endpoint()).model_info(repo_id, files_metadata=True,
+                                                     timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    siblings = {sibling.rfilename: sibling for sibling in info.siblings or []}
+    files = []
+    for name in wanted(sorted(siblings)):
+        sibling = siblings[name]
+        lfs = sibling.lfs is not None
+        blob = sibling.lfs.sha256 if lfs else sibling.blob_id
+        size = sibling.lfs.size if lfs else sibling.size
+        if blob is None or size is None:
+            raise ModelLoadError(f"the Hub gave no size or checksum for {repo_id}/{name}")
+        files.append(HubFile(name, int(size), blob, lfs))
+    if not any(file.name.endswith(".safetensors") for file in files):
+        raise ModelLoadError(f"{repo_id} publishes no safetensors weights, and specchat does not download pickled "
+                             "(.bin) weights, which can run code when loaded")
+    return info.sha, files
+
+
+def download_snapshot(repo_id: str, on_progress: Callable[[Progress], None] | None = None,
+                      cancel: threading.Event | None = None) -> Path:
+    """Downloads the model's files into the cache, continuing any file an earlier try left unfinished, and returns
+    the snapshot folder. Call it inside network_for_this_thread(); raises DownloadCancelled when `cancel` is set
+    (checked between chunks), and huggingface_hub's or httpx's errors otherwise."""
+    from filelock import FileLock, Timeout
+
+    commit, files = plan(repo_id)
+    folder = repo_folder(repo_id)
+    (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    locks = folder.parent / ".locks" / folder.name  # where huggingface_hub keeps its own locks (scans skip it)
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(locks / "specchat-download.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ModelLoadError(f"{repo_id} is being downloaded by another specchat already") from None
+    try:
+        return _download_files(repo_id, folder, commit, files, on_progress or (lambda progress: None), cancel)
+    finally:
+        lock.release()
+
+
+def _download_files(repo_id: str, folder: Path, commit: str, files: list[HubFile],
+                    on_progress: Callable[[Progress], None], cancel: threading.Event | None) -> Path:
+    snapshot = folder / "snapshots" / commit
+    total = sum(file.size for file in files)
+    missing = [file for file in files if not _in_snapshot(snapshot, file)]
+    on_disk = total - sum(file.size for file in missing) + sum(_partial_size(folder, file) for file in missing)
+    _check_disk_space(folder, total - on_disk)
+    # The weights first: the small files then land within seconds of each other, so an interrupted download
+    # rarely leaves a folder that looks complete without its weights (refs/main, written last, decides anyway).
+    missing.sort(key=lambda file: -file.size)
+    counter = _Counter(on_disk, total, on_progress, cancel)
+    on_progress(Progress(on_disk, total, 0, missing[0].name if missing else ""))  # the size, and what is kept
+    for file in missing:
+        counter.file = file.name
+        blob = folder / "blobs" / file.blob
+        if blob.is_file() and blob.stat().st_size == file.size:  # fetched before, for another revision
+            counter.done += file.size - _partial_size(folder, file)
+        else:
+            _fetch_resuming(repo_id, commit, file, folder / "blobs" / (file.blob + PARTIAL_SUFFIX), counter)
+        _link(blob, snapshot / file.name)
+    _write_atomically(folder / "refs" / "main", commit)
+    return snapshot
+
+
+class _Counter:
+    """Counts bytes as they arrive, reports them, and is where a cancel is noticed."""
+
+    def __init__(self, on_disk: int, total: int, report: Callable[[Progress], None],
+                 cancel: threading.Event | None):
+        self.done, self.total, self.received = on_disk, total, 0
+        self.report, self.cancel, self.file = report, cancel, ""
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise DownloadCancelled(self.kept())
+
+    def kept(self) -> int:
+        return self.done
+
+    def add(self, count: int) -> None:
+        self.done += count
+        self.received += count
+        self.report(Progress(self.done, self.total, self.received, self.file))
+
+    def undo(self, count: int) -> None:
+        """A partial file was dropped (the server would not continue it, or it arrived damaged)."""
+        self.done -= count
+        self.report(Progress(self.done, self.total, self.received, self.file))
+
+
+TRANSIENT_ATTEMPTS = 3  # a connection that breaks after some bytes arrived is continued this many times
+
+
+def _fetch_resuming(repo_id: str, commit: str, file: HubFile, partial: Path, counter: _Counter) -> None:
+    """Fetches one file into `partial`, continuing from what is there, checks its checksum, and renames it to
+    its blob. A connection that breaks after bytes arrived is continued (a few times); one that fails at once is
+    the caller's error (offline, refused)."""
+    import httpx2
+
+    for attempt in range(TRANSIENT_ATTEMPTS):
+        before = _partial_size(partial.parent.parent, file)
+        try:
+            _fetch(repo_id, commit, file, partial, counter)
+            break
+        except (httpx2.TransportError, httpx2.RemoteProtocolError):
+            if attempt == TRANSIENT_ATTEMPTS - 1 or _partial_size(partial.parent.parent, file) <= before:
+                raise
+            time.sleep(1)
+    size = partial.stat().st_size
+    if size != file.size:
+        raise ModelLoadError(f"{file.name} arrived with {size} bytes instead of {file.size}; download again")
+    counter.report(Progress(counter.done, counter.total, counter.received, file.name, "checking"))
+    if _checksum(partial, file, counter) != file.blob:
+        partial.unlink()
+        counter.undo(size)
+        raise ModelLoadError(f"{file.name} arrived damaged (its checksum does not match the Hub's), so it was "
+                             "deleted; download again")
+    os.replace(partial, partial.with_name(file.blob))
+
+
+def _fetch(repo_id: str, commit: str, file: HubFile, partial: Path, counter: _Counter) -> None:
+    from urllib.parse import quote
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
+    start = partial.stat().st_size if partial.is_file() else 0
+    if start > file.size:  # not this file's bytes: start over
+        partial.unlink()
+        counter.undo(file.size)  # what the count took it for
+        start = 0
+    if start == file.size:
+        return
+    # identity: a Range counts bytes of the file itself, not of a compressed stream
+    headers = {**build_hf_headers(), "Accept-Encoding": "identity"}
+    if start:
+        headers["Range"] = f"bytes={start}-"
+    url = f"{hub_endpoint()}/{repo_id}/resolve/{commit}/{quote(file.name)}"
+    counter.check_cancel()
+    with http_stream_backoff("GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                             retry_on_exceptions=(), retry_on_status_codes=(408, 429, 500, 502, 503, 504)) as response:
+        hf_raise_for_status(response)
+        if start and response.status_code != 206:  # the server sent the whole file: take it from the start
+            counter.undo(start)
+            start = 0
+        with open(partial, "ab" if start else "wb") as out:
+            for chunk in response.iter_bytes(CHUNK_BYTES):
+                counter.check_cancel()
+                out.write(chunk)
+                counter.add(len(chunk))
+    counter.check_cancel()
+
+
+def _checksum(path: Path, file: HubFile, counter: _Counter) -> str:
+    """The LFS sha256 of a weights file, or the git blob id (sha1 of "blob <size>\\0" + content) of a small one."""
+    digest = hashlib.sha256() if file.lfs else hashlib.sha1(f"blob {file.size}\0".encode())
+    with open(path, "rb") as stream:
+        while block := stream.read(_HASH_BLOCK):
+            counter.check_cancel()
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _partial_size(folder: Path, file: HubFile) -> int:
+    partial = folder / "blobs" / (file.blob + PARTIAL_SUFFIX)
+    try:
+        return min(partial.stat().st_size, file.size)
+    except OSError:
+        return 0
+
+
+def _in_snapshot(snapshot: Path, file: HubFile) -> bool:
+    try:
+        return (snapshot / file.name).stat().st_size == file.size  # follows the link to the blob
+    except OSError:
+        return False
+
+
+def _link(blob: Path, pointer: Path) -> None:
+    """snapshots/<commit>/<name> -> ../../blobs/<blob>, as huggingface_hub links them (a copy where the file
+    system has no symbolic links)."""
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if pointer.is_symlink() or pointer.exists():
+        pointer.unlink()
+    try:
+        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+    except OSError:
+        shutil.copyfile(blob, pointer)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staging.write_text(text)
+    os.replace(staging, path)
+
+
+def _check_disk_space(folder: Path, needed: int) -> None:
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise ModelLoadError(f"not enough disk space: the download needs {format_size(needed)} more, and "
+                             f"{folder.parent} has {format_size(free)} free")
+
+
+def format_size(count: float) -> str:
+    """Bytes as people read download sizes: 120 MB, 3.4 GB (decimal units, as browsers and the Hub show them)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}" if count < 10 * size and unit != "kB" else f"{count / size:.0f} {unit}"
+    return f"{count:.0f} bytes"
