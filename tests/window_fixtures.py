@@ -20,6 +20,18 @@ def isolated_settings(tmp_path, qapp):
 
 
 @pytest.fixture(autouse=True)
+def garbage_collected_on_the_gui_thread(qapp):
+    """As the app does (ui/gc_guard.py): no automatic collection during a test, which could run on a model thread
+    and destroy Qt objects there; one collection on this thread after it."""
+    import gc
+
+    gc.disable()
+    yield
+    gc.collect()
+    gc.enable()
+
+
+@pytest.fixture(autouse=True)
 def job_threads_stopped(qapp):
     """Every session's threads are quit and waited for at teardown, whether or not a window closed them: a QThread
     left running would be destroyed while it runs."""

@@ -131,9 +131,11 @@ def run_gui(argv: list[str] | None = None) -> int:
     from .workers import JobThread
 
     from ..storage import default_database_path
+    from .gc_guard import GuiThreadCollector
     from .single_instance import SingleInstance
 
     app = create_application(argv)
+    GuiThreadCollector(app).start()  # garbage holding Qt objects is freed on this thread only
     instance = SingleInstance(default_database_path())
     if not instance.claim():
         print("specchat is already running: its window was brought to the front.", file=sys.stderr)
