@@ -17,7 +17,9 @@ def test_a_qt_object_in_a_cycle_dies_on_the_gui_thread(qtbot):
         holder.me = holder  # a reference cycle: only the cyclic collector frees it
         holder.destroyed.connect(lambda: destroyed.append(threading.current_thread().name))
         del holder
-        allocating = threading.Thread(target=lambda: [[index] for index in range(200_000)], name="model-thread")
+        kept = []  # kept alive: the collector counts objects allocated and not yet freed, as Python's does
+        allocating = threading.Thread(target=lambda: kept.extend([index] for index in range(200_000)),
+                                      name="model-thread")
         allocating.start()
         allocating.join()
         assert destroyed == []  # the allocating thread did not collect
