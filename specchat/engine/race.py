@@ -18,7 +18,9 @@ from .events import GenerationResult, Origin, StepEvent, origin_runs
 from .speculative import GenerationConfig
 
 PLAIN = "none"
+REMOTE = "remote"  # a lane that streams from a remote engine (another machine: no speedup against our plain lane)
 WARMUP_TOKENS = 2
+UNKNOWN_TOKEN = -1  # a remote engine sends text, not token ids
 
 
 @dataclass
@@ -47,6 +49,12 @@ class Track:
         self.stats = event.stats.to_dict()
         if event.result is not None:
             self.finish(event.result)
+
+    def same_output(self, other: Track) -> bool:
+        """The same tokens, or the same text when either lane's token ids are unknown (a remote lane)."""
+        if UNKNOWN_TOKEN in self.token_ids or UNKNOWN_TOKEN in other.token_ids:
+            return self.text == other.text
+        return self.token_ids == other.token_ids
 
     def finish(self, result: GenerationResult) -> None:
         """The result is the authority (its text and spans are final, e.g. after a stop string was cut off)."""
@@ -132,15 +140,16 @@ def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
         results.append(LaneResult(
             drafter=track.drafter, new_tokens=len(track.token_ids), wall_s=track.wall_s,
             tokens_per_s=track.tokens_per_s,
-            speedup=track.tokens_per_s / plain.tokens_per_s if i and plain.tokens_per_s else None,
+            speedup=(track.tokens_per_s / plain.tokens_per_s
+                     if i and plain.tokens_per_s and track.drafter != REMOTE else None),
             alpha=stats.get("alpha") if drafted else None, tau=stats.get("tau"),
             acceptance_by_position=tuple(stats.get("acceptance_by_position") or ()) if drafted else (),
-            identical=(track.token_ids == plain.token_ids) if i and greedy else None))
+            identical=track.same_output(plain) if i and greedy else None))
     return results
 
 
 def all_identical(tracks: Sequence[Track]) -> bool:
-    return all(track.token_ids == tracks[0].token_ids for track in tracks[1:])
+    return all(track.same_output(tracks[0]) for track in tracks[1:])
 
 
 WORD = re.compile(r"\s+|\w+|[^\w\s]")

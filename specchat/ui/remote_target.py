@@ -53,18 +53,23 @@ def reply_source(session, remote: RemoteTargetSwitch | None, history: list[Messa
         return ReplySource(prompt_ids, left_out, session.engine_maker(), session.reply_context(),
                            session.remember_reply)
     engine = connection.engine
-    return ReplySource([], 0, lambda: _MessagesEngine(engine, history, system), connection.reply_context(session))
+    return ReplySource([], 0, lambda: MessagesEngine(engine, lambda: history, system),
+                       connection.reply_context(session))
 
 
-class _MessagesEngine:
-    """A RemoteEngine behind the local engine's stream(prompt_ids, config, cancel): the remote server reads the
-    chat's messages and applies its own template, so the prompt ids are not used."""
+class MessagesEngine:
+    """A RemoteEngine behind the local engine's stream(prompt_ids, config, cancel) and generate(): the remote server
+    reads the chat's messages (messages(), read when a reply starts) and applies its own template, so the prompt
+    ids are not used. The race view's remote lane is one too."""
 
-    def __init__(self, engine: RemoteEngine, history: list[Message], system: str | None):
-        self.engine, self.history, self.system = engine, history, system
+    def __init__(self, engine: RemoteEngine, messages, system: str | None = None):
+        self.engine, self.messages, self.system = engine, messages, system
 
-    def stream(self, _prompt_ids, config, cancel: threading.Event):
-        return self.engine.stream(self.history, self.system, config, cancel)
+    def stream(self, _prompt_ids, config, cancel: threading.Event | None = None):
+        return self.engine.stream(self.messages(), self.system, config, cancel or threading.Event())
+
+    def generate(self, _prompt_ids, config, cancel: threading.Event | None = None):
+        return self.engine.generate(self.messages(), self.system, config, cancel or threading.Event())
 
 
 @dataclass
@@ -91,7 +96,6 @@ class RemoteTargetSwitch(QObject):
     def __init__(self, window: QMainWindow, session, menu: QMenu):
         super().__init__(window)
         self.window, self.session = window, session
-        self.connection: RemoteConnection | None = None
         self._thread = JobThread("specchat-remote")  # network I/O: off the GUI and model threads
         menu.addSeparator()
         self.connect_action = QAction("Chat with a &remote engine…", window)
@@ -106,6 +110,11 @@ class RemoteTargetSwitch(QObject):
         self.label.hide()
         window.statusBar().addPermanentWidget(self.label)
         window.reply_finished.connect(self._show_reply_figures)
+
+    @property
+    def connection(self) -> RemoteConnection | None:
+        """Kept on the session, where the race view finds it too."""
+        return self.session.remote
 
     def ask(self) -> None:
         dialog = RemoteDialog(self.window)
@@ -127,7 +136,7 @@ class RemoteTargetSwitch(QObject):
         self._thread.submit(worker)
 
     def _on_connected(self, connection: RemoteConnection) -> None:
-        self.connection = connection
+        self.session.remote = connection
         self.local_action.setEnabled(True)
         info = connection.info
         self.label.setText(f"Remote: {info.name} ({'exact' if info.exact_origins else 'inferred'})")
@@ -137,6 +146,7 @@ class RemoteTargetSwitch(QObject):
         self.label.show()
         line = f"Chat replies now come from {info.describe()}"
         self.window.statusBar().showMessage(line, 15000)
+        self.session.status_changed.emit()  # the race view offers its remote lane
         self.connected.emit(line)
 
     def _on_failed(self, message: str) -> None:
@@ -144,7 +154,8 @@ class RemoteTargetSwitch(QObject):
         self.failed.emit(message)
 
     def disconnect(self) -> None:
-        self.connection = None
+        self.session.remote = None
+        self.session.status_changed.emit()
         self.local_action.setEnabled(False)
         self.label.hide()
         self.window.statusBar().showMessage("Chat replies come from the local models again.", 10000)

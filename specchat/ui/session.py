@@ -63,6 +63,7 @@ class ChatSession(QObject):
         self.downloads = Downloads(JobThread("specchat-downloads"))
         self.downloads.ended.connect(self._on_download_ended)
         self._device_users: set[str] = set()
+        self.remote = None  # the RemoteConnection (ui/remote_target.py) the chat's replies come from, if any
         if pair is None and load_models:
             self.load_models()
         else:

@@ -75,3 +75,37 @@ def test_inferred_drafts_are_highlighted_with_their_own_label(qtbot):
     cursor.setPosition(rendered[0] + 1)
     fmt = cursor.charFormat()
     assert fmt.underlineStyle() == QTextCharFormat.UnderlineStyle.DotLine and fmt.toolTip() == INFERRED_TIP
+
+
+def test_the_race_view_races_the_remote_engine_beside_the_local_lanes(qtbot, store, remote_server,
+                                                                      served_pair):  # noqa: F811
+    """Same model here and on the server: the remote lane's greedy text is plain decoding's; its speed is another
+    machine's, so no speedup is claimed; its run is stored under the remote model."""
+    from specchat.ui.main_window import MainWindow
+    from specchat.ui.session import ChatSession
+    from specchat.ui.settings import AppSettings
+
+    session = ChatSession(store, AppSettings(drafter="pld", max_new_tokens=16, k=4, adaptive_k=False),
+                          pair=served_pair)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.open_race()
+    race = window.race_window
+    assert not race.drafter_boxes["remote"].isEnabled()  # nothing to race before a connection
+    with qtbot.waitSignal(window.remote_target.connected, timeout=TIMEOUT):
+        window.remote_target.connect_to(remote_server.url)
+    assert race.drafter_boxes["remote"].isEnabled()
+    for drafter, box in race.drafter_boxes.items():
+        box.setChecked(drafter in ("pld", "remote"))
+    race.prompt.setPlainText("The quick brown fox")
+    race.max_tokens.setValue(16)
+    with qtbot.waitSignal(race.race_finished, timeout=TIMEOUT):
+        race.start_race()
+    assert [t.drafter for t in race.tracks] == ["none", "pld", "remote"]
+    plain, _, remote = race.tracks
+    assert remote.text == plain.text and remote.same_output(plain)
+    cells = [race.results.item(2, column).text() for column in range(race.results.columnCount())]
+    assert "other machine" in cells and "✓ yes" in cells
+    rows = [row for row in store.runs() if row.source == "race" and row.drafter == "remote"]
+    assert rows and "tiny at 127.0.0.1" in rows[-1].target and rows[-1].speedup is None
+    window.close()

@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout)
 
-from ...engine.race import Track, word_diff
+from ...engine.race import PLAIN, REMOTE, Track, word_diff
 from .lanes import lane_label, short_label
 
 RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
@@ -38,7 +38,7 @@ class ResultsTable(QTableWidget):
             positions = positions or "–"
             identical = "–" if r.identical is None else ("✓ yes" if r.identical else "✗ no")
             cells = (short_label(r.drafter), str(r.new_tokens), f"{r.wall_s:.2f} s",
-                     f"{r.tokens_per_s:.1f}", f"{r.speedup:.2f}×" if r.speedup else "baseline",
+                     f"{r.tokens_per_s:.1f}", _speedup_cell(r),
                      f"{r.alpha:.2f}" if r.alpha is not None else "–", f"{r.tau:.2f}" if r.tau else "–",
                      positions, identical)
             for column, text in enumerate(cells):
@@ -50,13 +50,19 @@ class ResultsTable(QTableWidget):
                 self.setItem(row, column, item)
 
 
+def _speedup_cell(result) -> str:
+    if result.speedup:
+        return f"{result.speedup:.2f}×"
+    return {PLAIN: "baseline", REMOTE: "other machine"}.get(result.drafter, "–")
+
+
 def verdict_html(tracks: list[Track], greedy: bool) -> str:
     """Whether every lane produced plain decoding's tokens, with a diff link per lane that did not."""
     if not greedy:
         return ("<b>Sampled decoding:</b> the lanes are different samples of the same distribution (speculative "
                 "sampling is exact in distribution, not token by token), so their texts differ.")
     plain = tracks[0]
-    differing = [i for i, t in enumerate(tracks[1:], start=1) if t.token_ids != plain.token_ids]
+    differing = [i for i, t in enumerate(tracks[1:], start=1) if not t.same_output(plain)]
     if not differing:
         return (f"<span style='color:#2e7d32'><b>✓ Identical output:</b></span> every lane produced the same "
                 f"{len(plain.token_ids)} tokens as plain decoding; the speedup costs nothing in quality.")

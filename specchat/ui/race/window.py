@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 from ...engine import Message, SpecchatError, build_prompt_ids
 from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
-from ...engine.race import PLAIN, RaceRunner, Track, all_identical, lane_results, lanes_for
+from ...engine.race import PLAIN, REMOTE, RaceRunner, Track, all_identical, lane_results, lanes_for
+from ..remote_target import MessagesEngine
 from ..theme import current_theme
 from ..workers import RaceWorker
 from .history import ComparisonHistory
@@ -34,6 +35,9 @@ from .table import DiffDialog, ResultsTable, verdict_html
 DEFAULT_RACE_TOKENS = 128
 CLOSE_WAIT_MS = 10_000  # a stopped race ends after the lane's current step
 
+
+REMOTE_TIP = ("{}. A lane on another machine: its text is compared with plain decoding's here (the same model gives "
+              "the same greedy text), its speed is not")
 
 class RaceWindow(QWidget):
     """Side-by-side comparison of plain decoding and the drafters, with history, replay, chart and figures."""
@@ -53,6 +57,7 @@ class RaceWindow(QWidget):
         self._cancel: threading.Event | None = None
         self._runner: RaceRunner | None = None
         self._runner_pair = None
+        self._runner_remote = None
         self._build()
         session.status_changed.connect(self._refresh_drafter_boxes)
         self._refresh_drafter_boxes()
@@ -131,6 +136,8 @@ class RaceWindow(QWidget):
             box.setToolTip(info.label)
             self.drafter_boxes[info.key] = box
             drafters_row.addWidget(box)
+        self.drafter_boxes[REMOTE] = remote = QCheckBox("Remote")  # when the chat uses a remote engine (API menu)
+        drafters_row.addWidget(remote)
         drafters_row.addSpacing(12)
         drafters_row.addWidget(QLabel("Max tokens:"))
         self.max_tokens = QSpinBox(minimum=8, maximum=4096, value=DEFAULT_RACE_TOKENS, singleStep=32)
@@ -158,6 +165,14 @@ class RaceWindow(QWidget):
         for drafter, box in self.drafter_boxes.items():
             info = drafter_info(drafter)
             usable = (not info.needs_model or has_draft) and (not info.needs_head or has_head)
+            if drafter == REMOTE:
+                usable = self.session.remote is not None
+                box.setEnabled(usable)
+                box.setToolTip(REMOTE_TIP.format(self.session.remote.info.describe()) if usable else
+                               "Connect to a remote engine first: API → Chat with a remote engine…")
+                if not usable:
+                    box.setChecked(False)
+                continue
             box.setEnabled(usable)
             box.setToolTip(info.label if usable else
                            "Needs a draft model: choose one in Settings" if info.needs_model else
@@ -236,12 +251,18 @@ class RaceWindow(QWidget):
 
     def _race_runner(self) -> RaceRunner:
         """Engines are kept between races (warmed up once) until the models change."""
-        if self._runner is None or self._runner_pair is not self.session.pair:
+        remote = self.session.remote
+        if self._runner is None or self._runner_pair is not self.session.pair or self._runner_remote is not remote:
             pair, session = self.session.pair, self.session
-            # the history lane drafts from the chat's past replies (an empty index while the setting is off)
-            self._runner = RaceRunner(lambda drafter: pair.engine(
-                drafter, history=session.history if drafter == "history" else None))
-            self._runner_pair = self.session.pair
+
+            def engine_for(drafter: str):
+                if drafter == REMOTE:  # the remote engine reads the race's prompt as a chat message
+                    return MessagesEngine(remote.engine, lambda: [Message("user", self._race_prompt)])
+                # the history lane drafts from the chat's past replies (an empty index while the setting is off)
+                return pair.engine(drafter, history=session.history if drafter == "history" else None)
+
+            self._runner = RaceRunner(engine_for)
+            self._runner_pair, self._runner_remote = self.session.pair, remote
         return self._runner
 
     def _on_step(self, lane_event: tuple[int, StepEvent]) -> None:
