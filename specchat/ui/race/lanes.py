@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QTextBrowser, QVBoxLayout
 
 from ...engine.drafting import drafter_info
 from ...engine.events import Origin
-from ...engine.race import PLAIN, Track
+from ...engine.race import PLAIN, REMOTE, Track
 from ..spans import DRAFT
 from ..theme import current_theme
 from ..transcript import DRAFT_TIP, ORIGIN_PROPERTY, TARGET_TIP, draft_positions
@@ -22,6 +22,8 @@ LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 
 
 def lane_label(drafter: str) -> str:
+    if drafter == REMOTE:
+        return "Remote engine (another machine)"
     return "Plain decoding (target alone)" if drafter == PLAIN else drafter_info(drafter).label
 
 

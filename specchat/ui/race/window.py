@@ -122,8 +122,9 @@ class RaceWindow(QWidget):
         close = QAction(self, shortcut=QKeySequence("Ctrl+W"), triggered=self.close)
         self.addAction(close)
 
-    def _build_controls(self) -> QHBoxLayout:
-        """The prompt, the drafters' check boxes, the token limit, Race/Stop and the settings line."""
+    def _build_controls(self) -> QVBoxLayout:
+        """The prompt, the drafters' check boxes (a row of their own: eight of them), the token limit, Race/Stop and
+        the settings line."""
         self.prompt = QPlainTextEdit(placeholderText="A prompt to race, e.g. “Explain what a hash map is.”")
         self.prompt.setMaximumHeight(70)
         self.drafter_boxes: dict[str, QCheckBox] = {}
@@ -132,29 +133,33 @@ class RaceWindow(QWidget):
         for info in DRAFTERS:
             if info.key == PLAIN:  # every race has its lane
                 continue
-            box = QCheckBox(info.box_label)  # short: six of them share a row with the other controls
+            box = QCheckBox(info.box_label)  # short labels: they share one row
             box.setToolTip(info.label)
             self.drafter_boxes[info.key] = box
             drafters_row.addWidget(box)
         self.drafter_boxes[REMOTE] = remote = QCheckBox("Remote")  # when the chat uses a remote engine (API menu)
         drafters_row.addWidget(remote)
-        drafters_row.addSpacing(12)
-        drafters_row.addWidget(QLabel("Max tokens:"))
-        self.max_tokens = QSpinBox(minimum=8, maximum=4096, value=DEFAULT_RACE_TOKENS, singleStep=32)
-        drafters_row.addWidget(self.max_tokens)
         drafters_row.addStretch(1)
+        controls_row = QHBoxLayout()
+        controls_row.addWidget(QLabel("Max tokens:"))
+        self.max_tokens = QSpinBox(minimum=8, maximum=4096, value=DEFAULT_RACE_TOKENS, singleStep=32)
+        controls_row.addWidget(self.max_tokens)
+        controls_row.addStretch(1)
         self.race_button = QPushButton("▶  Race")
         self.race_button.setDefault(True)
         self.race_button.clicked.connect(self.start_race)
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self.stop)
         self.stop_button.setVisible(False)
-        drafters_row.addWidget(self.race_button)
-        drafters_row.addWidget(self.stop_button)
+        controls_row.addWidget(self.race_button)
+        controls_row.addWidget(self.stop_button)
         self.settings_label = QLabel()
         self.settings_label.setStyleSheet(f"color: {current_theme().muted_text.name()}")
         self.settings_label.setWordWrap(True)
-        return drafters_row
+        rows = QVBoxLayout()
+        rows.addLayout(drafters_row)
+        rows.addLayout(controls_row)
+        return rows
 
     # -- drafters -------------------------------------------------------------------------------------------------
 
