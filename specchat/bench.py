@@ -17,6 +17,7 @@ from .engine.adaptive import expected_tokens
 from .engine.drafting import DRAFTER_KEYS, MODEL_DRAFTERS
 from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
+from .engine.race import REMOTE
 from .engine.pair import ModelPair
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
 from .storage.records import RunRecord
@@ -182,9 +183,13 @@ def parse_modes(text: str, has_draft: bool) -> list[str]:
 
 
 class BenchRunner:
-    def __init__(self, pair: ModelPair, settings: BenchSettings):
+    def __init__(self, pair: ModelPair, settings: BenchSettings, remote=None):
+        """remote: a remote engine (specchat.remote.RemoteEngine) for the "remote" mode: the target on another
+        machine, which reads the conversation as messages; its text is compared with plain decoding's here, and
+        its speed, another machine's, is not turned into a speedup."""
         self.pair = pair
         self.settings = settings
+        self.remote = remote
         self.tokenizer = pair.target.tokenizer
         self._engines = {}
         # The "history" mode's past replies: its own earlier replies in this run, added as each turn ends (as the
@@ -192,7 +197,10 @@ class BenchRunner:
         self.history = SuffixIndex()
         self._remember = True
 
-    def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+    def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
+                 messages: list[Message] | None = None) -> TurnOutput:
+        if mode == REMOTE:
+            return self._run_remote(messages or [], max_new_tokens)
         if mode.startswith("hf-"):
             return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
         if mode in PEER_MODES:
@@ -204,6 +212,12 @@ class BenchRunner:
                                   adaptive_k=self.settings.adaptive, seed=0)
         result = engine.generate(prompt_ids, config)
         return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats)
+
+    def _run_remote(self, messages: list[Message], max_new_tokens: int) -> TurnOutput:
+        if self.remote is None:
+            raise SpecchatError("the remote mode needs a remote engine: connect to one first (API menu)")
+        result = self.remote.generate(messages, None, GenerationConfig(max_new_tokens=max_new_tokens, seed=0))
+        return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s)  # no engine figures of ours
 
     def _run_peer(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
         peer = self._engines.get(mode)
@@ -242,7 +256,8 @@ class BenchRunner:
         for turn in prompt.turns:
             history.append(Message("user", turn))
             prompt_ids = build_prompt_ids(self.tokenizer, history)
-            output = self._fastest_of_repeats(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens)
+            output = self._fastest_of_repeats(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens,
+                                              list(history))
             outputs.append(output)
             if mode == "history" and self._remember:
                 self.history.add(output.token_ids)
@@ -269,9 +284,10 @@ class BenchRunner:
             text="\n\n".join(o.text for o in outputs),
         )
 
-    def _fastest_of_repeats(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+    def _fastest_of_repeats(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
+                            messages: list[Message]) -> TurnOutput:
         """On a shared, noisy machine the minimum of a few runs is the best estimate of the undisturbed time."""
-        runs = [self.run_turn(mode, prompt_ids, max_new_tokens) for _ in range(self.settings.repeats)]
+        runs = [self.run_turn(mode, prompt_ids, max_new_tokens, messages) for _ in range(self.settings.repeats)]
         return min(runs, key=lambda run: run.wall_s)
 
     def warm_up(self, modes: list[str], prompt: BenchPrompt) -> None:
@@ -309,6 +325,9 @@ class BenchRunner:
 def _compare_with_plain(by_mode: dict[str, ModeRecord]) -> None:
     plain = by_mode["none"]
     for record in by_mode.values():
+        if record.mode == REMOTE:  # text only, and another machine's speed
+            record.identical, record.speedup = record.text == plain.text, None
+            continue
         record.identical = record.token_ids == plain.token_ids
         record.speedup = record.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s else None
 
@@ -325,7 +344,8 @@ def summarize(records: list[ModeRecord]) -> dict:
         plain = by_mode.get("none", [])
         plain_rate = _throughput(plain)
         decode = _decode_rate(plain)
-        summary[group] = {mode: _aggregate(rows, plain_rate, _plain_pass_s(plain), decode)
+        # a remote mode's speed is another machine's: no speedup over plain decoding here
+        summary[group] = {mode: _aggregate(rows, 0.0 if mode == REMOTE else plain_rate, _plain_pass_s(plain), decode)
                           for mode, rows in by_mode.items()}
     return summary
 
@@ -479,7 +499,7 @@ def _fmt(value: float | None, suffix: str = "") -> str:
 
 
 def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSettings,
-                     app_session_id: int | None) -> RunRecord | None:
+                     app_session_id: int | None, remote_name: str | None = None) -> RunRecord | None:
     """One benchmark prompt-mode as a generation run for Store.record_run (source "bench"), so the dashboard charts
     benchmarks beside chat replies and races; None for the hf-* modes (transformers' generate() is a reference
     here, not one of our drafters, and has no per-step statistics to store).
@@ -491,9 +511,11 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
     speedup = record.speedup if record.mode != "none" else None
     proposed, accepted = list(record.proposed_by_position), list(record.accepted_by_position)
     return RunRecord(
-        app_session_id=app_session_id, source="bench", category=record.category, target=pair.target.name,
-        draft=pair.draft_name(record.mode), drafter=record.mode, k=settings.k, adaptive=settings.adaptive,
-        temperature=0.0, top_p=1.0, top_k=0, seed=0, device=str(pair.target.device),
+        app_session_id=app_session_id, source="bench", category=record.category,
+        target=remote_name if record.mode == REMOTE and remote_name else pair.target.name,
+        draft=None if record.mode == REMOTE else pair.draft_name(record.mode), drafter=record.mode, k=settings.k,
+        adaptive=settings.adaptive, temperature=0.0, top_p=1.0, top_k=0, seed=0,
+        device="remote" if record.mode == REMOTE else str(pair.target.device),
         new_tokens=record.new_tokens, target_passes=record.target_passes or 0,
         draft_proposed=record.draft_proposed or 0, draft_accepted=record.draft_accepted or 0,
         tokens_per_s=record.tokens_per_s, wall_s=record.wall_s, draft_s=record.draft_s or 0.0,

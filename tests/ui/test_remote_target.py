@@ -109,3 +109,40 @@ def test_the_race_view_races_the_remote_engine_beside_the_local_lanes(qtbot, sto
     rows = [row for row in store.runs() if row.source == "race" and row.drafter == "remote"]
     assert rows and "tiny at 127.0.0.1" in rows[-1].target and rows[-1].speedup is None
     window.close()
+
+
+def test_the_dashboards_benchmark_measures_the_remote_engine_too(qtbot, store, remote_server, served_pair,
+                                                                  tmp_path):  # noqa: F811
+    import json
+
+    from specchat.bench import BenchRunner, BenchSettings, load_prompts
+    from specchat.remote import RemoteEndpoint
+    from specchat.ui.main_window import MainWindow
+    from specchat.ui.session import ChatSession
+    from specchat.ui.settings import AppSettings
+
+    session = ChatSession(store, AppSettings(drafter="pld", max_new_tokens=16, k=4, adaptive_k=False),
+                          pair=served_pair)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.remote_target.connected, timeout=TIMEOUT):
+        window.remote_target.connect_to(remote_server.url)
+    window.open_dashboard()
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": 1, "category": "chat", "turns": ["The quick brown fox"]}),
+                       encoding="utf-8")
+    with qtbot.waitSignal(window.dashboard.benchmark_finished, timeout=TIMEOUT):
+        assert window.dashboard.start_benchmark(str(prompts), limit=0, max_new_tokens=8)
+    runs = {row.drafter: row for row in store.runs() if row.source == "bench"}
+    assert set(runs) == {"none", "pld", "remote"}
+    assert "tiny at 127.0.0.1" in runs["remote"].target and runs["remote"].speedup is None
+    assert runs["remote"].new_tokens == runs["none"].new_tokens == 8
+
+    # the same runner without Qt: the remote reply is plain decoding's text, and no speedup is claimed for it
+    endpoint = RemoteEndpoint(remote_server.url)
+    runner = BenchRunner(served_pair, BenchSettings(k=4, adaptive=False, max_new_tokens=8, repeats=1),
+                         remote=endpoint.engine(endpoint.connect()))
+    records = runner.run(load_prompts(prompts.read_text().splitlines(), "prompts.jsonl"), ["none", "remote"])
+    remote = next(r for r in records if r.mode == "remote")
+    assert remote.identical and remote.speedup is None
+    window.close()

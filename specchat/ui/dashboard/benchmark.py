@@ -18,6 +18,7 @@ from ...bench import BenchRunner, BenchSettings, bench_run_values, load_prompts
 from ...engine import PromptError, SpecchatError
 from ...engine.drafting import drafter_info
 from ...engine.pair import ModelPair
+from ...engine.race import REMOTE
 from ...resources import default_prompt_suite
 from ...storage import StorageError
 from ..workers import FunctionWorker
@@ -44,6 +45,7 @@ class BenchmarkRun:
     settings: BenchSettings
     modes: list[str]
     records: list | None = None  # set by the worker thread when the runner returns
+    remote_name: str | None = None  # the remote engine of the "remote" mode, when the chat uses one
 
 
 def _suite_description() -> str:
@@ -54,9 +56,10 @@ def _suite_description() -> str:
     return f"{len(prompts)} prompts in {len({p.category for p in prompts})} categories"
 
 
-def benchmark_modes(drafter: str) -> list[str]:
-    """Plain decoding (the baseline of every speedup) and the drafter chosen in Settings."""
-    return ["none"] if drafter == "none" else ["none", drafter]
+def benchmark_modes(drafter: str, remote: bool = False) -> list[str]:
+    """Plain decoding (the baseline of every speedup), the drafter chosen in Settings, and the remote engine the
+    chat uses, if any (API menu)."""
+    return (["none"] if drafter == "none" else ["none", drafter]) + ([REMOTE] if remote else [])
 
 
 class BenchmarkDialog(QDialog):
@@ -185,7 +188,7 @@ class BenchmarkHost(QWidget):
         if problem:
             self._say(problem, "error")
             return
-        dialog = BenchmarkDialog(benchmark_modes(self.session.settings.drafter),
+        dialog = BenchmarkDialog(benchmark_modes(self.session.settings.drafter, self.session.remote is not None),
                                  str(self.session.pair.target.device), self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.start_benchmark(*dialog.choice())
@@ -207,11 +210,13 @@ class BenchmarkHost(QWidget):
         session = self.session
         settings = BenchSettings(k=session.settings.k, adaptive=session.settings.adaptive_k,
                                  max_new_tokens=max_new_tokens, repeats=1)
-        modes = benchmark_modes(session.settings.drafter)
-        self._launch_benchmark(BenchRunner(session.pair, settings), prompts, modes, settings)
+        remote = session.remote
+        modes = benchmark_modes(session.settings.drafter, remote is not None)
+        runner = BenchRunner(session.pair, settings, remote=remote.engine if remote is not None else None)
+        self._launch_benchmark(runner, prompts, modes, settings, remote.info.name if remote is not None else None)
         return True
 
-    def _launch_benchmark(self, runner, prompts, modes: list[str], settings) -> None:
+    def _launch_benchmark(self, runner, prompts, modes: list[str], settings, remote_name: str | None = None) -> None:
         cancel = threading.Event()
         report = self._bench_progress.progress.emit
 
@@ -224,7 +229,7 @@ class BenchmarkHost(QWidget):
             return bench.records
 
         worker = FunctionWorker(work, cancel, if_not_run=[])  # also cancelled when the session shuts down
-        bench = BenchmarkRun(worker, cancel, self.session.pair, settings, modes)
+        bench = BenchmarkRun(worker, cancel, self.session.pair, settings, modes, remote_name=remote_name)
         # Bound methods of this window (not lambdas): Qt then queues the calls to the GUI thread.
         worker.returned.connect(self._on_benchmark_done)
         worker.errored.connect(self._on_benchmark_failed)
@@ -295,7 +300,8 @@ class BenchmarkHost(QWidget):
     def _store_benchmark(self, bench: BenchmarkRun, records: list) -> int:
         stored = 0
         for record in records:
-            values = bench_run_values(record, bench.pair, bench.settings, self.session.app_session_id)
+            values = bench_run_values(record, bench.pair, bench.settings, self.session.app_session_id,
+                                      bench.remote_name)
             if values is not None:
                 self.session.store.record_run(values)
                 stored += 1
