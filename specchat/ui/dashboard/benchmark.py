@@ -68,7 +68,8 @@ class BenchmarkDialog(QDialog):
     def __init__(self, modes: list[str], where: str, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Run a benchmark — specchat")
-        names = " and ".join(drafter_info(m).phrase for m in modes)
+        names = " and ".join("the remote engine (another machine: compared for text, not speed)" if m == REMOTE
+                             else drafter_info(m).phrase for m in modes)
         intro = QLabel(f"Each prompt is decoded greedily with <b>{html.escape(names)}</b>, one after the other on "
                        f"<b>{html.escape(where)}</b>. The speedup is measured against plain decoding of the same "
                        "prompt; the results are stored as benchmark runs.")
