@@ -138,3 +138,25 @@ def test_sglang_gauges_are_read_as_they_are():
     change = delta(None, counters)
     assert change.alpha == pytest.approx(0.5) and change.tau == pytest.approx(3.1)
     assert change.server_wide and "gauges" in change.scope
+
+
+def test_created_timestamps_and_per_position_series_are_not_counted_as_totals():
+    """prometheus_client exports a `_created` timestamp beside every counter, and vLLM a per-position breakdown of
+    accepted tokens: summing them into the totals would wreck alpha."""
+    from specchat.remote.metrics import SpecDecodeCounters
+
+    text = "\n".join([
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 40',
+        'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.79e+09',
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 160',
+        'vllm:spec_decode_num_draft_tokens_created{engine="0",model_name="m"} 1.79e+09',
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 100',
+        'vllm:spec_decode_num_accepted_tokens_created{engine="0",model_name="m"} 1.79e+09',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 35',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 30',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 20',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="3"} 15',
+    ])
+    counters = SpecDecodeCounters.from_text(text)
+    assert (counters.drafts, counters.draft_tokens, counters.accepted) == (40, 160, 100)
+    assert counters.accepted_per_position == (35, 30, 20, 15)
