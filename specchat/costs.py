@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import torch
 
 from .engine.adaptive import expected_tokens
-from .engine.cache import rollback
 
 # Llama-family shapes (hidden, layers, heads, kv heads, intermediate, vocab) for random-weight measurements.
 SHAPES = {
