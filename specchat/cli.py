@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", action="store_true",
                        help="also print the engine's efficiency, its overhead breakdown, the verify cost curve and "
                             "memory use")
+    bench.add_argument("--remote", metavar="URL", help="also measure a remote OpenAI-compatible engine (specchat "
+                                                       "serve, vLLM, SGLang) as the mode 'remote': text against "
+                                                       "plain decoding here, no speedup (docs/remote.md)")
+    bench.add_argument("--remote-key", metavar="KEY", help="the remote engine's API key")
     bench.set_defaults(handler=run_bench)
 
     costs = commands.add_parser("costs", help="measure the verification cost curve, the draft's cost and the "
@@ -445,7 +449,9 @@ def run_bench(args) -> int:
     print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats, packed_weights=args.packed_weights)
-    runner = bench.BenchRunner(pair, settings)
+    runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
+    if args.remote:
+        modes.append("remote")
 
     def progress(done: int, total: int, record) -> None:
         print(f"[{done}/{total}] {record.category:<14} q{record.question_id:<4} {record.mode:<9}"
@@ -465,6 +471,15 @@ def run_bench(args) -> int:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
         print(f"report written to {args.out}", file=sys.stderr)
     return 0
+
+
+def _remote_engine(args):
+    from .remote import RemoteEndpoint
+
+    endpoint = RemoteEndpoint(args.remote, api_key=args.remote_key)
+    info = endpoint.connect()
+    print(f"remote: {info.describe()}", file=sys.stderr)
+    return endpoint.engine(info)
 
 
 def run_costs(args) -> int:

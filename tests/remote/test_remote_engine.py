@@ -233,3 +233,24 @@ def assert_user_facing(error: RemoteError) -> None:
 
 
 
+
+
+def test_specchat_bench_measures_a_remote_engine_beside_plain_decoding(remote_server, served_model_dir, tmp_path,
+                                                                        capsys):
+    """`specchat bench --remote URL`: the same model here and there, so the remote text is plain decoding's; its
+    speed is another machine's, so no speedup is reported for it."""
+    from specchat.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": 1, "category": "qa", "turns": ["The quick brown fox"]}),
+                       encoding="utf-8")
+    out = tmp_path / "report.json"
+    code = main(["bench", "--prompts", str(prompts), "--target", str(served_model_dir), "--device", "cpu",
+                 "--modes", "none", "--max-new-tokens", "8", "--remote", remote_server.url, "--remote-key", KEY,
+                 "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["modes"] == ["none", "remote"]
+    remote = report["summary"]["overall"]["remote"]
+    assert remote["identical"] == 1.0 and remote["speedup"] is None and remote["new_tokens"] == 8
+    assert "remote: tiny at 127.0.0.1" in capsys.readouterr().err
