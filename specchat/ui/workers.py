@@ -53,8 +53,8 @@ class ModelJob(QObject):
     when it has one (a stopped reply, an empty benchmark) and otherwise errors with NOT_RUN_MESSAGE. So the window
     that waits for a job always hears back exactly once, through `returned` or `errored`.
 
-    Subclasses only say what the work is: work() returns a generator (GeneratorWorker) or a value (FunctionWorker).
-    Jobs are not moved to the thread that runs them: they stay in the thread that made them (the GUI thread), so
+    The work is a function: its value is what the job returns (FunctionWorker); GeneratorWorker's function makes a
+    generator, whose values it yields and whose return value it returns. Jobs are not moved to the thread that runs them: they stay in the thread that made them (the GUI thread), so
     their signals reach that thread queued, whether connected to a window's method or to a plain function."""
 
     started = Signal()
@@ -63,8 +63,9 @@ class ModelJob(QObject):
     errored = Signal(str)
     finished = Signal()
 
-    def __init__(self, cancel: threading.Event | None = None, if_not_run=_FAIL):
+    def __init__(self, work: Callable[[], object], cancel: threading.Event | None = None, if_not_run=_FAIL):
         super().__init__()
+        self.work = work
         self.cancel = cancel
         self.if_not_run = if_not_run
         self._ended = threading.Event()
@@ -85,7 +86,7 @@ class ModelJob(QObject):
 
     def run(self) -> object:
         """Does the work on the job's thread and gives its value."""
-        raise NotImplementedError
+        return self.work()
 
     def _not_run(self) -> None:
         if self.if_not_run is _FAIL:
@@ -103,28 +104,17 @@ class ModelJob(QObject):
 
 
 class FunctionWorker(ModelJob):
-    """Runs one function (model loading, calibration, a benchmark, a download) and returns its value."""
-
-    def __init__(self, function: Callable[[], object], cancel: threading.Event | None = None, if_not_run=_FAIL):
-        super().__init__(cancel, if_not_run)
-        self.function = function
-
-    def run(self) -> object:
-        return self.function()
+    """Runs one function (model loading, calibration, a benchmark, a download) and returns its value: a ModelJob
+    as it is, named for what it runs."""
 
 
 class GeneratorWorker(ModelJob):
-    """Runs a generator: each value it yields goes out through `yielded`, and its return value through
-    `returned`. The generator is made on the job's thread (make_generator is called there), so whatever it builds
+    """Runs a generator: `work` makes it, each value it yields goes out through `yielded`, and its return value
+    through `returned`. The generator is made on the job's thread (work is called there), so whatever it builds
     before its first yield (an engine, say) is built there too."""
 
-    def __init__(self, make_generator: Callable[[], Generator[object, None, object]],
-                 cancel: threading.Event | None = None, if_not_run=_FAIL):
-        super().__init__(cancel, if_not_run)
-        self.make_generator = make_generator
-
     def run(self) -> object:
-        generator = self.make_generator()
+        generator = self.work()
         while True:
             try:
                 value = next(generator)
