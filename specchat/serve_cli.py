@@ -33,7 +33,7 @@ def run_serve(args: argparse.Namespace, config, drafter: str, load) -> int:
     one), and serves until Ctrl-C."""
     from .engine import SpecchatError
     from .server.run import check_binding, serve_forever
-    from .server.served import ServedModel, ServerDefaults
+    from .server.served import ServedModel
 
     api_key = args.api_key or os.environ.get("SPECCHAT_API_KEY") or None
     if args.max_waiting < 0:
@@ -46,10 +46,7 @@ def run_serve(args: argparse.Namespace, config, drafter: str, load) -> int:
         from .storage import Store
 
         store = Store.open()
-    defaults = ServerDefaults(drafter=drafter, k=config.k, adaptive_k=config.adaptive_k,
-                              temperature=config.sampling.temperature, top_p=config.sampling.top_p,
-                              top_k=config.sampling.top_k, max_tokens=config.max_new_tokens)
-    served = ServedModel(pair, defaults, store, model_id=args.model_id)
+    served = ServedModel(pair, drafter, config, store, model_id=args.model_id)
     try:
         serve_forever(served, args.host, args.port, api_key, args.max_waiting,
                       announce=lambda line: print(line, file=sys.stderr, flush=True))

@@ -71,7 +71,7 @@ def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None
 
 def _model_card(served: ServedModel) -> dict:
     return {"id": served.model_id, "object": "model", "created": int(time.time()), "owned_by": "specchat",
-            "specchat": {"drafter": served.defaults.drafter, "context_window": served.pair.context_window(),
+            "specchat": {"drafter": served.drafter, "context_window": served.pair.context_window(),
                          "device": str(served.pair.target.device)}}
 
 

@@ -87,7 +87,7 @@ def serve_forever(served: ServedModel, host: str, port: int, api_key: str | None
     check_binding(host, api_key)
     line = DeviceLine(max_waiting)
     sock = bind(host, port)
-    announce(f"specchat serve: {served.model_id} (drafter {served.defaults.drafter}) on {url_of(sock)}/v1"
+    announce(f"specchat serve: {served.model_id} (drafter {served.drafter}) on {url_of(sock)}/v1"
              + (" · API key required" if api_key else ""))
     config = uvicorn.Config(create_app(served, line, api_key), log_level="warning", lifespan="on")
     try:

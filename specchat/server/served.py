@@ -9,7 +9,7 @@ as the app's chats, races and benchmarks, so the dashboard shows what the server
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 
 from ..engine import GenerationConfig, GenerationResult, Message, PromptError, SamplingParams, SpecchatError
 from ..engine.chat import build_prompt_ids
@@ -21,19 +21,6 @@ from .jobs import Job
 from .protocol import ApiError, ChatCompletionRequest, CompletionRequest, SamplingRequest
 
 
-@dataclass(frozen=True)
-class ServerDefaults:
-    """What a request gets for each parameter it leaves out."""
-
-    drafter: str
-    k: int = 5
-    adaptive_k: bool = True
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 256
-
-
 def api_model_id(name: str) -> str:
     """A model's name as clients write it: "SmolLM2-135M-Instruct (embedded, GGUF Q4_1)" -> "SmolLM2-135M-Instruct"
     (the description in brackets dropped, spaces as dashes)."""
@@ -41,9 +28,11 @@ def api_model_id(name: str) -> str:
 
 
 class ServedModel:
-    def __init__(self, pair: ModelPair, defaults: ServerDefaults, store=None, model_id: str | None = None):
-        pair.check_drafter(defaults.drafter)
-        self.pair, self.defaults, self.store = pair, defaults, store
+    def __init__(self, pair: ModelPair, drafter: str, defaults: GenerationConfig, store=None,
+                 model_id: str | None = None):
+        """defaults: what a request gets for each parameter it leaves out (the CLI's or the window's settings)."""
+        pair.check_drafter(drafter)
+        self.pair, self.drafter, self.defaults, self.store = pair, drafter, defaults, store
         self.model_id = model_id or api_model_id(pair.target.name)
         self._engine: SpeculativeEngine | None = None
 
@@ -79,20 +68,21 @@ class ServedModel:
         d = self.defaults
         try:
             sampling = SamplingParams(
-                temperature=d.temperature if request.temperature is None else request.temperature,
-                top_p=d.top_p if request.top_p is None else request.top_p,
-                top_k=d.top_k if request.top_k is None else request.top_k)
+                temperature=d.sampling.temperature if request.temperature is None else request.temperature,
+                top_p=d.sampling.top_p if request.top_p is None else request.top_p,
+                top_k=d.sampling.top_k if request.top_k is None else request.top_k)
         except ValueError as error:
             raise ApiError(400, str(error)) from None
-        return GenerationConfig(max_new_tokens=request.token_limit() or d.max_tokens, sampling=sampling, k=d.k,
-                                adaptive_k=d.adaptive_k, seed=request.seed, stop_strings=request.stop_strings())
+        return replace(d, max_new_tokens=request.token_limit() or d.max_new_tokens, sampling=sampling,
+                       seed=d.seed if request.seed is None else request.seed,
+                       stop_strings=request.stop_strings() or d.stop_strings)
 
     # --- on the device thread ------------------------------------------------------------------------------------
 
     def engine(self) -> SpeculativeEngine:
         """Built once, on the device thread, on first use (and kept: its caches and K policy warm up)."""
         if self._engine is None:
-            self._engine = self.pair.engine(self.defaults.drafter)
+            self._engine = self.pair.engine(self.drafter)
         return self._engine
 
     def generate(self, job: Job, prompt_ids: list[int], config: GenerationConfig) -> GenerationResult:
@@ -114,7 +104,7 @@ class ServedModel:
         pair, sampling = self.pair, config.sampling
         record = RunRecord(
             **RunRecord.figures(result.stats.to_dict()), source="api", target=pair.target.name,
-            draft=pair.draft_name(self.defaults.drafter), drafter=self.defaults.drafter, k=config.k,
+            draft=pair.draft_name(self.drafter), drafter=self.drafter, k=config.k,
             adaptive=config.adaptive_k, temperature=sampling.temperature, top_p=sampling.top_p,
             top_k=sampling.top_k, seed=result.seed, device=str(pair.target.device),
             finish_reason=result.finish_reason)

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMenu
 from ..engine import SpecchatError
 from ..server.jobs import Closing
 from ..server.run import DEFAULT_PORT, RunningServer
-from ..server.served import ServedModel, ServerDefaults
+from ..server.served import ServedModel
 from .workers import FunctionWorker
 
 
@@ -100,16 +100,15 @@ class ApiServerSwitch(QObject):
             self.stop()
             self._show("", "The API server is stopped.")
 
-    def _defaults(self) -> ServerDefaults:
-        s = self.session.settings
-        return ServerDefaults(drafter=s.drafter, k=s.k, adaptive_k=s.adaptive_k, temperature=s.temperature,
-                              top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens)
+    def _defaults(self) -> tuple[str, object]:
+        """The drafter and the generation config the server's requests start from: the chat's."""
+        return self.session.settings.drafter, self.session.settings.generation_config()
 
     def _follow_session(self) -> None:
         """Restarts on new models or settings; waits while models load."""
         running = self.server
         if running is not None and (running.served.pair is not self.session.pair
-                                    or running.served.defaults != self._defaults()):
+                                    or (running.served.drafter, running.served.defaults) != self._defaults()):
             self.stop()
         if self.wanted and self.server is None:
             if self.session.ready:
@@ -119,7 +118,7 @@ class ApiServerSwitch(QObject):
 
     def start(self) -> None:
         try:
-            served = ServedModel(self.session.pair, self._defaults(), self.session.store)
+            served = ServedModel(self.session.pair, *self._defaults(), self.session.store)
             try:
                 self.server = RunningServer(served, port=DEFAULT_PORT, run_on_device=self.runner).start()
             except SpecchatError:  # 8000 is taken (another server?): any free port will do

@@ -69,12 +69,12 @@ def test_the_server_follows_new_settings_and_stops_with_the_window(qtbot, make_w
     switch = window.api_server
     switch.action.setChecked(True)
     first = switch.server
-    assert first is not None and first.served.defaults.drafter == "pld"
+    assert first is not None and first.served.drafter == "pld"
     settings = window.session.settings
     settings.drafter = "model"
     window.session.status_changed.emit()  # what apply_settings does once the settings are saved
     assert switch.server is not None and switch.server is not first
-    assert switch.server.served.defaults.drafter == "model"
+    assert switch.server.served.drafter == "model"
     url = switch.url
     window.close()
     assert switch.server is None
