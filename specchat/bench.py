@@ -17,7 +17,7 @@ from .engine.adaptive import expected_tokens
 from .engine.drafting import DRAFTER_KEYS, MODEL_DRAFTERS
 from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
-from .engine.race import REMOTE
+from .engine.race import REMOTE, UNKNOWN_TOKEN
 from .engine.pair import ModelPair
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
 from .storage.records import RunRecord
@@ -217,7 +217,8 @@ class BenchRunner:
         if self.remote is None:
             raise SpecchatError("the remote mode needs a remote engine: connect to one first (API menu)")
         result = self.remote.generate(messages, None, GenerationConfig(max_new_tokens=max_new_tokens, seed=0))
-        return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s)  # no engine figures of ours
+        # the server's token count (its ids are unknown); no engine figures of ours
+        return TurnOutput([UNKNOWN_TOKEN] * result.stats.new_tokens, result.text, result.stats.wall_s)
 
     def _run_peer(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
         peer = self._engines.get(mode)

@@ -73,8 +73,14 @@ class Track:
         return float(self.stats.get("wall_s", self.times[-1] if self.times else 0.0))
 
     @property
+    def new_tokens(self) -> int:
+        """The engine's count: a remote lane's token ids are placeholders, one per origin the server reported,
+        while its statistics carry the server's own count."""
+        return int(self.stats.get("new_tokens") or len(self.token_ids))
+
+    @property
     def tokens_per_s(self) -> float:
-        return len(self.token_ids) / self.wall_s if self.wall_s > 0 else 0.0
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
     def tokens_at(self, t: float) -> int:
         """How many tokens were ready t seconds after the start."""
@@ -138,7 +144,7 @@ def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
         stats = track.stats
         drafted = track.drafter != PLAIN
         results.append(LaneResult(
-            drafter=track.drafter, new_tokens=len(track.token_ids), wall_s=track.wall_s,
+            drafter=track.drafter, new_tokens=track.new_tokens, wall_s=track.wall_s,
             tokens_per_s=track.tokens_per_s,
             speedup=(track.tokens_per_s / plain.tokens_per_s
                      if i and plain.tokens_per_s and track.drafter != REMOTE else None),

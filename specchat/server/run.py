@@ -16,6 +16,7 @@ from .served import ServedModel
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+GRACEFUL_S = 2  # at shutdown, open streams get this long to end (their generations are cancelled) before they are cut
 
 
 def is_loopback(host: str) -> bool:
@@ -65,7 +66,8 @@ class RunningServer:
         self.socket = bind(host, port)
         self.url = url_of(self.socket)
         app = create_app(served, self.line, api_key)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                                    timeout_graceful_shutdown=GRACEFUL_S))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.socket]},
                                         name="specchat-serve-http", daemon=True)
 
@@ -74,9 +76,11 @@ class RunningServer:
         return self
 
     def stop(self, timeout_s: float = 10.0) -> bool:
+        """Cancels the generations first: uvicorn's shutdown waits for open connections, so a stream would
+        otherwise run to its token limit while the caller (the window) waits."""
+        self.line.close(timeout_s)
         self._server.should_exit = True
         self._thread.join(timeout_s)
-        self.line.close(timeout_s)
         self.socket.close()
         return not self._thread.is_alive()
 
@@ -89,7 +93,8 @@ def serve_forever(served: ServedModel, host: str, port: int, api_key: str | None
     sock = bind(host, port)
     announce(f"specchat serve: {served.model_id} (drafter {served.drafter}) on {url_of(sock)}/v1"
              + (" · API key required" if api_key else ""))
-    config = uvicorn.Config(create_app(served, line, api_key), log_level="warning", lifespan="on")
+    config = uvicorn.Config(create_app(served, line, api_key), log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=GRACEFUL_S)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

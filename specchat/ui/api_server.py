@@ -15,11 +15,14 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu
 
+from typing import TYPE_CHECKING
+
 from ..engine import SpecchatError
-from ..server.jobs import Closing
-from ..server.run import DEFAULT_PORT, RunningServer
-from ..server.served import ServedModel
+from ..server.jobs import Closing  # the line only (no web framework): FastAPI and uvicorn load when the server starts
 from .workers import FunctionWorker
+
+if TYPE_CHECKING:
+    from ..server.run import RunningServer
 
 
 class ModelThreadRunner(QObject):
@@ -117,6 +120,9 @@ class ApiServerSwitch(QObject):
                 self._show("API: waiting for the models…", "")
 
     def start(self) -> None:
+        from ..server.run import DEFAULT_PORT, RunningServer  # about 0.3 s of imports, kept off the app's start
+        from ..server.served import ServedModel
+
         try:
             served = ServedModel(self.session.pair, *self._defaults(), self.session.store)
             try:

@@ -285,10 +285,13 @@ class ModelsDialog(QDialog):
         if downloads is not None and not self._listening:
             self._listening = True
             downloads.changed.connect(self._on_download_changed)
-            downloads.ended.connect(lambda _repo_id: self.refresh())
+            downloads.ended.connect(self._on_download_ended)  # a method: disconnected when the dialog is deleted
             if self.isVisible():
                 downloads.watchers += 1
         self._update_buttons()
+
+    def _on_download_ended(self, _repo_id: str) -> None:
+        self.refresh()
 
     def download_selected(self) -> None:
         row = self.selected_row()

@@ -287,10 +287,13 @@ class SettingsDialog(QDialog):
         """The Models dialog, window-modal over this one; choosing a model there fills the fields here."""
         from .models_dialog import ModelsDialog
 
+        if self.models_dialog is not None:  # one at a time: an old one would keep following the downloads
+            self.models_dialog.deleteLater()
         self.models_dialog = ModelsDialog(self.download_progress, self.download_requested.emit,
                                           precision=self.precision.currentData(), device=self.device.currentText(),
                                           current=self.target.text() or "embedded", parent=self)
         self.models_dialog.chosen.connect(self.use_models)
+        self.models_dialog.finished.connect(self._recheck_timer.start)  # a model downloaded there may now be here
         self.models_dialog.open()
 
     def use_models(self, target: str, draft: str, drafter: str) -> None:
