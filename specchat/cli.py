@@ -137,17 +137,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
     bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
-    bench.add_argument("--suite", choices=("own", "spec-bench"), default="own",
-                       help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; own: the "
-                            "shipped 48-prompt smoke suite (default)")
+    bench.add_argument("--suite", choices=("own", "spec-bench", "humaneval"), default="own",
+                       help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; humaneval: "
+                            "openai/human-eval's 164 code prompts (shipped); own: the 48-prompt smoke suite (default)")
     bench.add_argument("--per-task", type=positive_int,
                        help="with --suite spec-bench: a fixed, seeded sample of N questions per task")
     bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
     bench.add_argument("--categories", help="comma-separated categories to keep")
     bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
-                       help="comma-separated: none, pld, model, hybrid, eagle, eagle-hybrid (ours); hf-none, "
+                       help="comma-separated: none, default (the app's pick), pld, history, model, hybrid, eagle, "
+                            "eagle-hybrid, universal (ours); hf-none, "
                             "hf-pld, hf-model (transformers' generate); llama-cpp, llama-cpp-pld (llama-cpp-python "
-                            "on the target's GGUF file)")
+                            "on the target's GGUF file); llama-server[-draft|-ngram] (llama.cpp's: `make peers`)")
+    bench.add_argument("--peer-draft", type=Path, metavar="PATH",
+                       help="GGUF draft of the llama-server-draft mode (default: the --draft model's file)")
+    bench.add_argument("--universal-draft", metavar="SRC",
+                       help="the universal mode's draft, with its own tokenizer (default: the --draft model)")
     _model_options(bench)
     bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
@@ -164,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--remote", metavar="URL", help="also measure a remote OpenAI-compatible engine (specchat "
                                                        "serve, vLLM, SGLang) as the mode 'remote': text against "
                                                        "plain decoding here, no speedup (docs/remote.md)")
-    bench.add_argument("--remote-key", metavar="KEY", help="the remote engine's API key")
+    bench.add_argument("--remote-key", metavar="KEY", help="the remote engine's API key. Prefer the environment "
+                                                           "variable SPECCHAT_REMOTE_KEY or --remote-key-file: a "
+                                                           "key on the command line shows in `ps`")
+    bench.add_argument("--remote-key-file", type=Path, metavar="FILE", help="read the remote engine's API key "
+                                                                            "from FILE (its first line)")
     bench.set_defaults(handler=run_bench)
 
     costs = commands.add_parser("costs", help="measure the verification cost curve, the draft's cost and the "
@@ -244,14 +253,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--trust-remote-code", action="store_true")
     check.set_defaults(handler=run_models_check)
     download = models_commands.add_parser("download", help="download a model from the Hugging Face Hub")
-    download.add_argument("hub_id")
+    download.add_argument("hub_id", help="a Hub id (org/name: its safetensors) or one GGUF file of a repository "
+                                         "(org/name/file.gguf, as `specchat models catalog --json` names them)")
     download.set_defaults(handler=run_models_download)
+    from .pair_cli import add_install_pair_command
+
+    add_install_pair_command(models_commands)
     catalog = models_commands.add_parser("catalog", help="curated targets and their drafts: licence, size, memory, "
                                                          "whether each fits here, predicted speedup")
     catalog.add_argument("--search", metavar="TEXT", help="only models whose id, family, licence or tokenizer has TEXT")
     catalog.add_argument("--alpha", type=unit_interval, default=0.7, help="acceptance rate to predict at (0.7)")
-    catalog.add_argument("--dtype", choices=("fp32", "bf16", "fp16", "q8_0", "q4"),
-                         help="weight format of the fits-here verdict (default: the one the app would use here)")
+    catalog.add_argument("--dtype", metavar="FORMAT",
+                         help="weight format of the fits-here verdict: fp32, bf16, fp16, q8_0, q4 or a GGUF type such "
+                              "as Q4_K_M (default: each model's format here, as the app would use it)")
     catalog.add_argument("--costs", type=Path, help="cost table to predict from (default: the shipped one; "
                                                     "docs/measure/catalog_costs.sh writes one for this machine)")
     catalog.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -274,6 +288,10 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
                         help="how a GGUF target runs: llama.cpp on its own quantized weights (the default on the CPU "
                              "where llama-cpp-python is installed) or torch on a float32 copy")
+    parser.add_argument("--exactness", choices=("auto", "bit-identical", "distribution"), default="auto",
+                        help="a llama.cpp target's promise: bit-identical to plain decoding (passes capped where its "
+                             "kernels are batch-invariant), or the same distribution on its fastest kernels; auto: "
+                             "bit-identical where drafts still fit (docs/exactness.md)")
     parser.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: SPECCHAT_THREADS, else "
                                                              "every core)")
 
@@ -306,7 +324,7 @@ def _load_options(args):
 
     return LoadOptions(device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                        allow_pickle=args.allow_pickle, backend=getattr(args, "backend", None),
-                       threads=getattr(args, "threads", None))
+                       threads=getattr(args, "threads", None), exactness=getattr(args, "exactness", "auto"))
 
 
 def _load(args, with_draft: bool, on_loaded=None):
@@ -424,9 +442,10 @@ def run_serve(args) -> int:
 
 def run_bench(args) -> int:
     from . import bench
-    from .resources import default_prompt_suite, spec_bench_questions
+    from .resources import default_prompt_suite, human_eval_problems, spec_bench_questions
 
-    modes = bench.parse_modes(args.modes, has_draft=_draft_source(args) is not None)
+    modes = bench.parse_modes(args.modes, has_draft=_draft_source(args) is not None,
+                              has_universal_draft=args.universal_draft is not None)
     categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
     if args.prompts:
         try:
@@ -440,15 +459,23 @@ def run_bench(args) -> int:
     else:
         lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
     prompts = bench.load_prompts(lines, source)
-    if args.suite == "spec-bench" and not args.prompts:
+    if args.suite == "humaneval" and not args.prompts:
+        import gzip
+
+        source = "HumanEval"
+        prompts = bench.human_eval_prompts(gzip.decompress(human_eval_problems().read_bytes()).decode("utf-8"))
+    if args.suite in ("spec-bench", "humaneval") and not args.prompts:
         prompts = bench.spec_bench_sample(prompts, args.per_task)
     prompts = bench.select_prompts(prompts, source, args.limit, categories)
     memory = {"before loading": bench.resident_mb()}
-    pair = _load(args, with_draft=any(mode in (*MODEL_DRAFTERS, "hf-model") for mode in modes),
+    drafted = (*MODEL_DRAFTERS, "hf-model", *(() if args.peer_draft else ("llama-server-draft",)))
+    pair = _load(args, with_draft=any(mode in drafted for mode in modes),
                  on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
-                                   repeats=args.repeats, packed_weights=args.packed_weights)
+                                   repeats=args.repeats, packed_weights=args.packed_weights,
+                                   peer_draft=str(args.peer_draft) if args.peer_draft else None,
+                                   default_drafter=_drafter_choice(args), universal_draft=args.universal_draft)
     runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
     if args.remote:
         modes.append("remote")
@@ -464,7 +491,10 @@ def run_bench(args) -> int:
     if args.profile:
         bench.print_profile(summary, modes, memory)
     if args.out:
-        report = {"command": "specchat " + " ".join(sys.argv[1:]), "environment": bench.environment(),
+        from .serve_cli import without_keys
+
+        report = {"command": "specchat " + " ".join(without_keys(sys.argv[1:])),
+                  "environment": bench.environment(),
                   "target": pair.target.name, "backend": pair.target.backend, "draft": pair.draft.name if pair.draft else None,
                   "settings": vars(settings), "modes": modes, "summary": summary, "memory_mb": memory,
                   "records": [r.to_dict() for r in records]}
@@ -475,8 +505,14 @@ def run_bench(args) -> int:
 
 def _remote_engine(args):
     from .remote import RemoteEndpoint
+    from .remote.engine import plain_http_key_warning
+    from .serve_cli import secret_from
 
-    endpoint = RemoteEndpoint(args.remote, api_key=args.remote_key)
+    key = secret_from(args.remote_key, args.remote_key_file, "SPECCHAT_REMOTE_KEY", "--remote-key")
+    endpoint = RemoteEndpoint(args.remote, api_key=key)
+    warning = plain_http_key_warning(endpoint.url, key)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     info = endpoint.connect()
     print(f"remote: {info.describe()}", file=sys.stderr)
     return endpoint.engine(info)

@@ -20,18 +20,25 @@ class StepCosts:
     """Measured costs of one step, shared by all generations of an engine: they belong to the hardware and the
     models, not to the prompt, so a new reply starts with the curve the previous ones measured."""
 
-    # Seconds of a target pass over n tokens: the lower quartile of the last SAMPLES passes of that size (record()).
-    # Not a mean: on a shared machine one pass that waited for a core (several times its usual cost) lifted a running
-    # mean of verify(1) enough to make long checks look cheap, and the policy then verified 10 and 16 tokens at once.
+    # Seconds of a step that verifies n tokens, all but the draft model's time: the target pass and the step's own
+    # work (a lookup's proposal, acceptance, rollback, the policy), so that verify[1] is what a plain one-token step
+    # costs here, the baseline every draft must beat. The lower quartile of the last SAMPLES steps of that size
+    # (record()). Not a mean: on a shared machine one pass that waited for a core (several times its usual cost)
+    # lifted a running mean of verify(1) enough to make long checks look cheap, and the policy then verified 10 and
+    # 16 tokens at once.
     verify: dict[int, float] = field(default_factory=dict)
-    draft_per_token: float | None = None  # EMA seconds per drafted token
+    draft_per_token: float | None = None  # EMA seconds per drafted token: a draft model's or a head's own passes
     frozen: bool = False  # a fixed model that ignores timings
+    since_plain: int = 0  # drafting steps since the last plain one (the last fresh measurement of the baseline)
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
     # step, and each estimate sorts the measurements (which showed up in profiles of eagle-hybrid)
     _estimates: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _samples: dict[int, deque] = field(default_factory=dict, repr=False, compare=False)
 
     SAMPLES = 16
+    PLAIN_SAMPLES = 2  # plain steps measured before the first draft
+    PLAIN_REFRESH = 50  # drafting steps after which one plain step measures the baseline again
+
     @classmethod
     def fixed(cls, model_drafter: bool) -> StepCosts:
         """Costs that do not depend on the clock, for seeded sampling: with timings steering K, the same seed
@@ -47,12 +54,32 @@ class StepCosts:
         samples = self._samples.setdefault(k + 1, deque(maxlen=self.SAMPLES))
         samples.append(verify_s)
         self.verify[k + 1] = sorted(samples)[(len(samples) - 1) // 4]
+        self.since_plain = self.since_plain + 1 if k else 0
         if k and draft_s is not None:
             per_token = draft_s / k
             previous = self.draft_per_token
             self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
 
+    def plain(self) -> float:
+        """Seconds of a plain one-token step as measured here: what decoding without drafts costs a token."""
+        return self.verify_estimate(1)
+
+    def needs_plain_step(self) -> bool:
+        """Whether the next step must be plain to measure the baseline: fewer than PLAIN_SAMPLES plain steps so far
+        (the first step after loading can be several times slower than the next; a baseline taken from it alone
+        makes every draft look cheap, and a policy that then drafts at every step never measures it again), or
+        PLAIN_REFRESH drafting steps since the last one (the machine's speed moves with its other work). A plain
+        step is never slower than plain decoding, so this costs at most the gain of one drafting step in
+        PLAIN_REFRESH. False for fixed costs, and for a curve given whole (a size-1 cost without samples)."""
+        if self.frozen:
+            return False
+        samples = self._samples.get(1)
+        if samples is None:
+            return 1 not in self.verify
+        return len(samples) < self.PLAIN_SAMPLES or self.since_plain >= self.PLAIN_REFRESH
+
     def step(self, k: int, free: bool = False) -> float:
+        """Expected seconds of a step with k drafts: verify(k+1), plus k draft tokens unless the proposal was free."""
         return self.verify_estimate(k + 1) + (0.0 if free else k * (self.draft_per_token or 0.0))
 
     def verify_estimate(self, n: int) -> float:
@@ -75,11 +102,12 @@ class StepCosts:
         per token than the cheapest measurement above. That last guess is optimistic on purpose: a policy that has
         only ever measured long drafts must believe short ones are cheaper, or it never tries one (from a single
         noisy measurement at 5 tokens it would otherwise keep proposing 5 at an acceptance of 0.16)."""
-        points = sorted(self.verify.items())
+        points = self._trusted()
         above = [cost for size, cost in points if size >= n]
         cap = min(above) if above else float("inf")
-        if n in self.verify:
-            return min(self.verify[n], cap)
+        measured = dict(points)
+        if n in measured:
+            return min(measured[n], cap)
         if n < points[0][0]:
             return max(min(cost * (1 - 0.1 * (size - n)) for size, cost in points), 0.25 * points[0][1])
         if len(points) == 1:
@@ -92,36 +120,54 @@ class StepCosts:
             slope = 0.5 * max(slope, (c0 - c_first) / (n0 - first))
         return min(max(c0 + slope * (n - n0), 0.25 * points[0][1]), cap)  # a line may not reach zero cost
 
+    def _trusted(self) -> list[tuple[int, float]]:
+        """The measured sizes and costs the estimates rest on, by size. Left out until measured again: a size
+        measured once at more than n / m times a smaller size m. Checking n tokens costs at most n / m times
+        checking m (n one-token passes could do it), so such a pass paid for something else, most often the first
+        pass of its size (on the tiny test models such a one-off costs tens of plain steps); trusted as it is, it
+        would keep the policy from ever checking that many again. Left out, its size is guessed from the others,
+        and the next check of that size gives it a second sample, the lower of which counts."""
+        trusted: list[tuple[int, float]] = []
+        for size, cost in sorted(self.verify.items()):
+            samples = self._samples.get(size)
+            if samples is not None and len(samples) == 1 and any(cost > size / m * c for m, c in trusted):
+                continue
+            trusted.append((size, cost))
+        return trusted
+
 
 @dataclass
 class _Acceptance:
     """Exponentially weighted Bernoulli counts; each step is k trials cut at the first failure (n successes and
     one failure if n < k). Starts from a prior with the weight of three trials.
 
-    `gain` is the ledger behind the floor: a decayed sum, over this class's drafting steps, of the seconds each saved
-    against plain decoding (the tokens it produced times a one-token pass, minus what the step cost). The expected
-    rate says whether drafting should pay; the ledger says whether it has, and drafting stops while it is in the red.
+    `gain` is the ledger behind the floor: a decayed sum, over this class's drafting steps, of the plain steps each
+    saved against plain decoding (the tokens it produced, less what the step cost in plain steps of the time: in
+    those units a slower spell of the whole machine, another program taking the cores, changes nothing). The expected rate
+    says whether drafting should pay; the ledger says whether it has, and drafting stops while it is in the red.
     """
 
     successes: float
     trials: float = 3.0
+    prior: float = 0.5  # the prior alpha of the class (before the pool's factor)
     plain_streak: int = 0  # consecutive steps where K = 0 won
-    gain: float = 0.0  # seconds saved against plain decoding, decayed
+    misses: int = 0  # probes since the class last drafted on its own estimate, less two per fully accepted one
+    gain: float = 0.0  # plain steps saved against plain decoding, decayed
 
     @classmethod
-    def with_prior(cls, key: int | tuple[str, int] | None) -> _Acceptance:
+    def with_prior(cls, key: int | tuple[str, int] | None, factor: float = 1.0) -> _Acceptance:
         """Prior alpha: 0.5 without a confidence; for a match of length c, c / (c + 2) from the context (a longer
         n-gram match is likelier to continue: 0.33 for one token, 0.75 for six) and c / (c + 1) from past replies
         (0.89 for eight tokens). Where checking two tokens costs two passes, only the latter starts above the
         break-even (about 0.85): a long match in an earlier reply is most often the same request again (its whole
         reply then drafts at once: 1.43x on Spec-Bench questions asked twice), while an optimistic context prior
         cost 4% on Spec-Bench's summarization and RAG (pld 0.99x -> 0.95x overall). Live counts soon outweigh
-        either."""
+        either. `factor` (_Pool.factor, at most 1) scales the prior by how this drafter's proposals have fared."""
         if isinstance(key, tuple):
             prior = key[1] / (key[1] + 1)
         else:
             prior = 0.5 if key is None else key / (key + 2)
-        return cls(successes=3.0 * prior)
+        return cls(successes=3.0 * prior * factor, prior=prior)
 
     @property
     def alpha(self) -> float:
@@ -133,29 +179,60 @@ class _Acceptance:
 
 
 @dataclass
+class _Pool:
+    """All classes' trials together, against their priors: `factor`, (hits + 1) / (expected + 1) at most 1, is how
+    a class seen for the first time discounts its prior. Prompt lookup has a class per match length and source (16
+    for the history drafter); without this, after every proposal so far was rejected, each new class still drafted
+    on its prior alone, and a reply with no accepted token paid one losing check per class."""
+
+    hits: float = 0.0
+    expected: float = 0.0  # hits the classes' priors predicted
+    trials: float = 0.0
+
+    DECAY = 0.9
+
+    @property
+    def factor(self) -> float:
+        return min(1.0, (self.hits + 1.0) / (self.expected + 1.0))
+
+    def add(self, prior: float, trials: int, hits: int) -> None:
+        self.hits = self.DECAY * self.hits + hits
+        self.expected = self.DECAY * self.expected + prior * trials
+        self.trials = self.DECAY * self.trials + trials
+
+
+POOL = "pool"  # the key of the _Pool in a policy's acceptance dict (class keys are ints, tuples and None)
+
+
+@dataclass
 class DraftLengthPolicy:
     """Picks K per step to maximise expected tokens per second.
 
-    throughput(K) = E[tokens | K, alpha] / (verify_cost(K+1) + K * draft_cost_per_token)
+    throughput(K) = E[tokens | K, alpha] / (step(K+1) + K * draft_cost_per_token)
 
-    alpha is estimated from recent steps, separately for each confidence class a drafter reports (prompt lookup:
-    the length of the n-gram it matched; on this project's suite a 1-token match has its first token accepted about
-    22% of the time and a 6-token match about 92%). verify_cost(n) is measured, not assumed flat: on a CPU checking
-    8 tokens can cost twice as much as checking 1. K = 0 (plain decoding) wins when drafts keep failing, which is
-    what keeps speculative decoding from being much slower than plain decoding. A K = 1 probe after a run of such
-    steps lets alpha recover when drafts get good again; the run is long enough that probes cost at most
-    `probe_budget` of the time (at least `probe_every` steps): where checking 2 tokens costs little more than 1
-    (transformers on this CPU) that is every 6 steps, where it costs twice as much (llama.cpp here) every ~50.
-    `acceptance` may be shared between generations (the engine does so for greedy decoding, whose output does not
-    depend on K), so a reply starts from what earlier ones measured rather than from the prior. With adaptive off,
-    K is fixed.
+    against throughput(0) = 1 / plain step, all measured on this machine (StepCosts): the step costs include the
+    step's own work, a draft model's or a head's passes are timed as they ran, and the baseline is the plain steps
+    this policy itself ran (it runs some before drafting at all, and one every StepCosts.PLAIN_REFRESH drafting
+    steps). alpha is estimated from recent steps, separately for each confidence class a drafter reports (prompt
+    lookup: the length of the n-gram it matched; on this project's suite a 1-token match has its first token
+    accepted about 22% of the time and a 6-token match about 92%); a class seen for the first time starts from its
+    prior discounted by how all classes' proposals have fared (_Pool). K = 0 (plain decoding) wins when drafts keep
+    failing. A free proposal that was not drafted still counts as a trial of its first token (observe_shadow: the
+    engine compares it with the token the target produced), so a lookup class learns at no cost while K = 0, and
+    copying that starts mid-reply is drafted as soon as its matches are right. A class whose proposals cost
+    something (a model) instead probes with K >= 1 after a run of plain steps long enough that probes cost at most
+    `probe_budget` of the time (at least `probe_every` steps; _probe_interval): where checking 2 tokens costs little
+    more than 1 (transformers on this CPU) that is every 6 steps, where it costs twice as much (llama.cpp here)
+    every ~50 or more. Each probe with a draft rejected doubles the wait, up to 2^probe_backoff, so the probes' cost
+    decays while drafting does not pay. `acceptance` may be shared between generations (the engine does so for
+    greedy decoding, whose output does not depend on K), so a reply starts from what earlier ones measured rather
+    than from the prior. With adaptive off, K is fixed.
 
     The floor: estimates can be wrong in ways the model above cannot see (acceptance that is not independent from
     position to position, a class whose text changed, a noisy clock), so each class also keeps a ledger of what its
     drafting steps actually saved or lost against plain decoding (_Acceptance.gain). While a class's ledger is more
-    than `floor_tokens` one-token passes in the red, it drafts only in budgeted probes, with the K the model picks, so
-    that a good run can bring it back. A fresh policy with no measured costs decodes plainly until it has measured a
-    pass rather than drafting blind.
+    than `floor_tokens` plain steps in the red, it drafts only in budgeted probes, with the K the model picks, so
+    that a good run can bring it back.
     """
 
     k: int = 5
@@ -164,6 +241,7 @@ class DraftLengthPolicy:
     decay: float = 0.7
     probe_every: int = 6
     probe_budget: float = 0.01
+    probe_backoff: int = 3
     floor_tokens: float = 2.0
     gain_decay: float = 0.8
     acceptance: dict = field(default_factory=dict)  # acceptance class (Draft.acceptance_class) -> _Acceptance
@@ -183,30 +261,37 @@ class DraftLengthPolicy:
     def choose(self, limit: int, confidence=None, free: bool = False) -> int:
         """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own).
         `confidence`: the proposal's acceptance class. `free`: the proposal is already made and cost nothing (prompt
-        lookup), so only verification is charged."""
+        lookup), so only verification is charged, and a trial of it comes from observe_shadow while K = 0."""
         if limit <= 0:
             return 0
         if not self.adaptive:
             return min(self.k, limit)
-        if not self.costs.verify:
-            return 0  # measure a plain pass first: drafting blind on a steep cost curve can cost several passes
+        if self.costs.needs_plain_step():
+            return 0
         acceptance = self._class(confidence)
         best_k, _ = self._best(limit, acceptance, free)
-        in_the_red = acceptance.gain < -self.floor_tokens * self.costs.verify_estimate(1)
+        in_the_red = acceptance.gain < -self.floor_tokens
+        if best_k == 0 and free and not in_the_red:
+            return 0  # its trials come free (observe_shadow): no probe to pay for
         if best_k == 0 or in_the_red:
             acceptance.plain_streak += 1
-            if acceptance.plain_streak >= self._probe_interval(max(best_k, 1), free):
+            if acceptance.plain_streak >= self._probe_interval(max(best_k, 1), free, acceptance.misses):
                 acceptance.plain_streak = 0
+                acceptance.misses += 1
                 return max(best_k, 1)
             return 0
-        acceptance.plain_streak = 0
+        acceptance.plain_streak = acceptance.misses = 0
         return best_k
 
-    def _probe_interval(self, k: int, free: bool) -> int:
-        """Plain steps between probes: a probe of k tokens costs verify(k+1) - verify(1) more than the plain step it
-        replaces (plus drafting, for a model), so probing every that / probe_budget steps costs at most the budget."""
-        extra = self.costs.step(k, free) / self.costs.verify_estimate(1) - 1.0
-        return max(self.probe_every, math.ceil(extra / self.probe_budget))
+    def _probe_interval(self, k: int, free: bool, misses: int) -> int:
+        """Plain steps between probes of k tokens. A probe costs at most step(k) - plain() more than the plain
+        step it replaces (all its drafts rejected; for a model, its drafting included), so probing every that /
+        probe_budget steps spends at most the budget, whatever alpha really is. Each probe with a draft rejected
+        doubles the wait (up to 2^probe_backoff) and each one fully accepted halves it (`misses`), so the probes of
+        a class that keeps failing cost less and less, and those of a class whose drafts got good come sooner."""
+        extra = self.costs.step(k, free) / self.costs.plain() - 1.0
+        wait = max(self.probe_every, math.ceil(extra / self.probe_budget))
+        return wait * 2 ** min(misses, self.probe_backoff)
 
     def free_beats_model(self, limit: int, confidence) -> bool:
         """For a drafter with both: is a free proposal of this confidence class worth more tokens per second than
@@ -233,19 +318,42 @@ class DraftLengthPolicy:
         return best_k, best_rate
 
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
-                confidence=None, free: bool = False) -> None:
-        """Record one verified step: k proposed, n accepted, and what it cost."""
-        plain_pass = self.costs.verify_estimate(1) if self.costs.verify else None
-        self.costs.record(k, verify_s, None if free else draft_s)
-        if k:
-            acceptance = self._class(confidence)
-            acceptance.add(k, n_accepted, self.decay)
-            if plain_pass is not None and not self.costs.frozen:
-                # plain decoding would have spent one pass per token this step produced
-                saved = (n_accepted + 1) * plain_pass - verify_s - (0.0 if free else draft_s)
-                acceptance.gain = self.gain_decay * acceptance.gain + saved
+                confidence=None, free: bool = False, overhead_s: float = 0.0) -> None:
+        """Record one verified step: k proposed, n accepted, and what it cost: the target pass, the draft model's
+        (or head's) own time, and the rest of the step's work (overhead_s: a lookup, acceptance, rollback, the
+        policy), which a plain step pays too and so belongs with the pass."""
+        plain = self.costs.plain() if self.costs.verify else None
+        self.costs.record(k, verify_s + overhead_s, None if free else draft_s)
+        if not k:
+            return
+        acceptance = self._class(confidence)
+        self._pool().add(acceptance.prior, n_accepted + (1 if n_accepted < k else 0), n_accepted)
+        acceptance.add(k, n_accepted, self.decay)
+        if n_accepted == k:  # a probe with every draft accepted undoes a miss (choose() counted one for it)
+            acceptance.misses = max(acceptance.misses - 2, 0)
+        if plain is not None and not self.costs.frozen:
+            # plain decoding would have spent one plain step per token this step produced. A loss counts for at most
+            # floor_tokens plain steps: the first pass of each new size can cost many times the next ones, and
+            # alone it must not stop a class.
+            saved = n_accepted + 1 - (verify_s + overhead_s + (0.0 if free else draft_s)) / plain
+            acceptance.gain = self.gain_decay * acceptance.gain + max(saved, -self.floor_tokens)
+
+    def observe_shadow(self, confidence, hit: bool) -> None:
+        """A free proposal that was not drafted, its first token compared with the token the target produced in its
+        place: one trial of that class at no cost. For greedy decoding the token is the one a draft would have been
+        checked against; for sampling, the token is drawn from p, so it matches with probability p(x), which is
+        the acceptance probability of a point-mass draft x."""
+        acceptance = self._class(confidence)
+        self._pool().add(acceptance.prior, 1, int(hit))
+        acceptance.add(1, int(hit), self.decay)
 
     def _class(self, confidence) -> _Acceptance:
         if confidence not in self.acceptance:
-            self.acceptance[confidence] = _Acceptance.with_prior(confidence)
+            self.acceptance[confidence] = _Acceptance.with_prior(confidence, self._pool().factor)
         return self.acceptance[confidence]
+
+    def _pool(self) -> _Pool:
+        pool = self.acceptance.get(POOL)
+        if pool is None:
+            pool = self.acceptance[POOL] = _Pool()
+        return pool

@@ -2,7 +2,8 @@
 each one needs. Parameters and memory are computed from the config fields the catalog copies from each model's
 config.json; whether a model fits is judged against the memory available here; the speedup speculative decoding
 should give is predicted from step costs `specchat costs` measured (resources/catalog_costs.json) and a stated
-acceptance rate. Pure Python: no Qt, no torch (docs/catalog.md has the formulas)."""
+acceptance rate. An entry's GGUF files (llama.cpp quantizations) are catalog_gguf.py's. Pure Python: no Qt, no torch
+(docs/catalog.md has the formulas)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .adaptive import expected_tokens
-from .errors import SpecchatError
+from .catalog_fields import KIND_NAMES, CatalogError  # noqa: F401 - KIND_NAMES: re-exported, as it was defined here
+from .catalog_fields import check_fields as _fields
+from .catalog_fields import json_object as _json_object
+from .catalog_gguf import GGUF_BITS, GGUF_KV_ELEMENT_BYTES, GgufFiles, gguf_weights_bytes, parse_gguf
 
 SCHEMA_VERSION = 1
 ROLES = ("target", "draft")
@@ -20,8 +24,8 @@ ROLES = ("target", "draft")
 # (34 bytes / 32 weights), Q4_0 blocks of 32 4-bit weights with one fp16 scale (18 bytes / 32).
 BITS_PER_WEIGHT = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "q8_0": 8.5, "q4": 4.5}
 DTYPES = tuple(BITS_PER_WEIGHT)
-# Bytes of one cached key or value element: the compute dtype on torch; llama.cpp keeps f16 caches for quantised
-# weights.
+# Bytes of one cached key or value element: the compute dtype on torch; llama.cpp's caches are bfloat16
+# (engine/llamacpp.py) for every GGUF type, these and catalog_gguf.GGUF_BITS' alike.
 KV_ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "q8_0": 2, "q4": 2}
 TORCH_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -31,10 +35,6 @@ TORCH_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 VERDICT_CONTEXT = 4096
 RUNTIME_BYTES = 512 * 2**20
 HEADROOM = 1.2
-
-
-class CatalogError(SpecchatError):
-    """The catalog or its cost table is missing, not JSON, or has an entry that breaks its schema."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ VISION_FIELDS = {
     "num_hidden_layers": (int, True), "image_size": (int, True), "patch_size": (int, True),
     "num_channels": (int, True),
 }
-KIND_NAMES = {str: "a string", int: "a whole number", bool: "true or false", list: "a list", dict: "an object"}
 ENTRY_FIELDS = {
     "id": (str, True), "name": (str, True), "family": (str, True), "roles": (list, True), "licence": (str, True),
     "gated": (bool, True), "tokenizer": (str, True), "config": (dict, True), "drafts": (list, False),
     "source": (str, False), "cost_shape": (str, False), "note": (str, False), "vision": (dict, False),
+    "universal_drafts": (list, False), "gguf": (dict, False),
 }
 
 
@@ -135,6 +135,8 @@ class CatalogEntry:
     cost_shape: str | None = None  # a `specchat costs --shape` with this architecture, when there is one
     note: str = ""
     vision: VisionShape | None = None
+    universal_drafts: tuple[str, ...] = ()  # curated drafts with another tokenizer: they draft through text
+    gguf: GgufFiles | None = None  # its llama.cpp quantizations on the Hub (catalog_gguf.py)
 
     @property
     def is_target(self) -> bool:
@@ -172,6 +174,10 @@ class Catalog:
     def drafts_for(self, target: CatalogEntry) -> list[CatalogEntry]:
         """The curated drafts for a target (validation guarantees they share its tokenizer)."""
         return [self.get(draft_id) for draft_id in target.drafts]
+
+    def universal_drafts_for(self, target: CatalogEntry) -> list[CatalogEntry]:
+        """The curated drafts with another tokenizer (validation guarantees it), which draft through text."""
+        return [self.get(draft_id) for draft_id in target.universal_drafts]
 
     def search(self, text: str) -> list[CatalogEntry]:
         """Entries whose id, name, family, licence or tokenizer contains the text (case-insensitive)."""
@@ -220,50 +226,16 @@ def parse_catalog(text: str, where: str = "catalog") -> Catalog:
     return catalog
 
 
-def _json_object(text: str, where: str) -> dict:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CatalogError(f"{where}: not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") \
-            from error
-    if not isinstance(document, dict):
-        raise CatalogError(f"{where}: expected a JSON object at the top, got {type(document).__name__}")
-    return document
-
-
-def _fields(raw, spec: dict, where: str) -> dict:
-    """raw's fields checked against spec {name: (type, required)}: present when required, of the right type
-    (positive for integers), none unknown."""
-    if not isinstance(raw, dict):
-        raise CatalogError(f"{where}: expected an object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(spec))
-    if unknown:
-        raise CatalogError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(spec)})")
-    for name, (kind, required) in spec.items():
-        if name not in raw:
-            if required:
-                raise CatalogError(f"{where}: missing field {name!r}")
-            continue
-        value = raw[name]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise CatalogError(f"{where}: {name} must be {KIND_NAMES[kind]}, got {json.dumps(value)}")
-        if kind is int and value < 1:
-            raise CatalogError(f"{where}: {name} must be at least 1, got {value}")
-        if kind is str and not value.strip():
-            raise CatalogError(f"{where}: {name} is empty")
-    return raw
-
-
 def _entry(raw, where: str) -> CatalogEntry:
     raw = _fields(raw, ENTRY_FIELDS, where)
     where = f"{where} ({raw['id']})"
     roles = raw["roles"]
     if not roles or any(role not in ROLES for role in roles):
         raise CatalogError(f"{where}: roles must list one or both of {', '.join(ROLES)}, got {json.dumps(roles)}")
-    drafts = raw.get("drafts", [])
-    if not all(isinstance(d, str) for d in drafts):
-        raise CatalogError(f"{where}: drafts must be a list of model ids")
-    if drafts and "target" not in roles:
+    drafts, universal = raw.get("drafts", []), raw.get("universal_drafts", [])
+    if not all(isinstance(d, str) for d in drafts + universal):
+        raise CatalogError(f"{where}: drafts and universal_drafts must be lists of model ids")
+    if (drafts or universal) and "target" not in roles:
         raise CatalogError(f"{where}: only a target lists drafts")
     shape = _shape(raw["config"], f"{where} config")
     vision = VisionShape(**_fields(raw["vision"], VISION_FIELDS, f"{where} vision")) if "vision" in raw else None
@@ -271,10 +243,14 @@ def _entry(raw, where: str) -> CatalogEntry:
         raise CatalogError(f"{where}: model_type {shape.model_type} "
                            + ("loads a vision tower: give its \"vision\" block" if vision is None
                               else "has no vision tower: remove \"vision\""))
+    gguf = parse_gguf(raw["gguf"], f"{where} gguf") if "gguf" in raw else None
+    if gguf is not None and vision is not None:
+        raise CatalogError(f"{where}: a GGUF file holds the language model only (the vision tower is a separate "
+                           "file the catalog does not fetch): remove \"gguf\"")
     return CatalogEntry(id=raw["id"], name=raw["name"], family=raw["family"], roles=tuple(roles),
                         licence=raw["licence"], gated=raw["gated"], tokenizer=raw["tokenizer"], shape=shape,
                         drafts=tuple(drafts), source=raw.get("source"), cost_shape=raw.get("cost_shape"),
-                        note=raw.get("note", ""), vision=vision)
+                        note=raw.get("note", ""), vision=vision, universal_drafts=tuple(universal), gguf=gguf)
 
 
 def _shape(raw, where: str) -> ModelShape:
@@ -296,7 +272,8 @@ def _shape(raw, where: str) -> ModelShape:
 
 def _check_links(catalog: Catalog, where: str) -> None:
     """Ids are unique, and every listed draft exists, can draft and shares its target's tokenizer: the list is
-    what the app offers first, so it holds the pairs that draft token for token (others go through text)."""
+    what the app offers first, so it holds the pairs that draft token for token; universal_drafts hold curated
+    drafts with another tokenizer (they draft through text), and nothing else."""
     seen: set[str] = set()
     for entry in catalog.entries:
         if entry.id.lower() in seen:
@@ -316,6 +293,13 @@ def _check_links(catalog: Catalog, where: str) -> None:
             if not draft.is_draft or not verdict.compatible or draft.tokenizer != target.tokenizer:
                 reason = "its roles do not include draft" if not draft.is_draft else verdict.explanation
                 raise CatalogError(f"{where}: {target.id} lists {draft_id} as a draft, but {reason}")
+        for draft_id in target.universal_drafts:
+            draft = next((entry for entry in catalog.entries if draft_id.lower() in
+                          (entry.id.lower(), (entry.source or "").lower())), None)
+            if draft is None or not draft.is_draft or draft.tokenizer == target.tokenizer:
+                reason = ("is not in the catalog" if draft is None else "cannot draft" if not draft.is_draft
+                          else f"has its tokenizer ({draft.tokenizer}): list it in drafts")
+                raise CatalogError(f"{where}: {target.id} lists {draft_id} as a universal draft, but it {reason}")
 
 
 # --- sizes --------------------------------------------------------------------------------------------------------
@@ -358,21 +342,30 @@ def parameter_count(entry: CatalogEntry) -> int:
 
 
 def weights_bytes(entry: CatalogEntry, dtype: str) -> int:
-    """Parameters x bits per weight. Quantised files keep a few small tensors (norms, sometimes the embeddings)
-    at higher precision, so a real GGUF file is somewhat larger than this."""
-    return round(parameter_count(entry) * BITS_PER_WEIGHT[dtype_name(dtype)] / 8)
+    """The weights' bytes in a format: a float dtype or the generic "q8_0"/"q4" as parameters x bits per weight;
+    a GGUF type ("Q4_K_M") as the entry's file of that type where the catalog gives its size, else parameters x
+    catalog_gguf.GGUF_BITS. Quantised files keep a few small tensors (norms, often the embeddings) at higher
+    precision, so an estimate falls somewhat short of a real file."""
+    name = dtype_name(dtype)
+    if name in GGUF_BITS:
+        return gguf_weights_bytes(entry.gguf, name, parameter_count(entry))
+    return round(parameter_count(entry) * BITS_PER_WEIGHT[name] / 8)
 
 
-def download_bytes(entry: CatalogEntry) -> int:
-    """The Hub checkpoint's size: the weights in the dtype they are stored in (config.json's torch_dtype)."""
+def download_bytes(entry: CatalogEntry, dtype: str | None = None) -> int:
+    """What a download fetches: with a GGUF type, that one file (its real size where known); else the Hub
+    checkpoint, the weights in the dtype they are stored in (config.json's torch_dtype)."""
+    if dtype is not None and dtype_name(dtype) in GGUF_BITS:
+        return weights_bytes(entry, dtype)
     return weights_bytes(entry, TORCH_DTYPE_NAMES[entry.shape.torch_dtype])
 
 
 def kv_cache_bytes(entry: CatalogEntry, tokens: int, dtype: str) -> int:
     """The KV cache after `tokens` tokens: keys and values (2) x kv_heads x head_dim elements per layer and token;
     sliding-window layers hold at most their window."""
-    shape = entry.shape
-    per_layer_token = 2 * shape.num_key_value_heads * shape.head_size * KV_ELEMENT_BYTES[dtype_name(dtype)]
+    shape, name = entry.shape, dtype_name(dtype)
+    element = GGUF_KV_ELEMENT_BYTES if name in GGUF_BITS else KV_ELEMENT_BYTES[name]
+    per_layer_token = 2 * shape.num_key_value_heads * shape.head_size * element
     local_layers = shape.num_hidden_layers - shape.global_layers
     local_tokens = min(tokens, shape.sliding_window or tokens)
     return per_layer_token * (shape.global_layers * tokens + local_layers * local_tokens)
@@ -384,11 +377,14 @@ def kv_bytes_per_1k(entry: CatalogEntry, dtype: str) -> int:
 
 
 def dtype_name(name: str) -> str:
-    """The catalog's name of a weight format, from it or from torch's name ("bfloat16" -> "bf16")."""
+    """The catalog's name of a weight format, from it or from torch's name ("bfloat16" -> "bf16"), or a GGUF type
+    in llama.cpp's capitals ("q4_k_m" -> "Q4_K_M"; "q8_0" and "q4" stay the generic estimates)."""
     name = TORCH_DTYPE_NAMES.get(name, name)
-    if name not in BITS_PER_WEIGHT:
-        raise CatalogError(f"unknown weight format {name!r} (known: {', '.join(DTYPES)})")
-    return name
+    if name in BITS_PER_WEIGHT:
+        return name
+    if name.upper() in GGUF_BITS:
+        return name.upper()
+    raise CatalogError(f"unknown weight format {name!r} (known: {', '.join(DTYPES + tuple(GGUF_BITS))})")
 
 
 # --- will it fit here -----------------------------------------------------------------------------------------------
@@ -435,17 +431,20 @@ def fits_in_memory(entry: CatalogEntry, dtype: str, available_bytes: int | None,
                    context: int = VERDICT_CONTEXT) -> Fit:
     """"fits" with HEADROOM to spare, "tight" if it fits only without it, else "too big" (available_bytes:
     e.g. available_memory_bytes(), or a GPU's free memory; None: "unknown")."""
-    available = available_bytes
     needed = memory_needed(entry, dtype, context)
-    if available is None:
-        verdict = "unknown"
-    elif needed * HEADROOM <= available:
-        verdict = "fits"
-    elif needed <= available:
-        verdict = "tight"
-    else:
-        verdict = "too big"
-    return Fit(verdict, needed, available, dtype_name(dtype), min(context, entry.shape.max_position_embeddings))
+    return Fit(memory_verdict(needed, available_bytes), needed, available_bytes, dtype_name(dtype),
+               min(context, entry.shape.max_position_embeddings))
+
+
+def memory_verdict(needed_bytes: int, available_bytes: int | None) -> str:
+    """The one rule on memory, for the catalog, the Models dialog and the CPU's choice of float32 alike
+    (engine/precision.py): "fits" with HEADROOM to spare, "tight" without it, else "too big"; "unknown" when the
+    available memory could not be read."""
+    if available_bytes is None:
+        return "unknown"
+    if needed_bytes * HEADROOM <= available_bytes:
+        return "fits"
+    return "tight" if needed_bytes <= available_bytes else "too big"
 
 
 def format_bytes(count: float) -> str:

@@ -16,6 +16,11 @@ URL, as huggingface_hub itself fetches them when hf_xet is not installed. The re
 huggingface_hub writes (blobs, snapshots/<commit> linking to them, refs/main written last), so
 `snapshot_download(local_files_only=True)` and `scan_cache_dir` find it, and a model counts as downloaded only once
 every file is in place.
+
+What the Hub answers is untrusted (HF_ENDPOINT may name any mirror): the commit sha, each blob id and each file name
+become path parts, so each is checked first (check_commit, check_blob, check_file_name; huggingface_hub checks its
+commits the same way), and every path written, linked or renamed must resolve inside the model's cache folder
+(`inside`). A hostile value stops the download with UnsafeHubAnswer before anything is written.
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ CHUNK_BYTES = 256 * 1024  # a cancel is seen within one chunk
 PARTIAL_SUFFIX = ".incomplete"
 _PARTIAL_NAME = re.compile(r"^[0-9a-f]{40,64}\.incomplete$")  # ours: the blob's name, then the suffix
 _HASH_BLOCK = 8 << 20
+# What the Hub's API may give as path parts, checked before any is used (a hostile HF_ENDPOINT mirror could send
+# "/etc" as a commit or "../../x" as a blob id): a commit is 40 hex digits, as huggingface_hub's REGEX_COMMIT_HASH;
+# a blob is the git blob id (sha1, 40 hex digits) or the LFS sha256 (64).
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+BLOB_ID = {False: re.compile(r"[0-9a-f]{40}"), True: re.compile(r"[0-9a-f]{64}")}
+_UNSAFE_IN_NAME = re.compile(r"[\\/:\x00-\x1f\x7f]")  # in one part: separators, drive letters, control characters
+MAX_NAME_CHARS = 255
 
 
 class DownloadCancelled(SpecchatError):
@@ -129,11 +141,81 @@ def hub_endpoint() -> str:
 # --- the cache ------------------------------------------------------------------------------------------------------
 
 def repo_folder(repo_id: str) -> Path:
-    """The model's folder in the Hugging Face cache (HF_HOME/hub/models--org--name)."""
+    """The model's folder in the Hugging Face cache (HF_HOME/hub/models--org--name); ModelLoadError for a repo id
+    that is not one (huggingface_hub's own rules: "org/name", no "..", no "--", no separators)."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import repo_folder_name
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ModelLoadError(f"{repo_id!r} is not a Hub model id: {error}") from None
     return Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo_id, repo_type="model")
+
+
+# --- what the Hub says, checked -------------------------------------------------------------------------------------
+
+class UnsafeHubAnswer(ModelLoadError):
+    """The Hub (or the mirror in HF_ENDPOINT) answered with a value that cannot be used as a path: nothing of the
+    download is written."""
+
+
+def check_commit(commit: object, repo_id: str) -> str:
+    """The commit sha the Hub gave, if it is one (40 lowercase hex digits); UnsafeHubAnswer otherwise. It names a
+    folder (snapshots/<commit>) and goes in refs/main, so nothing else may pass."""
+    if not isinstance(commit, str) or not COMMIT_SHA.fullmatch(commit):
+        raise UnsafeHubAnswer(f"the Hub at {hub_endpoint()} gave {_shown(commit)} as the commit of {repo_id}, which "
+                              "is not a commit sha (40 hex digits); nothing was downloaded")
+    return commit
+
+
+def check_blob(blob: object, lfs: bool, repo_id: str, name: str) -> str:
+    """A file's blob id as the Hub gave it, if it is one: the LFS sha256 (64 hex digits) of a weights file or the
+    git blob id (a sha1, 40) of a small one. It names the file in blobs/, so nothing else may pass."""
+    if not isinstance(blob, str) or not BLOB_ID[lfs].fullmatch(blob):
+        kind = "an LFS sha256 (64 hex digits)" if lfs else "a git blob id (40 hex digits)"
+        raise UnsafeHubAnswer(f"the Hub at {hub_endpoint()} gave {_shown(blob)} as the checksum of {repo_id}/"
+                              f"{_shown(name, quoted=False)}, which is not {kind}; nothing was downloaded")
+    return blob
+
+
+def check_file_name(name: object, repo_id: str, patterns: tuple[str, ...] = FILE_PATTERNS) -> str:
+    """A file's path in the repository as the Hub listed it, if it is safe inside the snapshot folder: parts
+    separated by "/" (a model folder's files have one; a single-file download may sit in a subfolder), each part
+    not empty, not "." or "..", with no other separator (\\), no drive letter or stream (":"), no control
+    character, no space at either end, at most 255 characters; the name ending as one of `patterns`.
+    UnsafeHubAnswer otherwise."""
+    problem = None
+    parts = name.split("/") if isinstance(name, str) else []
+    if not parts or not name:
+        problem = "is not a file name"
+    elif any(len(part) > MAX_NAME_CHARS for part in parts):
+        problem = f"has a part longer than {MAX_NAME_CHARS} characters"
+    elif any(part in ("", ".", "..") or _UNSAFE_IN_NAME.search(part) or part != part.strip() for part in parts):
+        problem = "could reach outside the model's folder (an absolute path, '..', a drive, a control character)"
+    elif not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+        problem = f"is not one of the kinds of file specchat downloads ({', '.join(patterns)})"
+    if problem is not None:
+        raise UnsafeHubAnswer(f"the Hub at {hub_endpoint()} listed {_shown(name)} in {repo_id}, which {problem}; "
+                              "nothing was downloaded")
+    return name
+
+
+def inside(root: Path, path: Path) -> Path:
+    """`path` (its folder resolved, links followed; its last part as it is), if that lies under `root` (also
+    resolved); UnsafeHubAnswer otherwise. Every file a download writes, links or renames is checked so."""
+    base = Path(os.path.realpath(root))
+    resolved = Path(os.path.realpath(path.parent)) / path.name
+    if path.name in ("", ".", "..") or not resolved.is_relative_to(base) or resolved == base:
+        raise UnsafeHubAnswer(f"refusing to write {path}: it lies outside the model's cache folder {base}")
+    return resolved
+
+
+def _shown(value: object, quoted: bool = True) -> str:
+    """A value from the network in a message: repr'd (control characters visible) and at most 80 characters."""
+    text = repr(value) if quoted or not isinstance(value, str) else repr(value)[1:-1]
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def cached_snapshot(repo_id: str) -> Path | None:
@@ -173,9 +255,10 @@ def kept_bytes(repo_id: str) -> int:
 
 def wanted(names: list[str]) -> list[str]:
     """The files of a repository a model folder needs: top-level files only (transformers reads the folder's top
-    level; subfolders hold other formats, e.g. ONNX or the original checkpoint), matching FILE_PATTERNS."""
-    return [name for name in names if "/" not in name
-            and any(fnmatch.fnmatch(name, pattern) for pattern in FILE_PATTERNS)]
+    level; subfolders hold other formats, e.g. ONNX or the original checkpoint), matching FILE_PATTERNS. A name is
+    only chosen here; check_file_name decides whether it is safe to write."""
+    return [name for name in names if isinstance(name, str) and "/" not in name
+            and any(fnmatch.fnmatchcase(name, pattern) for pattern in FILE_PATTERNS)]
 
 
 def plan(repo_id: str) -> tuple[str, list[HubFile]]:
@@ -184,20 +267,24 @@ def plan(repo_id: str) -> tuple[str, list[HubFile]]:
 
     info = HfApi(endpoint=hub_endpoint()).model_info(repo_id, files_metadata=True,
                                                      timeout=constants.HF_HUB_ETAG_TIMEOUT)
-    siblings = {sibling.rfilename: sibling for sibling in info.siblings or []}
+    commit = check_commit(info.sha, repo_id)
+    siblings = {sibling.rfilename: sibling for sibling in info.siblings or [] if isinstance(sibling.rfilename, str)}
     files = []
     for name in wanted(sorted(siblings)):
-        sibling = siblings[name]
+        sibling = siblings[check_file_name(name, repo_id)]
         lfs = sibling.lfs is not None
         blob = sibling.lfs.sha256 if lfs else sibling.blob_id
         size = sibling.lfs.size if lfs else sibling.size
         if blob is None or size is None:
             raise ModelLoadError(f"the Hub gave no size or checksum for {repo_id}/{name}")
-        files.append(HubFile(name, int(size), blob, lfs))
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise UnsafeHubAnswer(f"the Hub gave {_shown(size)} as the size of {repo_id}/{name}; nothing was "
+                                  "downloaded")
+        files.append(HubFile(name, size, check_blob(blob, lfs, repo_id, name), lfs))
     if not any(file.name.endswith(".safetensors") for file in files):
         raise ModelLoadError(f"{repo_id} publishes no safetensors weights, and specchat does not download pickled "
                              "(.bin) weights, which can run code when loaded")
-    return info.sha, files
+    return commit, files
 
 
 def download_snapshot(repo_id: str, on_progress: Callable[[Progress], None] | None = None,
@@ -225,7 +312,13 @@ def download_snapshot(repo_id: str, on_progress: Callable[[Progress], None] | No
 
 def _download_files(repo_id: str, folder: Path, commit: str, files: list[HubFile],
                     on_progress: Callable[[Progress], None], cancel: threading.Event | None) -> Path:
-    snapshot = folder / "snapshots" / commit
+    snapshot = inside(folder, folder / "snapshots" / check_commit(commit, repo_id))
+    for file in files:  # every path this download touches, before the first byte is written
+        check_file_name(file.name, repo_id, ("*",))  # its kind was chosen by the caller (plan: FILE_PATTERNS)
+        check_blob(file.blob, file.lfs, repo_id, file.name)
+        for path in (snapshot / file.name, folder / "blobs" / file.blob,
+                     folder / "blobs" / (file.blob + PARTIAL_SUFFIX)):
+            inside(folder, path)
     total = sum(file.size for file in files)
     missing = [file for file in files if not _in_snapshot(snapshot, file)]
     on_disk = total - sum(file.size for file in missing) + sum(_partial_size(folder, file) for file in missing)
@@ -242,8 +335,8 @@ def _download_files(repo_id: str, folder: Path, commit: str, files: list[HubFile
             counter.done += file.size - _partial_size(folder, file)
         else:
             _fetch_resuming(repo_id, commit, file, folder / "blobs" / (file.blob + PARTIAL_SUFFIX), counter)
-        _link(blob, snapshot / file.name)
-    _write_atomically(folder / "refs" / "main", commit)
+        _link(inside(folder, blob), inside(folder, snapshot / file.name))
+    _write_atomically(inside(folder, folder / "refs" / "main"), commit)
     return snapshot
 
 

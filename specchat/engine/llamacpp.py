@@ -13,14 +13,14 @@ The speculative loop needs three things of a backend, and llama.cpp has them all
   returns the final-norm output (the output head's input, as the torch paths keep) beside the logits.
 
 Losslessness needs the logits of a position to be the same whether the pass holds 1 token or K+1, and whatever
-the prompt's chunking. llama.cpp's matrix products quantize each activation row on its own and reduce in a fixed
-order, so they are. Its attention is not by default: without flash attention the products differ by batch size;
-with it and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads
-(flash decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16
-KV cache both are off (they take float16/float32 caches only), every row is reduced by one thread in one order,
-and the speed is the same. So the runner forces flash attention and a bfloat16 cache, and checks bit-identity
-across row counts, prompt chunking and a long context once per loaded file (`check_batch_invariance`); a build that
-fails is refused, and the caller falls back to the torch path rather than risk a different reply.
+the prompt's chunking. Attention is made so: without flash attention the products differ by batch size; with it
+and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads (flash
+decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16 KV
+cache both are off (they take float16/float32 caches only), every row is reduced by one thread in one order, and
+the speed is the same. So the runner forces flash attention and a bfloat16 cache. The matrix products change
+kernel with the rows of a pass, by tensor type: engine/llama_kernels.py measures up to how many rows a file stays
+bit-identical, once per file, build and CPU, and the engine verifies at most that many ("bit-identical"), or takes
+the fastest kernels with no cap ("same distribution").
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from .errors import ModelLoadError, PrefillCancelled
+from .llama_kernels import DISTRIBUTION, KernelChoice, KernelVerdict, choose, measure_verdict, verdicts_for
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +101,22 @@ def _quiet_log(llama_cpp) -> None:
 class LlamaCppModel:
     """A GGUF file loaded by llama.cpp (weights memory-mapped), shared by every runner made from it."""
 
-    def __init__(self, path: Path | str, threads: int | None = None):
+    def __init__(self, path: Path | str, threads: int | None = None, repack: bool = True,
+                 kernels: KernelChoice | None = None):
+        """`repack`: let llama.cpp re-lay weights for its fastest CPU kernels (its default). `kernels`: the choice
+        the runners follow (None: this layout with no cap on a pass, prefix reuse on)."""
         self.llama = _llama()
         self.path = Path(path)
         self.threads = threads or default_threads()
+        self.kernels = kernels or KernelChoice(repack=repack, exactness=DISTRIBUTION, max_pass_rows=None,
+                                               reuse_prefix=True)
         # torch and llama.cpp share one OpenMP runtime in this process (torch's libgomp is loaded first); giving
         # torch's small operations between passes (the argmax, the verification rule) the same team size lets them
         # reuse llama.cpp's team instead of resizing it at every switch, which measurably slowed every pass.
         torch.set_num_threads(self.threads)
         params = self.llama.llama_model_default_params()
         params.n_gpu_layers = 0
+        params.use_extra_bufts = self.kernels.repack
         handle = self.llama.llama_model_load_from_file(str(self.path).encode(), params)
         if not handle:
             raise ModelLoadError(f"llama.cpp could not load {self.path.name}")
@@ -119,21 +126,14 @@ class LlamaCppModel:
         self.hidden_size = int(self.llama.llama_model_n_embd(handle))
         self.context_window = int(self.llama.llama_model_n_ctx_train(handle))
         self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
-        self._invariance_checked: bool | None = None
         self._embeddings: TargetEmbeddings | None = None
 
     def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
         return LlamaCppRunner(self, keeps_features)
 
-    def check_batch_invariance(self, tokens: Sequence[int] | None = None) -> bool:
-        """True when a pass over n tokens gives, for every position, bit for bit the logits of n one-token passes
-        (n = 2..9, the draft lengths that matter most); computed once per model."""
-        if self._invariance_checked is None:
-            # Past 512 cached positions and with a 200-token prefill: where llama.cpp's attention kernels would
-            # otherwise change (module docstring); about two seconds on two cores.
-            tokens = tokens or [100 + (7919 * i) % (self.vocab_size - 200) for i in range(560)]
-            self._invariance_checked = batch_invariant(self.runner(), tokens, prefix=len(tokens) - 36)
-        return self._invariance_checked
+    def kernel_verdict(self) -> KernelVerdict:
+        """Up to how many rows this file's passes are bit-identical to one-token passes (llama_kernels.py)."""
+        return measure_verdict(self.runner())
 
     def embeddings(self) -> TargetEmbeddings:
         """The file's token embeddings and output head as float32 torch modules, for a draft head (read from the
@@ -152,6 +152,24 @@ class LlamaCppModel:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def load_with_exactness(path: Path | str, threads: int | None = None, wanted: str = "auto") -> LlamaCppModel:
+    """The GGUF file on the kernels that `wanted` exactness allows (llama_kernels.choose). The first load of a file
+    on this build and CPU measures its verdicts (a few seconds: each repack setting loaded once); later loads
+    read them from the cache."""
+    path = Path(path)
+    if wanted == DISTRIBUTION:
+        return LlamaCppModel(path, threads, kernels=choose({}, wanted))
+
+    def measure(repack: bool) -> KernelVerdict:
+        model = LlamaCppModel(path, threads, repack=repack)
+        try:
+            return model.kernel_verdict()
+        finally:
+            model.close()
+
+    return LlamaCppModel(path, threads, kernels=choose(verdicts_for(path, measure), wanted))
 
 
 class TargetEmbeddings(torch.nn.Module):
@@ -282,6 +300,8 @@ class LlamaCppRunner:
         self.reused_tokens = 0  # prompt positions the latest prefill took from the previous generation
         self.governor = ThreadGovernor(model.threads)
         self._threads = model.threads  # the context's thread count now
+        # The engine keeps every verification within this many rows, where they stay bit-identical (None: no cap).
+        self.max_pass_rows = model.kernels.max_pass_rows
 
     def new_cache(self, capacity: int) -> LlamaCppCache:
         """An empty cache with room for `capacity` positions (the context is remade only when it must grow). The
@@ -354,7 +374,7 @@ class LlamaCppRunner:
         """Keeps the held positions that match the prompt's first tokens (at most all but the last, which must be
         run for its logits); returns the tokens still to run."""
         common = 0
-        if reusable:
+        if reusable and self.model.kernels.reuse_prefix:
             limit = min(len(self._held), len(tokens) - 1)
             while common < limit and self._held[common] == tokens[common]:
                 common += 1

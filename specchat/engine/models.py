@@ -18,6 +18,9 @@ from pathlib import Path
 import torch
 
 from .errors import ModelLoadError
+from .offline_pair import installed_models, offline_model_file
+from .gguf_meta import gguf_config, gguf_tokenizer
+from .llama_kernels import SHORT_LABELS
 from .precision import dtype_label, exactness_note
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,12 @@ class ModelSource:
             if path.suffix.lower() != ".gguf":
                 raise ModelLoadError(f"{text} is a file but not a .gguf model; give a .gguf file or a model folder")
             return cls("gguf", str(path.resolve()))
+        downloaded = _downloaded_gguf(text)  # "org/name/file.gguf": one GGUF file of a Hub repository
+        if downloaded is not None:
+            return cls("gguf", str(downloaded))
+        offline = offline_model_file(text)  # the offline pair's ids (offline_pair.py), once installed
+        if offline is not None:
+            return cls("gguf", str(offline.resolve()))
         if HUB_ID.match(text) and not text.startswith((".", "~")):
             return cls._hub(text)
         raise ModelLoadError(f"no model at {text}: not a folder, a .gguf file, or a Hub id like org/name")
@@ -76,6 +85,24 @@ class ModelSource:
     def spec(self) -> str:
         """The text that parses back to this source."""
         return {"embedded": "embedded", "shipped": SHIPPED_DRAFT_SPEC}.get(self.kind, self.location)
+
+
+def _downloaded_gguf(text: str) -> Path | None:
+    """The file a spec "org/name/file.gguf" names, once downloaded (hub_gguf.py: the Hugging Face cache or the
+    models folder); None when `text` is no such spec; ModelLoadError saying how to get it when it is one."""
+    from .catalog_gguf import split_gguf_spec
+
+    parts = split_gguf_spec(text)
+    if parts is None:
+        return None
+    from .hub_gguf import cached_gguf, catalog_pin
+
+    pin = catalog_pin(*parts)
+    path = cached_gguf(*parts, size=pin.size if pin is not None else None)
+    if path is None:
+        raise ModelLoadError(f"{text} is not downloaded yet: download it with Settings → Models… or "
+                             f"`specchat models download {text}`")
+    return path.absolute()
 
 
 def default_draft_for(target: ModelSource) -> ModelSource | None:
@@ -115,6 +142,10 @@ class LoadOptions:
     # transformers' float copy; None/"auto": llama.cpp on the CPU where it is installed and passes its check.
     backend: str | None = None
     threads: int | None = None  # llama.cpp's threads (None: SPECCHAT_THREADS, else every core)
+    # What a llama.cpp target's replies promise (engine/llama_kernels.py): "bit-identical" to plain decoding (passes
+    # capped where its kernels stay batch-invariant), "distribution" (the fastest kernels: the same distribution,
+    # rounding may differ) or "auto" (bit-identical where that leaves room to draft).
+    exactness: str = "auto"
 
 
 @dataclass
@@ -138,14 +169,32 @@ class LoadedModel:
     def runs_on(self) -> str:
         """Where the model runs, for the user: "llama.cpp, 2 threads", "cpu", "cuda"."""
         if self.native is not None:
-            return f"llama.cpp, {self.native.threads} thread{'s' if self.native.threads > 1 else ''}"
+            threads = f"{self.native.threads} thread{'s' if self.native.threads > 1 else ''}"
+            return f"llama.cpp, {threads}, {SHORT_LABELS[self.native.kernels.exactness]}"
         place = f"{self.device}, {dtype_label(self.dtype)}"
         return f"{place} ({self.backend_note})" if self.backend_note else place
 
     @property
+    def runnable(self):
+        """What a drafter calls: the LlamaCppModel on llama.cpp, else the torch module."""
+        return self.native if self.native is not None else self.model
+
+    @property
+    def exactness(self) -> str:
+        """What a speculative reply promises against plain decoding: "bit-identical" or "distribution"."""
+        if self.native is not None:
+            return self.native.kernels.exactness
+        return "bit-identical" if exactness_note(self.dtype) is None else "distribution"
+
+    @property
     def precision_note(self) -> str | None:
-        """What the user must know about the float format (replies not held exact), or None."""
-        return None if self.native is not None else exactness_note(self.dtype)
+        """What the user must know about the float format or kernels (replies not held bit-identical), or None."""
+        if self.native is not None:
+            if self.native.kernels.exactness == "bit-identical":
+                return None
+            return ("llama.cpp verifies on its fastest kernels: replies follow the model's distribution exactly, "
+                    "but rounding may differ from plain decoding where two tokens nearly tie")
+        return exactness_note(self.dtype)
 
     def torch_model(self) -> torch.nn.Module:
         """The transformers model, loaded now if the model runs on llama.cpp (transformers' generate(), training,
@@ -276,10 +325,14 @@ def _fast_location(source: ModelSource) -> tuple[str, dict]:
 
 
 def load_tokenizer(source: ModelSource, options: LoadOptions = LoadOptions()):
+    """The source's tokenizer; a GGUF file's is converted once and kept (engine/gguf_meta.py)."""
     from transformers import AutoTokenizer
 
     location, extra = _fast_location(source)
     try:
+        if "gguf_file" in extra:
+            seed = shipped_draft_folder() if source.kind == "embedded" else None
+            return gguf_tokenizer(Path(location) / extra["gguf_file"], seed, options.trust_remote_code)
         return AutoTokenizer.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
     except Exception as error:
         raise ModelLoadError(f"could not load the tokenizer of {source.describe()}: {_first_line(error)}") from error
@@ -290,6 +343,8 @@ def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):
 
     location, extra = _fast_location(source)
     try:
+        if "gguf_file" in extra:
+            return gguf_config(Path(location) / extra["gguf_file"], options.trust_remote_code)
         return AutoConfig.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
     except Exception as error:
         raise ModelLoadError(f"could not read the configuration of {source.describe()}: {_first_line(error)}") from error
@@ -306,10 +361,8 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
     note = None
     if "gguf_file" in extra and runs_on_llama_cpp(source, options):
         native = _load_native(Path(location) / extra["gguf_file"], options)
-        if native is not None:
-            return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options), device=device,
-                               dtype=torch.float32, native=native, options=options)
-        note = "torch: llama.cpp failed its exactness check"
+        return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options), device=device,
+                           dtype=torch.float32, native=native, options=options)
     elif "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
         from .llamacpp import INSTALL_HINT
 
@@ -336,7 +389,7 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
 
 def runs_on_llama_cpp(source: ModelSource, options: LoadOptions = LoadOptions()) -> bool:
     """Whether load_model puts `source` on llama.cpp: a GGUF file, on the CPU, llama-cpp-python installed, and the
-    backend not "torch" (before its exactness check, which may still send it to torch). An explicit "llama.cpp"
+    backend not "torch". An explicit "llama.cpp"
     that cannot run is a ModelLoadError saying why."""
     from .llamacpp import INSTALL_HINT, llama_cpp_available
 
@@ -357,19 +410,14 @@ def runs_on_llama_cpp(source: ModelSource, options: LoadOptions = LoadOptions())
 
 
 def _load_native(gguf_path: Path, options: LoadOptions):
-    """The GGUF file on llama.cpp, or None (with a warning) where this build's passes are not bit-identical across
-    batch sizes, so that verification could change a reply: the torch path is exact there."""
-    from .llamacpp import LlamaCppModel
+    """The GGUF file on llama.cpp, on the kernels its exactness setting allows (engine/llama_kernels.py): every
+    quantization llama.cpp runs stays on llama.cpp."""
+    from .llamacpp import load_with_exactness
 
-    native = LlamaCppModel(gguf_path, threads=options.threads)
-    if native.check_batch_invariance():
-        return native
-    native.close()
-    if options.backend == "llama.cpp":
-        raise ModelLoadError("this llama.cpp build gives different numbers for one token and for a batch, so "
-                             "speculative replies could differ from plain ones; use --backend torch")
-    log.warning("llama.cpp's passes differ across batch sizes on this machine; using the torch path")
-    return None
+    try:
+        return load_with_exactness(gguf_path, threads=options.threads, wanted=options.exactness)
+    except ValueError as error:  # an unknown exactness name
+        raise ModelLoadError(str(error)) from error
 
 
 PROPOSAL_VOCABULARY = "proposal_vocab.json"  # written by `specchat train-draft` next to the draft's weights
@@ -453,18 +501,24 @@ def _save_converted(model, tokenizer, converted: Path, gguf_path: Path) -> None:
 
 def download_from_hub(repo_id: str, on_progress=None, cancel=None) -> str:
     """Downloads a Hub model (safetensors, config and tokenizer files only) into the standard HF cache and returns
-    its folder; the one call in specchat that reaches the network, and only from the calling thread
-    (hub_download.py). on_progress(Progress) follows it (None: a bar on the terminal); setting `cancel` stops it
-    at the next chunk with DownloadCancelled, keeping what arrived for the next call to continue."""
+    its folder, or, given "org/name/file.gguf", that one GGUF file and its path (hub_gguf.py); the one call in
+    specchat that reaches the network, and only from the calling thread (hub_download.py). on_progress(Progress)
+    follows it (None: a bar on the terminal); setting `cancel` stops it at the next chunk with DownloadCancelled,
+    keeping what arrived for the next call to continue."""
+    from .catalog_gguf import split_gguf_spec
     from .hub_download import DownloadCancelled, download_snapshot, hub_endpoint, network_for_this_thread
+    from .hub_gguf import download_gguf_spec
 
-    ModelSource._hub(repo_id)
+    one_gguf = split_gguf_spec(repo_id) is not None  # "org/name/file.gguf": that one file
+    if not one_gguf:
+        ModelSource._hub(repo_id)
+    fetch = download_gguf_spec if one_gguf else download_snapshot
     try:
         with network_for_this_thread():
             if on_progress is not None:
-                return str(download_snapshot(repo_id, on_progress, cancel))
+                return str(fetch(repo_id, on_progress, cancel))
             with _terminal_progress(repo_id) as report:
-                return str(download_snapshot(repo_id, report, cancel))
+                return str(fetch(repo_id, report, cancel))
     except (DownloadCancelled, ModelLoadError):
         raise
     except Exception as error:
@@ -530,6 +584,8 @@ def list_local_models() -> list[tuple[str, str, str]]:
                                                     f"{size / 1e6:.0f} MB"))
     except ModelLoadError as error:
         rows.append((SHIPPED_DRAFT_SPEC, "missing", str(error)))
+    for model_id, path in installed_models().items():
+        rows.append((model_id, "offline", f"{path}, {path.stat().st_size / 1e6:.0f} MB (specchat models install-pair)"))
     try:
         from huggingface_hub import scan_cache_dir
 

@@ -52,7 +52,7 @@ class ModelPair:
         self.check_drafter(drafter)
         if drafter_info(drafter).needs_history and history is None:
             history = SuffixIndex()  # nothing yet: it drafts like prompt lookup until replies are added
-        draft_model = self.draft.model if self.draft is not None else None
+        draft_model = self.draft.runnable if self.draft is not None else None
         head = self.head() if drafter in HEAD_DRAFTERS else None
         draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
         # With both tokenizers the draft-model kinds draft through text when they differ (drafting/universal.py).
@@ -118,8 +118,9 @@ def load_pair(target: ModelSource, draft: ModelSource | None = None, options: Lo
     loaded_target = load_model(target, options)
     if on_loaded:
         on_loaded("target")
-    # A draft runs in torch (its drafter calls the model between target passes), whatever its file.
-    loaded_draft = load_model(draft, replace(options, backend="torch")) if draft is not None else None
+    # A GGUF draft runs on llama.cpp in a context of its own (drafting/backends.py), on its fastest kernels: the
+    # draft's numbers only decide what is proposed, never what is accepted.
+    loaded_draft = load_model(draft, replace(options, exactness="distribution")) if draft is not None else None
     if on_loaded and draft is not None:
         on_loaded("draft")
     return ModelPair(loaded_target, loaded_draft)

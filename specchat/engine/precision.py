@@ -17,8 +17,6 @@ from pathlib import Path
 
 import torch
 
-HEADROOM_BYTES = 3 << 30  # the app, the draft, the KV cache and the OS beside the weights
-HEADROOM_SHARE = 0.2  # and a fifth more: allocators fragment, and packed weights add copies
 MAX_HEADER_BYTES = 100 << 20  # safetensors caps its JSON header at 100 MB
 
 
@@ -60,8 +58,14 @@ def checkpoint_parameters(folder: Path) -> int | None:
     return total
 
 
-def fits_at_float32(parameters: int, available_bytes: int) -> bool:
-    return parameters * 4 * (1 + HEADROOM_SHARE) + HEADROOM_BYTES <= available_bytes
+def fits_at_float32(parameters: int, available_bytes: int | None) -> bool:
+    """Whether a model of this many parameters fits at float32 by the catalog's one memory rule
+    (catalog.memory_verdict: with its headroom to spare), as the Models dialog and `specchat models catalog` judge
+    it. A checkpoint's parameter count says nothing of its KV cache, so the need here is the weights and the
+    runtime; available memory that cannot be read keeps float32."""
+    from .catalog import RUNTIME_BYTES, memory_verdict
+
+    return memory_verdict(parameters * 4 + RUNTIME_BYTES, available_bytes) in ("fits", "unknown")
 
 
 def auto_cpu_dtype(parameters: int | None, available_bytes: int | None, native_bf16: bool) -> torch.dtype:

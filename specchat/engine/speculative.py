@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
-from .drafting.base import Drafter, NoDrafter
+from .drafting.base import Draft, Drafter, NoDrafter
 from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
@@ -71,6 +72,10 @@ class SpeculativeEngine:
             eos_token_ids = default_eos_ids(self.target, tokenizer)
         self.eos_token_ids = set(eos_token_ids)
         self.context_window = self.runner.context_window
+        # A runner whose passes stay bit-identical to one-token passes only up to some number of rows (llama.cpp's
+        # kernels change at a size: engine/llama_kernels.py) caps K so that every verification stays within it.
+        rows = getattr(self.runner, "max_pass_rows", None)
+        self.max_draft = rows - 1 if rows else 1 << 30
         self.vocab_size = self.runner.vocab_size
         self.step_costs = StepCosts()  # measured per engine, reused by every generation
         self.acceptance: dict = {}  # the draft-length policy's acceptance per confidence class, kept likewise
@@ -156,11 +161,12 @@ class SpeculativeEngine:
         """One step, as gpt-fast's speculative_decode: propose, verify, accept, roll back, emit. Returns what it
         added to the reply and the rejected drafts; its counts and seconds per phase go to `stats`."""
         # Room for K drafts plus the target's token within both the token budget and the context window.
-        limit = min(reply.remaining - 1, self.context_window - len(context))
+        limit = min(reply.remaining - 1, self.context_window - len(context), self.max_draft)
         profile = Profile()
         # Propose x_1..x_K (with their q_i when the drafter samples); K is the policy's choice, timed as its own.
         with profile.phase("draft"):
-            draft, free = self._propose(context, limit, policy, profile)
+            proposed = self._propose(context, limit, policy, profile)
+        draft = proposed.draft
         tokens = draft.tokens if draft is not None else []
         k = len(tokens)
         # Verify: ONE target pass over [x_0, x_1..x_K] (x_0 = context[-1], not yet cached); row i of the logits is
@@ -183,36 +189,55 @@ class SpeculativeEngine:
             if self._keeps_features:  # row i of the verified input produced accepted[i]
                 self.drafter.accept_target_states(self.runner.features[: n + 1], accepted)
         with profile.phase("policy"):
-            policy.observe(k, n, verify_s=profile.seconds["verify"], draft_s=profile.seconds["draft"],
-                           confidence=draft.confidence if draft else None, free=free)
+            self._observe(policy, proposed, k, accepted, profile.seconds)
         # Emit n + 1 tokens (1..K+1) for one target pass.
         with profile.phase("detokenize"):
             emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
         stats.record_step(k, n, draft.forwards if draft else 0, profile.seconds)
         return emission, tuple(tokens[n:])
 
-    def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy,
-                 profile: Profile) -> tuple[_Proposal | None, bool]:
-        """The draft for this step, cut to the length the policy chose (None: none), and whether it is the free
-        proposal. A model drafter first offers its free proposal (prompt lookup), which wins when its class is
-        expected to yield more tokens per second than running the draft model. The policy's time is its phase."""
+    def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy, profile: Profile) -> _Proposed:
+        """The draft for this step, cut to the length the policy chose (None: none), with what the policy needs to
+        learn from the step. A model drafter first offers its free proposal (prompt lookup), which wins when its
+        class is expected to yield more tokens per second than running the draft model; a model-free drafter's
+        proposal is always free. The policy's time is its phase; the draft model's passes are timed apart from the
+        rest of the phase (the lookup, which a plain step pays too)."""
         forwards_before = self.drafter.forward_count
-        free = False
+        model_s = 0.0
         if self.drafter.uses_model:
-            draft = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
+            lookup = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
             with profile.phase("policy"):
-                free = draft is not None and policy.free_beats_model(limit, draft.acceptance_class)
-                k_wanted = policy.choose(limit, draft.acceptance_class, free=True) if free else policy.choose(limit)
-            if not free:
-                draft = self.drafter.propose(context, k_wanted) if k_wanted > 0 else None
+                free = lookup is not None and policy.free_beats_model(limit, lookup.acceptance_class)
+                k_wanted = policy.choose(limit, lookup.acceptance_class, free=True) if free else policy.choose(limit)
+            draft = lookup if free else None
+            if not free and k_wanted > 0:
+                started = time.perf_counter()
+                draft = self.drafter.propose(context, k_wanted)
+                model_s = time.perf_counter() - started
         else:
-            draft = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
+            draft = lookup = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
+            free = True
             with profile.phase("policy"):
-                k_wanted = policy.choose(limit, draft.acceptance_class) if draft is not None else 0
+                k_wanted = policy.choose(limit, draft.acceptance_class, free=True) if draft is not None else 0
+        unused = lookup if lookup is not None and lookup.tokens and (draft is not lookup or k_wanted == 0) else None
         if draft is None or k_wanted == 0:
-            return None, free
-        return _Proposal(draft.tokens[:k_wanted], draft.probs, draft.acceptance_class,
-                         self.drafter.forward_count - forwards_before), free
+            return _Proposed(None, free, model_s, unused)
+        return _Proposed(_Proposal(draft.tokens[:k_wanted], draft.probs, draft.acceptance_class,
+                                   self.drafter.forward_count - forwards_before), free, model_s, unused)
+
+    @staticmethod
+    def _observe(policy: DraftLengthPolicy, proposed: _Proposed, k: int, accepted: list[int],
+                 seconds: dict[str, float]) -> None:
+        """Tells the policy what the step cost and yielded: the target pass, the draft model's passes, and the rest
+        of the step's own work (everything but the emission, whose cost per token plain decoding pays alike); and,
+        for a free proposal left unused, whether its first token is the one the target produced there."""
+        draft = proposed.draft
+        overhead = sum(seconds.get(phase, 0.0) for phase in ("draft", "accept", "rollback", "policy"))
+        policy.observe(k, len(accepted) - 1, verify_s=seconds["verify"], draft_s=proposed.model_s,
+                       confidence=draft.confidence if draft else None, free=proposed.free,
+                       overhead_s=overhead - proposed.model_s)
+        if proposed.unused is not None:
+            policy.observe_shadow(proposed.unused.acceptance_class, proposed.unused.tokens[0] == accepted[0])
 
     def new_cache(self, tokens: int):
         """A KV cache with room for `tokens` positions, of the kind this engine's passes use (for measurements)."""
@@ -246,6 +271,17 @@ class SpeculativeEngine:
             rejected_text=self.tokenizer.decode(list(rejected), skip_special_tokens=True) if rejected else "",
             stats=snapshot, finish_reason=reply.finish_reason if finished else None, result=result,
         )
+
+
+@dataclass
+class _Proposed:
+    """What _propose chose: the draft (None: a plain step), whether it was the free proposal, the draft model's
+    seconds, and a free proposal left unused (its first token is checked against the target's, for free)."""
+
+    draft: _Proposal | None
+    free: bool
+    model_s: float
+    unused: Draft | None
 
 
 @dataclass

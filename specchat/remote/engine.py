@@ -15,42 +15,42 @@ Where each token came from:
   vLLM's /metrics counters read before and after the reply (server-wide: other users' requests between the two
   reads count too) or SGLang's gauges (its recent batches). RemoteEngine.figures holds them with their scope.
 
-HTTP is the standard library's http.client: a streamed reply is read line by line, and Stop closes the socket
-from a watcher thread, which ends a blocked read at once; the server sees the client go and stops generating.
-Every failure is a RemoteError with a one-line message (no traceback) and a `kind` the UI can act on.
+HTTP is the standard library's http.client (transport.py): a streamed reply is read line by line, and Stop closes
+the socket from a watcher thread, which ends a blocked read at once (before the headers too); the server sees the
+client go and stops generating. Every failure is a RemoteError with a one-line message (no traceback) and a `kind`
+the UI can act on.
+
+The server is untrusted: every read is bounded (transport.py), and what a chunk says is checked before it is used:
+a chunk that is not a JSON object, a count of tokens beyond the reply's limit, text that is not a string, are each
+a RemoteError of kind "protocol", never a TypeError or a list a billion entries long. Names shown to the user
+(model ids, the drafter) are cut to MAX_NAME_CHARS.
 """
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import random
-import socket
-import ssl
 import threading
 import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from ..engine import GenerationConfig, GenerationResult, GenerationStats, Message, Origin, SpecchatError, StepEvent
+from ..engine import GenerationConfig, GenerationResult, GenerationStats, Message, Origin, StepEvent
 from .metrics import SpecDecodeCounters, SpecDecodeDelta, delta, engine_of_metrics, parse_prometheus_text
+from .transport import (MAX_METRICS_BYTES, RemoteError, _Http, _root_url, _server_message, _ServerSentEvents,
+                        _status_error, plain_http_key_warning)
+
+__all__ = ["EndpointInfo", "RemoteEndpoint", "RemoteEngine", "RemoteError", "RemoteFigures", "plain_http_key_warning"]
 
 DEFAULT_TIMEOUT_S = 10.0  # connecting, listing the models, reading /metrics
 STREAM_TIMEOUT_S = 300.0  # the longest silence between two chunks (a long prompt's prefill on a busy server)
-CANCEL_POLL_S = 0.05  # how often the watcher looks at the cancel event
 UNKNOWN_TOKEN_ID = -1  # a remote server sends text, not token ids
 USAGE_PER_CHUNK_KINDS = ("vllm", "sglang")  # servers that report usage in every chunk when asked
-
-
-class RemoteError(SpecchatError):
-    """A remote endpoint could not be used. kind: "address", "unreachable", "timeout", "auth", "model",
-    "not_found", "busy", "request", "server" or "protocol"."""
-
-    def __init__(self, message: str, kind: str = "server"):
-        super().__init__(message)
-        self.kind = kind
+MAX_NAME_CHARS = 200  # a model id or drafter name from the server, as shown and stored
+MAX_MODELS = 1000  # model cards read from /v1/models
+TOKEN_SLACK = 16  # a server may count a few tokens more than it was asked for (an end-of-sequence token)
+MAX_COUNT = 2**31 - 1  # any count a server reports (stored in the database's integers)
 
 
 @dataclass(frozen=True)
@@ -106,181 +106,6 @@ class RemoteFigures:
         return f"{figures} ({self.source}); {highlight}"
 
 
-def _root_url(base_url: str) -> str:
-    """"host:8000", "http://host:8000/" or ".../v1" -> "http://host:8000" (the API is under /v1)."""
-    url = base_url.strip()
-    if "://" not in url:
-        url = "http://" + url
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise RemoteError(f"{base_url!r} has no valid port", "address") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RemoteError(f"{base_url!r} is not an http:// or https:// address", "address")
-    path = parts.path.rstrip("/").removesuffix("/v1")
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def _transport_error(error: BaseException, url: str, timeout_s: float) -> RemoteError:
-    """A socket or HTTP failure as one line the user can act on."""
-    if isinstance(error, TimeoutError):
-        return RemoteError(f"{url} did not answer within {timeout_s:g} s", "timeout")
-    if isinstance(error, ConnectionRefusedError):
-        return RemoteError(f"cannot reach {url}: nothing is listening there (connection refused); is the server "
-                           "running, and are the host and port right?", "unreachable")
-    if isinstance(error, socket.gaierror):
-        return RemoteError(f"cannot reach {url}: the host {urlsplit(url).hostname!r} is unknown", "unreachable")
-    if isinstance(error, ssl.SSLError):
-        return RemoteError(f"cannot talk to {url} over HTTPS: {error.reason or error}", "unreachable")
-    if isinstance(error, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
-        return RemoteError(f"{url} closed the connection without a complete answer", "protocol")
-    if isinstance(error, http.client.HTTPException):
-        return RemoteError(f"{url} did not answer in HTTP ({type(error).__name__})", "protocol")
-    return RemoteError(f"cannot reach {url}: {getattr(error, 'strerror', None) or error}", "unreachable")
-
-
-def _server_message(body: bytes) -> str:
-    """The explanation in an error answer: OpenAI's {"error": {"message"}}, FastAPI's {"detail"}, or the text."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:200] or "no details"
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for key in ("error", "detail", "message"):
-            if isinstance(data.get(key), str) and data[key]:
-                return data[key]
-    return " ".join(text.split())[:200] or "no details"
-
-
-def _status_error(status: int, body: bytes, url: str, what: str, key_given: bool) -> RemoteError:
-    message = _server_message(body)
-    if status in (401, 403):
-        problem = "refused the API key" if key_given else "needs an API key"
-        return RemoteError(f"{url} {problem} (HTTP {status}: {message}); check the key in the remote engine's "
-                           "settings", "auth")
-    if status == 404:
-        return RemoteError(f"{url} answered 404 to {what}: {message}", "not_found")
-    if status == 429:
-        return RemoteError(f"{url} is busy (HTTP 429: {message}); try again shortly", "busy")
-    if status >= 500:
-        return RemoteError(f"{url} failed on {what} (HTTP {status}: {message})", "server")
-    return RemoteError(f"{url} refused {what} (HTTP {status}: {message})", "request")
-
-
-class _Http:
-    """Requests to one server; every failure becomes a RemoteError."""
-
-    def __init__(self, root: str, api_key: str | None, timeout_s: float):
-        parts = urlsplit(root)
-        self.root, self.api_key, self.timeout_s = root, api_key, timeout_s
-        self._https = parts.scheme == "https"
-        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
-
-    def headers(self, json_body: bool = False) -> dict[str, str]:
-        headers = {"User-Agent": "specchat", **({"Content-Type": "application/json"} if json_body else {})}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
-
-    def connect(self) -> http.client.HTTPConnection:
-        if self._https:
-            connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s,
-                                                     context=ssl.create_default_context())
-        else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
-        try:
-            connection.connect()
-        except OSError as error:
-            connection.close()
-            raise _transport_error(error, self.root, self.timeout_s) from None
-        return connection
-
-    def send(self, connection: http.client.HTTPConnection, method: str, path: str,
-             body: dict | None = None) -> http.client.HTTPResponse:
-        data = None if body is None else json.dumps(body).encode()
-        try:
-            connection.request(method, self._prefix + path, body=data, headers=self.headers(data is not None))
-            return connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
-            raise _transport_error(error, self.root, self.timeout_s) from None
-
-    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-        connection = self.connect()
-        try:
-            response = self.send(connection, method, path, body)  # its own errors are RemoteErrors already
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException) as error:
-            raise _transport_error(error, self.root, self.timeout_s) from None
-        finally:
-            connection.close()
-
-
-class _ServerSentEvents:
-    """The JSON data of each event of one streamed answer, until `data: [DONE]`. While it is read, a watcher thread
-    shuts the socket down as soon as `cancel` is set, so that a read blocked on a slow server ends at once."""
-
-    def __init__(self, http_: _Http, path: str, body: dict, what: str, read_timeout_s: float,
-                 cancel: threading.Event | None):
-        self._http, self.cancel = http_, cancel
-        self.connection = http_.connect()
-        self.connection.sock.settimeout(read_timeout_s)
-        self._read_timeout_s = read_timeout_s
-        self.response = http_.send(self.connection, "POST", path, body)
-        if self.response.status != 200:
-            answer = self.response.read()
-            self.connection.close()
-            raise _status_error(self.response.status, answer, http_.root, what, bool(http_.api_key))
-        self._closed = threading.Event()
-        if cancel is not None:
-            threading.Thread(target=self._watch, name="specchat-remote-cancel", daemon=True).start()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
-
-    def _watch(self) -> None:
-        while not self._closed.is_set():
-            if self.cancel.wait(CANCEL_POLL_S):
-                with contextlib.suppress(OSError, AttributeError):  # AttributeError: no socket, closed already
-                    self.connection.sock.shutdown(socket.SHUT_RDWR)
-                return
-
-    def __iter__(self) -> Iterator[dict]:
-        data: list[str] = []
-        while not self.cancelled:
-            try:
-                raw = self.response.readline()
-            except (OSError, http.client.HTTPException, ValueError) as error:
-                if self.cancelled:
-                    return
-                raise _transport_error(error, self._http.root, self._read_timeout_s) from None
-            if not raw:  # the server closed the stream
-                return
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            elif not line and data:  # a blank line ends an event
-                text, data = "\n".join(data), []
-                if text.strip() == "[DONE]":
-                    return
-                try:
-                    chunk = json.loads(text)
-                except ValueError:
-                    raise RemoteError(f"{self._http.root} streamed something that is not JSON: {text[:80]!r}",
-                                      "protocol") from None
-                yield chunk
-
-    def close(self) -> None:
-        self._closed.set()
-        self.connection.close()
-
-
 class RemoteEndpoint:
     """An OpenAI-compatible server: its models, what kind of engine it is, and its speculative-decoding metrics."""
 
@@ -296,7 +121,7 @@ class RemoteEndpoint:
             raise _status_error(status, body, self.url, what, bool(self.api_key))
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RemoteError(f"{self.url}{path} did not answer with JSON: is it an OpenAI-compatible server?",
                               "protocol") from None
 
@@ -307,7 +132,8 @@ class RemoteEndpoint:
         if not isinstance(cards, list):
             raise RemoteError(f"{self.url}/v1/models is not a model list: is it an OpenAI-compatible server?",
                               "protocol")
-        return [card for card in cards if isinstance(card, dict) and isinstance(card.get("id"), str)]
+        return [card for card in cards[:MAX_MODELS] if isinstance(card, dict) and isinstance(card.get("id"), str)
+                and 0 < len(card["id"]) <= MAX_NAME_CHARS]  # a longer "id" is no model's: left out
 
     def connect(self) -> EndpointInfo:
         """Checks the server, the key and the model (the first one served when none was named), and finds what it
@@ -318,29 +144,32 @@ class RemoteEndpoint:
             raise RemoteError(f"{self.url} serves no model", "model")
         model = self.model or ids[0]
         if model not in ids:
-            raise RemoteError(f"the model {model!r} is not served at {self.url}; it serves "
-                              f"{', '.join(repr(i) for i in ids)}", "model")
+            served = ", ".join(repr(i) for i in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            raise RemoteError(f"the model {model!r} is not served at {self.url}; it serves {served}", "model")
         card = cards[ids.index(model)]
         metrics = self.metrics_text()
         extension = card.get("specchat") if isinstance(card.get("specchat"), dict) else {}
         kind = self._kind(card, metrics)
         window = extension.get("context_window") or card.get("max_model_len")
+        drafter = extension.get("drafter")
         return EndpointInfo(url=self.url, model=model, models=tuple(ids), kind=kind, has_metrics=metrics is not None,
                             spec_metrics=metrics is not None and SpecDecodeCounters.from_text(metrics) is not None,
-                            exact_origins=kind == "specchat", drafter=extension.get("drafter"),
-                            context_window=window if isinstance(window, int) else None)
+                            exact_origins=kind == "specchat",
+                            drafter=drafter if isinstance(drafter, str) and len(drafter) <= MAX_NAME_CHARS else None,
+                            context_window=window if _count(window) else None)
 
-    def metrics_text(self) -> str | None:
-        """GET /metrics as Prometheus text; None when the server has none (metrics are optional)."""
+    def metrics_text(self, cancel: threading.Event | None = None) -> str | None:
+        """GET /metrics as Prometheus text (at most MAX_METRICS_BYTES; a set `cancel` ends the read at once); None
+        when the server has none, or the read failed (metrics are optional)."""
         try:
-            status, body = self.http.request("GET", "/metrics")
+            status, body = self.http.request("GET", "/metrics", limit=MAX_METRICS_BYTES, cancel=cancel)
         except RemoteError:
             return None
         text = body.decode("utf-8", "replace")
         return text if status == 200 and parse_prometheus_text(text) else None
 
-    def read_spec_counters(self) -> SpecDecodeCounters | None:
-        text = self.metrics_text()
+    def read_spec_counters(self, cancel: threading.Event | None = None) -> SpecDecodeCounters | None:
+        text = self.metrics_text(cancel)
         return SpecDecodeCounters.from_text(text) if text is not None else None
 
     def engine(self, info: EndpointInfo | None = None, tokenizer=None) -> RemoteEngine:
@@ -395,9 +224,10 @@ class RemoteEngine:
         config, info, self.figures = config or GenerationConfig(), self.info, None
         exact = info.exact_origins and self.use_extension
         seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
-        before = self.endpoint.read_spec_counters() if info.spec_metrics and not exact else None
+        before = self.endpoint.read_spec_counters(cancel) if info.spec_metrics and not exact else None
         speculation_off = info.has_metrics and not info.spec_metrics  # known: then no chunk is a speculative step
-        reply = _Reply(exact, self.tokenizer, time.perf_counter(), infer=not speculation_off)
+        reply = _Reply(exact, self.tokenizer, time.perf_counter(), infer=not speculation_off,
+                       limit=config.max_new_tokens)
         events = _ServerSentEvents(self.endpoint.http, "/v1/chat/completions",
                                    self._request_body(info, messages, system, config, seed, not exact),
                                    f"a reply from {info.model!r} (POST /v1/chat/completions)", self.read_timeout_s,
@@ -412,7 +242,7 @@ class RemoteEngine:
             events.close()
         if not cancelled and reply.openai_finish is None:
             raise RemoteError(f"the stream from {self.endpoint.url} ended before the reply did", "protocol")
-        after = self.endpoint.read_spec_counters() if before is not None else None
+        after = self.endpoint.read_spec_counters(cancel) if before is not None and not cancelled else None
         self.figures = reply.figures(delta(before, after))
         yield reply.last_event(cancelled, seed)
 
@@ -437,8 +267,11 @@ class RemoteEngine:
 class _Reply:
     """The reply as the chunks arrive: its text, per-token origins and spans, and the statistics so far."""
 
-    def __init__(self, exact: bool, tokenizer, started: float, infer: bool = True):
+    def __init__(self, exact: bool, tokenizer, started: float, infer: bool = True, limit: int | None = None):
+        """limit: the reply's token limit (max_tokens); a server that reports or sends more (twice as many, and
+        TOKEN_SLACK) is refused, so a hostile count cannot build lists of any length."""
         self.exact, self.tokenizer, self.started, self.infer = exact, tokenizer, started, infer
+        self.most = min(MAX_COUNT, 2 * (limit or MAX_COUNT) + TOKEN_SLACK)  # tokens this reply may have
         self.text, self.origins, self.spans = "", [], []  # the reply so far, each token's Origin and (start, end)
         self.stats = GenerationStats()
         self.steps = 0  # chunks that carried tokens
@@ -449,34 +282,34 @@ class _Reply:
         self.counted_by: set[str] = set()  # where the chunks' token counts came from: "server", "tokenizer"
 
     def add(self, data: dict, url: str) -> StepEvent | None:
-        """The event for one chunk, or None when it carried no token (the role, the finish, the usage)."""
+        """The event for one chunk, or None when it carried no token (the role, the finish, the usage).
+        RemoteError ("protocol") for a chunk whose fields are not what the format says, or that goes beyond the
+        reply's limit."""
+        if not isinstance(data, dict):
+            raise RemoteError(f"{url} streamed JSON that is not an object", "protocol")
         if "error" in data:
             raise RemoteError(f"{url} stopped the reply: {_server_message(json.dumps(data).encode())}", "server")
         counted_before = self.completion_tokens or 0
         usage = data.get("usage")
-        if isinstance(usage, dict):
-            if isinstance(usage.get("prompt_tokens"), int):
-                self.stats.prompt_tokens = usage["prompt_tokens"]
-            if isinstance(usage.get("completion_tokens"), int):
-                self.completion_tokens = usage["completion_tokens"]
+        self._read_usage(usage, url)
         metrics = data.get("metrics")  # vLLM puts its per-request figures on the usage chunk
         if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
             self.per_request = metrics["speculative_decoding"]
-        choices = data.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
+        choice, text = _choice_and_text(data, url)
+        if choice is None:
             return None
-        choice = choices[0]
         if choice.get("finish_reason"):
-            self.openai_finish, self.stop_reason = choice["finish_reason"], choice.get("stop_reason")
-        text = (choice.get("delta") or {}).get("content") or ""
+            self.openai_finish, self.stop_reason = str(choice["finish_reason"])[:40], choice.get("stop_reason")
         figures = data.get("specchat") if self.exact else None
         offset = len(self.text)
         if isinstance(figures, dict) and isinstance(figures.get("origins"), list):
+            self._check_room(len(figures["origins"]), text, url)
             origins = [Origin.DRAFT if name == "draft" else Origin.TARGET for name in figures["origins"]]
             spans = _spans_from_runs(text, figures.get("runs"), origins, offset)
             self._count_exact(figures, len(origins))
         else:
             count, exactly = self._token_count(text, usage, counted_before)
+            self._check_room(count or 1, text, url)
             origins = _inferred_origins(bool(text), count, exactly, self.infer)
             spans = [(offset, offset + len(text))] + [(offset + len(text),) * 2] * (len(origins) - 1)
             self._count_inferred(origins)
@@ -494,9 +327,28 @@ class _Reply:
                          spans=tuple(spans), text_delta=text, text_offset=offset, rejected_ids=(), rejected_text="",
                          stats=self.stats.copy())
 
+    def _read_usage(self, usage, url: str) -> None:
+        """The server's token counts, if it sent usable ones; a completion count beyond the limit is refused."""
+        if not isinstance(usage, dict):
+            return
+        if _count(usage.get("prompt_tokens")):
+            self.stats.prompt_tokens = usage["prompt_tokens"]
+        completion = usage.get("completion_tokens")
+        if completion is not None and not isinstance(completion, bool) and isinstance(completion, int):
+            if not 0 <= completion <= self.most:
+                raise RemoteError(f"{url} reported {completion} completion tokens for a reply of at most "
+                                  f"{self.most}: not a count specchat can use", "protocol")
+            self.completion_tokens = completion
+
+    def _check_room(self, tokens: int, text: str, url: str) -> None:
+        """RemoteError once the reply would have more tokens (or text) than its limit allows."""
+        if len(self.origins) + tokens > self.most or len(self.text) + len(text) > 256 * self.most:
+            raise RemoteError(f"{url} sent more of a reply than was asked for (at most {self.most} tokens); "
+                              "the reply was stopped", "protocol")
+
     def _token_count(self, text: str, usage, counted_before: int) -> tuple[int | None, bool]:
         """The chunk's token count, and whether it is the server's (else the local tokenizer's estimate)."""
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        if isinstance(usage, dict) and self.completion_tokens is not None and _count(usage.get("completion_tokens")):
             self.counted_by.add("server")
             return usage["completion_tokens"] - counted_before, True
         if self.tokenizer is not None and text:
@@ -507,7 +359,7 @@ class _Reply:
     def _count_exact(self, figures: dict, tokens: int) -> None:
         self.stats.new_tokens += tokens
         for name in ("draft_proposed", "draft_accepted", "target_passes"):  # the server's counts so far
-            if isinstance(figures.get(name), int):
+            if _count(figures.get(name)):
                 setattr(self.stats, name, figures[name])
 
     def _count_inferred(self, origins: list[Origin]) -> None:
@@ -555,6 +407,26 @@ class _Reply:
                              source="the server publishes no speculative-decoding metrics")
 
 
+def _count(value) -> bool:
+    """Whether a server's number is a usable count: an integer (not a bool) from 0 to MAX_COUNT."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _choice_and_text(data: dict, url: str) -> tuple[dict | None, str]:
+    """The chunk's first choice and its text (delta.content); (None, "") when it has no choice. RemoteError for
+    fields of the wrong kind (choices not a list, delta not an object, content not a string)."""
+    choices = data.get("choices") or []
+    if not isinstance(choices, list):
+        raise RemoteError(f"{url} streamed a chunk whose choices are not a list", "protocol")
+    if not choices or not isinstance(choices[0], dict):
+        return None, ""
+    delta_ = choices[0].get("delta") or {}
+    text = delta_.get("content") if isinstance(delta_, dict) else None
+    if not isinstance(delta_, dict) or not isinstance(text or "", str):
+        raise RemoteError(f"{url} streamed a chunk whose delta is not text", "protocol")
+    return choices[0], text or ""
+
+
 def _inferred_origins(has_text: bool, count: int | None, exactly: bool, infer: bool = True) -> list[Origin]:
     """A chunk's tokens: n counted by the server -> n - 1 accepted drafts and the target's own token (one engine
     step); n estimated -> all n inferred (the whole chunk); no count -> one token, nothing claimed. A chunk with
@@ -575,7 +447,8 @@ def _spans_from_runs(text: str, runs, origins: list[Origin], offset: int) -> lis
     text; the tokens in between get empty spans. Per-token boundaries inside a run are not sent; only the runs
     matter for the highlighting. Runs that do not fit the origins fall back to the whole text on the first token."""
     pieces = [(run.get("text", ""), Origin.DRAFT if run.get("origin") == "draft" else Origin.TARGET)
-              for run in runs or () if isinstance(run, dict)]
+              for run in (runs if isinstance(runs, list) else ()) if isinstance(run, dict)
+              and isinstance(run.get("text", ""), str)]
     spans: list[tuple[int, int]] = []
     position, k = offset, 0
     for origin in origins:
@@ -592,7 +465,8 @@ def _spans_from_runs(text: str, runs, origins: list[Origin], offset: int) -> lis
 
 def _finish_reason(openai_reason: str | None, stop_reason, cancelled: bool) -> str:
     """OpenAI's finish reason as the engine's: "stop" is a stop string when the server names it (vLLM's
-    stop_reason), else the end-of-sequence token."""
-    if cancelled:
+    stop_reason), else the end-of-sequence token; "abort" (the server cut the reply short: vLLM, specchat serve) is
+    a cancelled reply, not a finished one."""
+    if cancelled or openai_reason == "abort":
         return "cancelled"
     return {"length": "length", "stop": "stop" if isinstance(stop_reason, str) else "eos"}.get(openai_reason, "stop")

@@ -19,6 +19,10 @@ What each engine exposes, as read in their sources:
   from its latest batches. Gauges cannot be differenced: they describe the server's recent work, not a reply.
 
 No dependency: prometheus_client's parser would do, but the app does not otherwise need it.
+
+The text comes from an untrusted server: values that are not finite numbers are left out, a `position` label is
+read only as ASCII digits below MAX_POSITIONS (so "²" or "10**9" cannot raise or build a tuple that long), and
+figures outside their range (an acceptance rate above 1, a negative count) give no figures rather than wrong ones.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_POSITION = re.compile(r"[0-9]{1,3}")
+MAX_POSITIONS = 64  # draft positions read from the per-position series (vLLM drafts at most a few dozen)
 
 
 @dataclass(frozen=True)
@@ -159,14 +165,14 @@ class SpecDecodeCounters:
         gauges: dict[str, list[float]] = {}
         positions: dict[int, float] = {}
         for sample in parse_prometheus_text(text):
-            if sample.name.endswith("_created") or math.isnan(sample.value):
+            if sample.name.endswith("_created") or not math.isfinite(sample.value):
                 continue
             name = sample.name.removesuffix("_total")
             if name in _COUNTERS:
                 sums[name] = sums.get(name, 0.0) + sample.value
             elif name == VLLM_ACCEPTED_PER_POSITION:
                 position = sample.label("position")
-                if position is not None and position.isdigit():
+                if position is not None and _POSITION.fullmatch(position) and int(position) < MAX_POSITIONS:
                     positions[int(position)] = positions.get(int(position), 0.0) + sample.value
             elif name in _GAUGES:
                 gauges.setdefault(name, []).append(sample.value)
@@ -220,7 +226,7 @@ def delta(before: SpecDecodeCounters | None, after: SpecDecodeCounters | None) -
         return None
     if after.engine == "sglang":  # gauges: the value now, not a difference
         return SpecDecodeDelta(
-            engine="sglang", alpha=after.acceptance_rate_gauge, tau=after.accept_length_gauge,
+            engine="sglang", alpha=_rate(after.acceptance_rate_gauge), tau=_length(after.accept_length_gauge),
             scope="server-wide: SGLang's own averages over its latest batches (gauges, not counters), other "
                   "users' requests included")
     if before is None or before.engine != after.engine:
@@ -242,8 +248,18 @@ def delta(before: SpecDecodeCounters | None, after: SpecDecodeCounters | None) -
         steps = emitted - accepted if emitted is not None and accepted is not None else None
         tau = emitted / steps if steps else None
     per_position = tuple(a - b for a, b in zip(after.accepted_per_position, before.accepted_per_position))
-    return SpecDecodeDelta(engine=after.engine, alpha=alpha, tau=tau, scope=SERVER_WIDE, drafts=drafts,
+    return SpecDecodeDelta(engine=after.engine, alpha=_rate(alpha), tau=_length(tau), scope=SERVER_WIDE, drafts=drafts,
                            draft_tokens=draft_tokens, accepted=accepted, accepted_per_position=per_position)
+
+
+def _rate(value: float | None) -> float | None:
+    """An acceptance rate, if it is one (0 to 1); a server's impossible figure is no figure."""
+    return value if value is not None and 0 <= value <= 1 else None
+
+
+def _length(value: float | None) -> float | None:
+    """Tokens per verification step, if it can be one (1 to 1 + MAX_POSITIONS)."""
+    return value if value is not None and 1 <= value <= 1 + MAX_POSITIONS else None
 
 
 def _difference(before: float | None, after: float | None) -> float | None:

@@ -2,16 +2,23 @@
 
 Endpoints: GET /v1/models, POST /v1/chat/completions, POST /v1/completions (each streamed as server-sent events
 when asked), and GET /health. Every error is OpenAI's JSON error object with a 4xx/5xx status: a malformed request
-is a 400 naming the field, a wrong key 401, an unknown model 404, a full line 429 (with Retry-After), a closing
-server 503. A client that disconnects cancels its generation, waiting or running.
+is a 400 naming the field, a wrong key 401, a web page's origin that is not allowed 403, an unknown model 404, a
+host name that is not allowed 421 (guard.py: DNS rebinding), a body over the limit 413, a POST that is not JSON 415,
+a full line 429 (with Retry-After), a closing server 503. A client that disconnects cancels its generation, waiting
+or running, streamed or not. A reply the server itself cuts short (a restart of the app's server, a shutdown) is
+never passed off as complete: a stream ends with finish_reason "abort" and an error event, a non-streamed request
+gets a 503.
+
+Tokenizing and templating a prompt run on a thread of their own, never on the event loop: one huge request must
+not stall the others.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -21,28 +28,36 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import GenerationResult, StepEvent
+from . import guard
 from .jobs import Closing, DeviceLine, Ended, Job, LineFull
 from .protocol import FINISH_REASONS, Answer, ApiError, ChatCompletionRequest, CompletionRequest
 from .served import ServedModel
 
-DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+SHUTDOWN_WAIT_S = 2.0  # at the end of the lifespan, how long the line's thread is waited for
 
 
-def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None) -> FastAPI:
+def aborted_error() -> ApiError:
+    """What a client whose reply the server cut short is told (the generation was cancelled by a restart of the
+    app's server or a shutdown, not by the client)."""
+    return ApiError(503, "the server stopped this reply before it was complete: it is restarting or shutting "
+                         "down; send the request again", type="server_error", code="aborted")
+
+
+def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None,
+               policy: guard.HostPolicy | None = None, max_body_bytes: int = guard.MAX_BODY_BYTES) -> FastAPI:
+    """The app: the endpoints behind guard.py's checks (policy: the Host and Origin rules; None: loopback only)."""
+    tokenizing = ThreadPoolExecutor(1, thread_name_prefix="specchat-serve-tokenize")  # one: tokenizers are not
+    # guaranteed safe to call from several threads at once
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
-        line.close()  # shutting down: the running generation stops, the waiting ones end with 503
+        line.close(SHUTDOWN_WAIT_S)  # shutting down: the running generation stops, the waiting ones end with 503
+        tokenizing.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="specchat", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
-
-    @app.middleware("http")
-    async def require_key(request: Request, call_next):
-        if api_key is not None and request.url.path.startswith("/v1/") and not _key_matches(request, api_key):
-            return _error_response(ApiError(401, "a valid API key is needed: send 'Authorization: Bearer KEY'",
-                                            type="authentication_error", code="invalid_api_key"))
-        return await call_next(request)
+    guard.install(app, policy or guard.HostPolicy(), api_key, max_body_bytes)
 
     @app.get("/health")
     async def health() -> dict:
@@ -60,18 +75,18 @@ def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        return await _answer(request, served, line, body)
+        return await _answer(request, served, line, body, tokenizing)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request) -> Response:
-        return await _answer(request, served, line, body)
+        return await _answer(request, served, line, body, tokenizing)
 
     return app
 
 
 def _model_card(served: ServedModel) -> dict:
     return {"id": served.model_id, "object": "model", "created": int(time.time()), "owned_by": "specchat",
-            "specchat": {"drafter": served.drafter, "context_window": served.pair.context_window(),
+            "specchat": {"drafter": served.drafter, "context_window": served.context_size,
                          "device": str(served.pair.target.device)}}
 
 
@@ -81,19 +96,17 @@ def _check_model(served: ServedModel, model_id: str) -> None:
                             "(GET /v1/models)", param="model", code="model_not_found")
 
 
-def _key_matches(request: Request, api_key: str) -> bool:
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), api_key.encode())
-
-
 async def _answer(request: Request, served: ServedModel, line: DeviceLine,
-                  body: ChatCompletionRequest | CompletionRequest) -> Response:
-    """Checks the request, queues its generation, and answers: a stream of events or one JSON reply."""
+                  body: ChatCompletionRequest | CompletionRequest, tokenizing: ThreadPoolExecutor) -> Response:
+    """Checks the request, tokenizes its prompt off the event loop, queues its generation, and answers: a stream
+    of events or one JSON reply."""
     _check_model(served, body.model)
-    config = served.config_for(body)
+    served.check_request(body)
     chat = isinstance(body, ChatCompletionRequest)
-    prompt_ids = served.chat_prompt(body) if chat else served.completion_prompt(body)
     echo = body.prompt_text() if not chat and body.echo else ""
+    prompt = served.chat_prompt if chat else served.completion_prompt
+    prompt_ids = await asyncio.get_running_loop().run_in_executor(tokenizing, prompt, body)
+    config = served.config_for(body, len(prompt_ids))
     answer = Answer(chat=chat, model=served.model_id)
     job = Job(lambda job: served.generate(job, prompt_ids, config), asyncio.get_running_loop())
     try:
@@ -114,27 +127,41 @@ async def _answer(request: Request, served: ServedModel, line: DeviceLine,
         return Response(status_code=499)
     if ended.error is not None:
         return _error_response(_as_api_error(ended.error))
+    if ended.value.finish_reason == "cancelled":  # cut short by the server, not finished: no 200 with part of it
+        return _error_response(aborted_error())
     return JSONResponse(answer.whole(ended.value, prefix=echo))
 
 
 async def _wait_for_end(request: Request, job: Job, line: DeviceLine) -> Ended | None:
-    """The job's end, or None if the client disconnected first (the job is then withdrawn)."""
-    while True:
-        try:
-            item = await asyncio.wait_for(job.events.get(), DISCONNECT_POLL_S)
-        except asyncio.TimeoutError:
-            if await request.is_disconnected():
+    """The job's end, or None if the client disconnected first (the job is then withdrawn: a waiting one leaves
+    the line, a running one stops at its next step). The disconnect is heard as it happens: uvicorn's receive()
+    answers http.disconnect once the body is read and the connection closes."""
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        while True:
+            item = asyncio.ensure_future(job.events.get())
+            await asyncio.wait((item, gone), return_when=asyncio.FIRST_COMPLETED)
+            if not item.done():
+                item.cancel()
                 line.withdraw(job)
                 return None
-            continue
-        if isinstance(item, Ended):
-            return item
+            if isinstance(item.result(), Ended):
+                return item.result()
+    finally:
+        gone.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _stream(job: Job, line: DeviceLine, answer: Answer, include_usage: bool, echo: str) -> AsyncIterator[str]:
     """Server-sent events: one chunk per engine step (the tokens one target pass gave), a last chunk with the
-    finish reason, the usage when asked, then [DONE]. If the client disconnects, Starlette cancels this generator
-    at its await, and `finally` withdraws the job."""
+    finish reason, the usage when asked, then [DONE]; a reply the server cut short ends with finish_reason "abort"
+    and an error event. If the client disconnects, Starlette cancels this generator at its await, and `finally`
+    withdraws the job."""
     ended = False
     try:
         first = True
@@ -156,6 +183,8 @@ async def _stream(job: Job, line: DeviceLine, answer: Answer, include_usage: boo
                 yield _event(answer.chunk("", None, first=first, finish=finish))
                 if include_usage:
                     yield _event(answer.usage_chunk(result.stats.prompt_tokens, result.stats.new_tokens))
+                if finish == "abort":  # and say why, as an error event (the openai client raises it)
+                    yield _event(aborted_error().body())
             yield "data: [DONE]\n\n"
             return
     finally:
@@ -171,7 +200,8 @@ def _as_api_error(error: BaseException) -> ApiError:
     if isinstance(error, ApiError):
         return error
     if isinstance(error, Closing):
-        return ApiError(503, "the server is shutting down", type="server_error", code="shutting_down")
+        return ApiError(503, "the server is restarting or shutting down; send the request again", type="server_error",
+                        code="shutting_down")
     return ApiError(500, f"generation failed: {type(error).__name__}: {error}", type="server_error")
 
 

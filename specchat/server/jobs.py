@@ -56,10 +56,12 @@ class DeviceLine:
 
     run_on_device, when given, is where each job's work actually runs: the app passes one that hands the work to
     its own model thread and waits for it, so the server's generations and the window's share one thread and one
-    device, one at a time; the line's thread then only keeps the order."""
+    device, one at a time; the line's thread then only keeps the order. It is called as run_on_device(work,
+    cancel) with the job's cancel event, and should give up waiting (raising Closing) once that is set before the
+    work has started, so that closing never waits for a model thread busy with something else."""
 
     def __init__(self, max_waiting: int = 8, name: str = "specchat-serve-device",
-                 run_on_device: Callable[[Callable[[], object]], object] | None = None):
+                 run_on_device: Callable[[Callable[[], object], threading.Event], object] | None = None):
         self.max_waiting = max_waiting
         self.run_on_device = run_on_device
         self._name = name
@@ -96,7 +98,8 @@ class DeviceLine:
             return (self._running is not None), len(self._waiting)
 
     def close(self, timeout_s: float = 10.0) -> bool:
-        """Refuses new jobs, cancels the waiting and the running one, and waits for the thread; True if it ended."""
+        """Refuses new jobs, cancels the waiting and the running one, and waits up to timeout_s (0: not at all) for
+        the thread; True if it ended."""
         with self._lock:
             self._closing = True
             for job in self._waiting:
@@ -123,7 +126,9 @@ class DeviceLine:
                 job = self._running = self._waiting.popleft()
             try:
                 work = lambda job=job: job.work(job)  # noqa: E731 - bound now, run maybe elsewhere
-                job.put(Ended(value=work() if self.run_on_device is None else self.run_on_device(work)))
+                job.put(Ended(value=work() if self.run_on_device is None else self.run_on_device(work, job.cancel)))
+            except Closing as error:  # cancelled before the model thread took it: a 503, not a crash
+                job.put(Ended(error=error))
             except Exception as error:  # reported to the client as a 500 with its message; the line goes on
                 traceback.print_exception(error)
                 job.put(Ended(error=error))

@@ -1,8 +1,11 @@
 """The OpenAI wire format that `specchat serve` speaks: requests (validated by pydantic) and the JSON it answers.
 
-Only what our engine does is accepted. A parameter we cannot honour exactly (n > 1, logprobs, penalties, tools)
-is refused with a 400 that names it, rather than silently ignored: a client that relies on it learns at once.
-Unknown extra fields are ignored, as OpenAI's own server does, so clients that send new optional fields still work.
+Only what our engine does is accepted. A parameter we cannot honour exactly (n > 1, logprobs, penalties, tools,
+logit_bias, response_format, ...: REFUSED_PARAMETERS) is refused with a 400 that names it, rather than silently
+ignored: a client that relies on it learns at once. Other unknown fields are ignored, as OpenAI's own server does,
+so clients that send new optional fields that do not change the reply (`user`, `metadata`, ...) still work.
+Every number has a bound: seed and top_k fit the database's 64-bit integers; stop strings are at most 4, each at
+most MAX_STOP_CHARS characters (each step checks the held-back text against every one).
 """
 
 from __future__ import annotations
@@ -16,6 +19,37 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..engine.events import GenerationResult, Origin, StepEvent
 
 MAX_STOP_STRINGS = 4  # as OpenAI's API
+MAX_STOP_CHARS = 256  # each; a stop string is checked against the reply's tail at every step
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what the statistics database stores (seed, top_k)
+
+# Parameters that would change the reply, which we do not implement: refused with a 400 naming them, unless sent
+# with the value that changes nothing (the second element: a test of the value that is harmless).
+REFUSED_PARAMETERS: dict[str, tuple[str, object]] = {
+    "logit_bias": ("logit_bias is not supported: it would change the distribution that speculative decoding "
+                   "reproduces exactly", lambda v: not v),
+    "response_format": ("response_format (JSON mode, structured output) is not supported; only text replies",
+                        lambda v: v is None or (isinstance(v, dict) and v.get("type") == "text")),
+    "top_logprobs": ("top_logprobs is not supported (no logprobs)", lambda v: not v),
+    "functions": ("functions (function calls) are not supported", lambda v: not v),
+    "function_call": ("function_call is not supported", lambda v: v in (None, "none")),
+    "tool_choice": ("tool_choice is not supported (no tool calls)", lambda v: v in (None, "none", "auto")),
+    "best_of": ("best_of is not supported: one reply per request", lambda v: v in (None, 1)),
+    "suffix": ("suffix (fill in the middle) is not supported", lambda v: not v),
+    "min_p": ("min_p is not supported; use top_p or top_k", lambda v: v in (None, 0, 0.0)),
+    "repetition_penalty": ("repetition_penalty is not supported: penalties would change the distribution that "
+                           "speculative decoding reproduces exactly", lambda v: v in (None, 1, 1.0)),
+    "typical_p": ("typical_p is not supported", lambda v: v in (None, 1, 1.0)),
+    "min_tokens": ("min_tokens is not supported", lambda v: not v),
+    "guided_json": ("guided decoding is not supported", lambda v: v is None),
+    "guided_regex": ("guided decoding is not supported", lambda v: v is None),
+    "guided_choice": ("guided decoding is not supported", lambda v: v is None),
+    "guided_grammar": ("guided decoding is not supported", lambda v: v is None),
+    "grammar": ("grammars are not supported", lambda v: not v),
+    "json_schema": ("JSON schemas are not supported", lambda v: not v),
+    "prediction": ("predicted outputs are not supported", lambda v: v is None),
+    "audio": ("audio output is not supported", lambda v: v is None),
+    "modalities": ("only the text modality is supported", lambda v: v in (None, ["text"])),
+}
 
 
 class ApiError(Exception):
@@ -55,9 +89,10 @@ class StreamOptions(BaseModel):
 
 
 class SamplingRequest(BaseModel):
-    """The parameters both endpoints share. None means "the server's default" (see ServedModel.config_for)."""
+    """The parameters both endpoints share. None means "the server's default" (see ServedModel.config_for).
+    Unknown fields are kept in model_extra, where refuse_what_we_cannot_do looks for REFUSED_PARAMETERS."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
 
     model: str
     stream: bool = False
@@ -66,8 +101,8 @@ class SamplingRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)  # not OpenAI's, but llama.cpp's and vLLM's servers take it too
-    seed: int | None = None
+    top_k: int | None = Field(default=None, ge=0, le=INT64_MAX)  # not OpenAI's; llama.cpp's and vLLM's take it
+    seed: int | None = Field(default=None, ge=INT64_MIN, le=INT64_MAX)
     stop: str | list[str] | None = None
     n: int = 1
     logprobs: bool | int | None = None
@@ -83,6 +118,8 @@ class SamplingRequest(BaseModel):
             raise ValueError(f"at most {MAX_STOP_STRINGS} stop sequences are allowed")
         if any(not s for s in stops):
             raise ValueError("a stop sequence must not be empty")
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"a stop sequence may have at most {MAX_STOP_CHARS} characters")
         return stop
 
     def stop_strings(self) -> tuple[str, ...]:
@@ -102,6 +139,10 @@ class SamplingRequest(BaseModel):
                        (bool(self.tools), "tools", "tool calls are not supported")]
         for refused, param, message in unsupported:
             if refused:
+                raise ApiError(400, message, param=param, code="unsupported_parameter")
+        for param, value in (self.model_extra or {}).items():
+            message, harmless = REFUSED_PARAMETERS.get(param, (None, None))
+            if message is not None and not harmless(value):
                 raise ApiError(400, message, param=param, code="unsupported_parameter")
 
 
@@ -123,7 +164,9 @@ class CompletionRequest(SamplingRequest):
 
 # --- answers -----------------------------------------------------------------------------------------------------
 
-FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
+# A "cancelled" reply was cut short by the server (a restart, a shutdown): "abort", as vLLM says, never "stop".
+# (A client that went away cancels its reply too, but then nobody reads the answer.)
+FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "abort"}
 
 
 def new_id(prefix: str) -> str:

@@ -1,5 +1,10 @@
-"""Running the server: binding, the API key rule, and a clean shutdown (the CLI's `specchat serve` and the app's
-toggle both use serve_in_thread or serve_forever)."""
+"""Running the server: binding, the API key rule, and a clean shutdown (the CLI's `specchat serve` uses
+serve_forever, the app's toggle RunningServer).
+
+Shutting down cancels the generations first, the moment the server is told to exit (Ctrl-C, SIGTERM, the app's
+stop()), so an open stream ends with finish_reason "abort" within uvicorn's graceful period instead of running to
+its token limit; a waiting request gets 503. RunningServer.stop() can return at once: the app calls it on the GUI
+thread, which must never wait for a busy model thread or for uvicorn."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import uvicorn
 
 from ..engine import SpecchatError
 from .app import create_app
+from .guard import HostPolicy
 from .jobs import DeviceLine
 from .served import ServedModel
 
@@ -32,7 +38,7 @@ def check_binding(host: str, api_key: str | None) -> None:
     """Anyone on the network could use a server bound elsewhere than this machine: it needs a key then."""
     if not is_loopback(host) and not api_key:
         raise SpecchatError(f"binding to {host} makes the model reachable from other machines: give an API key "
-                            "(--api-key KEY or SPECCHAT_API_KEY), or bind to 127.0.0.1")
+                            "(SPECCHAT_API_KEY, --api-key-file FILE or --api-key KEY), or bind to 127.0.0.1")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -55,48 +61,77 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, which cancels the generations as soon as it is told to exit (a signal)."""
+
+    def __init__(self, config: uvicorn.Config, line: DeviceLine):
+        super().__init__(config)
+        self.line = line
+
+    def handle_exit(self, sig, frame) -> None:
+        self.line.close(0)  # cancel now, wait for nothing: the streams then end within the graceful period
+        super().handle_exit(sig, frame)
+
+
+def _config(app) -> uvicorn.Config:
+    return uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_S)
+
+
 class RunningServer:
     """A server on its own thread (the app's toggle); stop() ends it and its generation."""
 
     def __init__(self, served: ServedModel, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 api_key: str | None = None, max_waiting: int = 8, run_on_device=None):
+                 api_key: str | None = None, max_waiting: int = 8, run_on_device=None,
+                 policy: HostPolicy | None = None):
         check_binding(host, api_key)
         self.served = served
         self.line = DeviceLine(max_waiting, run_on_device=run_on_device)
         self.socket = bind(host, port)
         self.url = url_of(self.socket)
-        app = create_app(served, self.line, api_key)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                                    timeout_graceful_shutdown=GRACEFUL_S))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.socket]},
-                                        name="specchat-serve-http", daemon=True)
+        self.port = self.socket.getsockname()[1]
+        app = create_app(served, self.line, api_key, policy or HostPolicy(bind_host=host))
+        self._server = _Server(_config(app), self.line)
+        self._thread = threading.Thread(target=self._run, name="specchat-serve-http", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self.socket])
+        finally:
+            self.socket.close()  # uvicorn closes it at shutdown; this also covers a start that failed
 
     def start(self) -> RunningServer:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 10.0) -> bool:
-        """Cancels the generations first: uvicorn's shutdown waits for open connections, so a stream would
-        otherwise run to its token limit while the caller (the window) waits."""
-        self.line.close(timeout_s)
+    def stop(self, timeout_s: float | None = 10.0) -> bool:
+        """Cancels the generations (a stream ends with "abort", a waiting request with 503), then tells uvicorn to
+        exit. timeout_s None returns at once (the window: stopped() says when it is over); otherwise it waits
+        that long for the server's thread. Returns whether the server has stopped."""
+        self.line.close(0)
         self._server.should_exit = True
-        self._thread.join(timeout_s)
-        self.socket.close()
+        if not self._thread.is_alive() and self._thread.ident is None:  # never started
+            self.socket.close()
+        elif timeout_s is not None:
+            self._thread.join(timeout_s)
+        return self.stopped()
+
+    def stopped(self) -> bool:
+        """True once the server has shut down (its port is free again)."""
         return not self._thread.is_alive()
 
 
 def serve_forever(served: ServedModel, host: str, port: int, api_key: str | None, max_waiting: int,
-                  announce=print) -> None:
-    """The CLI's server: runs until Ctrl-C (uvicorn handles the signal and shuts down gracefully)."""
+                  announce=print, policy: HostPolicy | None = None) -> None:
+    """The CLI's server: runs until Ctrl-C or SIGTERM (uvicorn handles the signal and shuts down gracefully, after
+    the generations are cancelled)."""
     check_binding(host, api_key)
     line = DeviceLine(max_waiting)
     sock = bind(host, port)
     announce(f"specchat serve: {served.model_id} (drafter {served.drafter}) on {url_of(sock)}/v1"
-             + (" · API key required" if api_key else ""))
-    config = uvicorn.Config(create_app(served, line, api_key), log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=GRACEFUL_S)
+             + (" · API key required" if api_key else "") + f" · context {served.context_size} tokens")
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(_config(create_app(served, line, api_key, policy or HostPolicy(bind_host=host))), line).run(
+            sockets=[sock])
     finally:
         line.close()
         sock.close()

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0004_history"
+HEAD_REVISION = "0005_exactness"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 CASEFOLD_FUNCTION = "specchat_casefold"  # SQL function registered on every connection, used by search
 _WRITE_OPTION = "specchat_write"  # execution option: begin with BEGIN IMMEDIATE

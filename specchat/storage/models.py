@@ -148,6 +148,8 @@ class GenerationRun(Base):
     speedup_basis: Mapped[str | None] = mapped_column(String)  # "calibrated" or "measured"
     baseline_tokens_per_s: Mapped[float | None] = mapped_column(Float)
     predicted_speedup: Mapped[float | None] = mapped_column(Float)
+    # 0005: "bit-identical" or "distribution" (EXACTNESS in records.py)
+    exactness: Mapped[str | None] = mapped_column(String)
     # 0003
     source: Mapped[str] = mapped_column(String, default="chat", server_default=CHAT)
     comparison_id: Mapped[int | None] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))

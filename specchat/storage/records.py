@@ -101,6 +101,7 @@ class RunInfo:
     speedup: float | None
     speedup_basis: str | None
     finish_reason: str | None
+    exactness: str | None = None  # what the reply promised against plain decoding (RunRecord.exactness)
 
 
 RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
@@ -151,6 +152,9 @@ class RunRecord:
     speedup_basis: str | None = None  # "calibrated" (against the load-time calibration) or "measured"
     baseline_tokens_per_s: float | None = None
     predicted_speedup: float | None = None
+    # "bit-identical" (the same tokens as plain decoding) or "distribution" (the same distribution, rounding may
+    # differ); None: not known
+    exactness: str | None = None
 
     @staticmethod
     def figures(stats: dict) -> dict:

@@ -238,7 +238,7 @@ class Store:
                            new_tokens=row.new_tokens, target_passes=row.target_passes,
                            draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted,
                            tokens_per_s=row.tokens_per_s, speedup=row.speedup, speedup_basis=row.speedup_basis,
-                           finish_reason=row.finish_reason)
+                           finish_reason=row.finish_reason, exactness=row.exactness)
 
     def conversation_stats(self, conversation_id: int) -> RunAggregate:
         return self._aggregate(GenerationRun.conversation_id == conversation_id)

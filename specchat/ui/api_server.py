@@ -5,13 +5,19 @@ at once (they share the models; a reply and an API request queue behind each oth
 127.0.0.1 (no key needed there; other machines cannot reach it) at port 8000, or a free port when 8000 is taken;
 the status bar shows the URL while it runs. It restarts by itself when the models or the decoding settings
 change, and stops with the app.
+
+Stopping never blocks the GUI thread: the generations are cancelled (an API client sees finish_reason "abort" or a
+503, never a partial reply passed off as complete) and uvicorn is told to exit, and the switch returns. A restart
+waits for the old server to let go of its port (polled on a timer, at most RESTART_WAIT_S) so the URL stays the
+same. The server answers only Host names and web-page origins on this machine (server/guard.py).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu
 
@@ -24,13 +30,19 @@ from .workers import FunctionWorker
 if TYPE_CHECKING:
     from ..server.run import RunningServer
 
+RESTART_WAIT_S = 5.0  # how long a restart waits for the old server's port before taking any free one
+RESTART_POLL_MS = 50
+WAIT_POLL_S = 0.1  # how often a waiting request looks at its cancel event
+
 
 class ModelThreadRunner(QObject):
     """Runs a function on the session's model thread for a caller on another thread, and waits for its end.
 
     The caller is the server's line thread. The job is made and submitted on the GUI thread (a queued signal to
     this object), where the model thread's queue lives; its `finished` is heard directly on the model thread, so
-    the caller wakes as soon as the work ends. A job that cannot run (the app is closing) raises Closing."""
+    the caller wakes as soon as the work ends. A job that cannot run (the app is closing), or whose cancel is set
+    before the model thread takes it (the server is stopping while the chat's reply holds the model thread), raises
+    Closing at once: the caller never waits for a model thread busy with something else."""
 
     _hand_over = Signal(object)
 
@@ -39,17 +51,26 @@ class ModelThreadRunner(QObject):
         self.model_thread = model_thread
         self._hand_over.connect(self._submit)  # queued: emitted on the line thread, run on the GUI thread
 
-    def __call__(self, work):
-        done, box = threading.Event(), {}
+    def __call__(self, work, cancel: threading.Event | None = None):
+        done, box, claim = threading.Event(), {}, threading.Lock()
 
         def run():
+            with claim:
+                if "abandoned" in box:
+                    return
+                box["started"] = True
             try:
                 box["value"] = work()
             except Exception as error:  # the server answers it (500 with the message); not a window error
                 box["error"] = error
 
         self._hand_over.emit((run, done))
-        done.wait()
+        while not done.wait(WAIT_POLL_S):
+            if cancel is not None and cancel.is_set():
+                with claim:
+                    if "started" not in box:  # it has not started: it never will
+                        box["abandoned"] = True
+                        raise Closing()
         if "error" in box:
             raise box["error"]
         if "value" not in box:
@@ -74,6 +95,11 @@ class ApiServerSwitch(QObject):
         super().__init__(window)
         self.window, self.session = window, session
         self.server: RunningServer | None = None
+        self.stopping: RunningServer | None = None  # the last server stopped, until its thread has ended
+        self._stopped_at = 0.0
+        self._port: int | None = None  # the port of the last server: a restart takes it again
+        self._retry = QTimer(self, singleShot=True, interval=RESTART_POLL_MS)
+        self._retry.timeout.connect(self._follow_session)
         self.wanted = False
         self.runner = ModelThreadRunner(session.model_thread)
         self.menu = menu = QMenu("&API", window)
@@ -114,10 +140,20 @@ class ApiServerSwitch(QObject):
                                     or (running.served.drafter, running.served.defaults) != self._defaults()):
             self.stop()
         if self.wanted and self.server is None:
-            if self.session.ready:
-                self.start()
-            else:
+            if not self.session.ready:
                 self._show("API: waiting for the models…", "")
+            elif self._old_server_holds_the_port():
+                self._show("API: restarting…", "")
+                self._retry.start()
+            else:
+                self.start()
+
+    def _old_server_holds_the_port(self) -> bool:
+        old = self.stopping
+        if old is None or old.stopped() or time.monotonic() - self._stopped_at > RESTART_WAIT_S:
+            self.stopping = None
+            return False
+        return True
 
     def start(self) -> None:
         from ..server.run import DEFAULT_PORT, RunningServer  # about 0.3 s of imports, kept off the app's start
@@ -126,9 +162,11 @@ class ApiServerSwitch(QObject):
         try:
             served = ServedModel(self.session.pair, *self._defaults(), self.session.store)
             try:
-                self.server = RunningServer(served, port=DEFAULT_PORT, run_on_device=self.runner).start()
+                self.server = RunningServer(served, port=self._port or DEFAULT_PORT,
+                                            run_on_device=self.runner).start()
             except SpecchatError:  # 8000 is taken (another server?): any free port will do
                 self.server = RunningServer(served, port=0, run_on_device=self.runner).start()
+            self._port = self.server.port
         except SpecchatError as error:
             self.action.setChecked(False)
             self._show("", f"The API server could not start: {error}")
@@ -138,9 +176,12 @@ class ApiServerSwitch(QObject):
                               "machine. Its requests and the chat take turns on the model.")
 
     def stop(self) -> None:
+        """Returns at once: the server's generations are cancelled and it shuts down on its own threads."""
+        self._retry.stop()
         if self.server is not None:
             server, self.server = self.server, None
-            server.stop()
+            server.stop(timeout_s=None)
+            self.stopping, self._stopped_at = server, time.monotonic()
         self._show("", None)
 
     def copy_url(self) -> None:

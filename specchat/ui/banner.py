@@ -20,7 +20,8 @@ class ErrorBanner(QFrame):
         self.setObjectName("errorBanner")
         self.setStyleSheet("#errorBanner { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 6px; }"
                            "#errorBanner QLabel { color: #7a1c16; }")
-        self.label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse,
+                            textFormat=Qt.TextFormat.PlainText)  # messages carry servers' and files' text
         close = QPushButton("Dismiss")
         close.clicked.connect(self.hide)
         layout = QHBoxLayout(self)

@@ -25,6 +25,7 @@ from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
 from .api_server import ApiServerSwitch
+from .plain import plain_label
 from .remote_target import RemoteTargetSwitch, reply_source
 from .workers import GenerationWorker
 
@@ -142,10 +143,10 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
 
-        self.model_label = QLabel()
+        self.model_label = plain_label(QLabel())  # model names, read from files and servers
         self.load_progress = QProgressBar(maximumWidth=160, textVisible=False)
         self.load_progress.setRange(0, 0)
-        self.session_label = QLabel()
+        self.session_label = plain_label(QLabel())
         self.statusBar().addWidget(self.model_label)
         self.statusBar().addWidget(self.load_progress)
         self.statusBar().addPermanentWidget(self.session_label)

@@ -1,69 +1,27 @@
 """What the Models dialog lists: one row per catalog model and per model downloaded from the Hub that the catalog
-does not know, with its sizes at the float format it would run in here, whether it fits this machine's memory, and
-the speedup its best draft is predicted to give (engine/catalog.py computes the figures). No Qt here."""
+does not know, with its sizes at the format it would run in here (on a CPU with llama.cpp, a model with GGUF files
+is offered and downloaded as its default quantization: engine/catalog_here.py, which `specchat models catalog`
+uses too), whether it fits this machine's memory, and the speedup its best draft is predicted to give
+(engine/catalog.py computes the figures). No Qt here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..engine import catalog as cat
 from ..engine.catalog import Catalog, CatalogEntry, CostTable, Fit
+from ..engine.catalog_gguf import gguf_spec, split_gguf_spec
+from ..engine.catalog_here import SHIPS, Machine, machine_here, offer, run_format  # noqa: F401 - re-exported
 
 ALPHA = 0.7  # the acceptance rate the predicted speedups are stated at (docs/catalog.md)
 GATED_HINT = "gated: accept the licence on huggingface.co and log in with `hf auth login`"
-SHIPS = ("embedded", "embedded-draft")  # the load specs of what ships with specchat: nothing to download
 FORMAT_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "q4": "GGUF Q4", "q8_0": "GGUF Q8_0"}
 
 
-@dataclass(frozen=True)
-class Machine:
-    """Where a model would run here, and the memory free there."""
-
-    device: str  # "cpu", "cuda" or "mps"
-    available_bytes: int | None
-    native_bf16: bool  # the CPU computes bfloat16 natively (what "auto" precision needs to choose it)
-
-    def describe(self) -> str:
-        free = cat.format_bytes(self.available_bytes) if self.available_bytes is not None else "unknown memory"
-        return f"{self.device}, {free} available"
-
-
-def machine_here(device_setting: str = "auto") -> Machine:
-    """The device Settings' choice resolves to, its free memory (a GPU's own), and the CPU's bfloat16 support."""
-    from ..engine import SpecchatError
-    from ..engine.models import choose_device
-    from ..engine.precision import cpu_has_native_bf16
-
-    try:
-        device = choose_device(device_setting)
-    except SpecchatError:  # e.g. CUDA chosen on a machine without it: Settings says so when loading
-        device = choose_device("auto")
-    if device.type == "cuda":
-        import torch
-
-        available = int(torch.cuda.mem_get_info(device)[0])
-    else:
-        available = cat.available_memory_bytes()
-    return Machine(device.type, available, cpu_has_native_bf16())
-
-
-def run_format(entry: CatalogEntry, precision: str, machine: Machine) -> str:
-    """The catalog's name of the weight format the model would run in here with this Precision setting, as
-    engine/models.py chooses it: the embedded GGUF file on llama.cpp (CPU), else the setting, else bfloat16 on
-    CUDA, float16 on MPS, and on the CPU float32 unless it does not fit and bfloat16 is native
-    (engine/precision.py)."""
-    from ..engine.precision import auto_cpu_dtype, dtype_label
-
-    if entry.source == "embedded" and machine.device == "cpu":
-        return "q4"
-    if precision in ("float32", "bfloat16"):
-        return cat.dtype_name(precision)
-    if machine.device == "cuda":
-        return "bf16"
-    if machine.device == "mps":
-        return "fp16"
-    chosen = auto_cpu_dtype(cat.parameter_count(entry), machine.available_bytes, machine.native_bf16)
-    return cat.dtype_name(dtype_label(chosen))
+def format_label(fmt: str) -> str:
+    """A format as the dialog says it: "float32", "GGUF Q4_K_M"."""
+    return FORMAT_NAMES.get(fmt, f"GGUF {fmt}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +39,7 @@ class ModelRow:
     fit: Fit | None
     speedup: str
     speedup_basis: str
+    quant: str | None = None  # the GGUF quantization the download fetches (one file), or None
 
     @property
     def is_target(self) -> bool:
@@ -115,14 +74,16 @@ def _catalog_row(catalog: Catalog, entry: CatalogEntry, costs: CostTable | None,
     dtype = run_format(entry, precision, machine)
     fit = cat.fits_in_memory(entry, dtype, machine.available_bytes)
     speedup, basis = best_speedup(catalog, entry, costs)
-    ships = entry.source in SHIPS
-    download = "—" if ships else cat.format_bytes(cat.download_bytes(entry))
+    offered = offer(entry, dtype)  # on a CPU with llama.cpp: the entry's GGUF file, else the checkpoint
+    download = "—" if offered.download_bytes is None else cat.format_bytes(offered.download_bytes)
+    if offered.quant:  # "~": the catalog gives no size for the file, so it is estimated from bits per weight
+        download = f"{'~' if entry.gguf.get(offered.quant).size is None else ''}{download} ({offered.quant})"
     role = "/".join(entry.roles)
-    return ModelRow(spec=entry.load_spec, hub_id=None if ships else entry.id, entry=entry, name=entry.name,
+    return ModelRow(spec=offered.spec, hub_id=offered.download, entry=entry, name=entry.name,
                     family=entry.family, role=role, licence=entry.licence + (" (gated)" if entry.gated else ""),
                     parameters=cat.format_params(cat.parameter_count(entry)), download=download,
-                    memory=f"{cat.format_bytes(fit.needed_bytes)} ({FORMAT_NAMES.get(dtype, dtype)})", fit=fit,
-                    speedup=speedup, speedup_basis=basis)
+                    memory=f"{cat.format_bytes(fit.needed_bytes)} ({format_label(dtype)})", fit=fit,
+                    speedup=speedup, speedup_basis=basis, quant=offered.quant)
 
 
 def best_speedup(catalog: Catalog, target: CatalogEntry, costs: CostTable | None) -> tuple[str, str]:
@@ -141,13 +102,20 @@ def best_speedup(catalog: Catalog, target: CatalogEntry, costs: CostTable | None
 
 
 def local_rows(catalog: Catalog, downloaded: dict[str, str]) -> list[ModelRow]:
-    """Rows for downloaded Hub models the catalog does not list: {hub id: snapshot folder}."""
+    """Rows for downloaded Hub models the catalog does not list: {hub id: snapshot folder}. A repository of GGUF
+    files gets a row per file (loaded as "org/name/file.gguf"); the catalog's GGUF repositories have their
+    models' rows already."""
     from ..engine.precision import checkpoint_parameters
 
     known = {entry.id.lower() for entry in catalog.entries}
+    known |= {entry.gguf.repo.lower() for entry in catalog.entries if entry.gguf is not None}
     rows = []
     for hub_id, folder in sorted(downloaded.items()):
         if hub_id.lower() in known:
+            continue
+        gguf_files = _gguf_files(folder)
+        if gguf_files:
+            rows += [_gguf_row(hub_id, name) for name in gguf_files]
             continue
         try:
             count = checkpoint_parameters(folder)
@@ -158,6 +126,47 @@ def local_rows(catalog: Catalog, downloaded: dict[str, str]) -> list[ModelRow]:
                              parameters=cat.format_params(count) if count else "—", download="—", memory="—",
                              fit=None, speedup="—", speedup_basis=""))
     return rows
+
+
+def _gguf_files(folder: str) -> list[str]:
+    """The .gguf files of a snapshot that holds no model folder (no config.json), sorted."""
+    path = Path(folder)
+    if (path / "config.json").is_file():
+        return []
+    try:
+        return sorted(child.name for child in path.iterdir() if child.name.lower().endswith(".gguf"))
+    except OSError:
+        return []
+
+
+def _gguf_row(hub_id: str, name: str) -> ModelRow:
+    spec = gguf_spec(hub_id, name)
+    return ModelRow(spec=spec, hub_id=spec, entry=None, name=name, family="—", role="downloaded",
+                    licence="see its model card", parameters="—", download="—", memory="—", fit=None,
+                    speedup="—", speedup_basis="")
+
+
+def row_is_local(row: ModelRow, complete: set[str]) -> bool:
+    """Whether the row's model is on this computer: it ships, its GGUF file is downloaded (hub_gguf.py), or its
+    Hub id is among `complete` (lower-cased ids of complete snapshots)."""
+    if row.ships:
+        return True
+    if split_gguf_spec(row.hub_id) is not None:
+        from ..engine.hub_gguf import cached_gguf
+
+        repo, file = split_gguf_spec(row.hub_id)
+        return cached_gguf(repo, file) is not None
+    return row.hub_id.lower() in complete
+
+
+def row_kept_bytes(row: ModelRow) -> int:
+    """Bytes a cancelled or broken download of the row's model left for the next one to continue."""
+    from ..engine.hub_download import kept_bytes
+
+    if row.hub_id is None:
+        return 0
+    parts = split_gguf_spec(row.hub_id)
+    return kept_bytes(parts[0] if parts else row.hub_id)
 
 
 def matches(row: ModelRow, catalog_hits: set[str], text: str) -> bool:
@@ -190,17 +199,21 @@ NO_DRAFT = DraftChoice("", "No draft model (prompt lookup)", True, False,
                        "Prompt lookup drafts from the chat itself: no draft model.")
 
 
-def draft_choices(catalog: Catalog, target: CatalogEntry, is_local) -> list[DraftChoice]:
-    """What can be offered as the target's draft: its curated drafts (same tokenizer, best first), then the
-    catalog's other draft models (most through text), then none. is_local(spec): whether it is on this computer."""
-    curated = catalog.drafts_for(target)
+def draft_choices(catalog: Catalog, target: CatalogEntry, is_local, machine: Machine | None = None) \
+        -> list[DraftChoice]:
+    """What can be offered as the target's draft: its curated drafts (same tokenizer, best first), its curated
+    universal drafts (through text), then the catalog's other draft models (most through text), then none.
+    is_local(spec): whether it is on this computer; machine: where they would run (on a CPU with llama.cpp a
+    draft with GGUF files is offered as its GGUF file), None: their Hub ids."""
+    curated = catalog.drafts_for(target) + catalog.universal_drafts_for(target)
     others = [entry for entry in catalog.entries if entry.is_draft and entry not in curated and entry.id != target.id]
     choices = []
     for draft in curated + others:
         verdict = cat.compatibility(target, draft)
         through_text = draft.tokenizer != target.tokenizer
         mark = "✖" if not verdict.compatible else "✔ through text:" if through_text else "✔"
-        where = "" if is_local(draft.load_spec) else ", not downloaded"
-        choices.append(DraftChoice(draft.load_spec, f"{mark} {draft.name} ({draft.load_spec}{where})",
-                                   verdict.compatible, through_text, verdict.explanation))
+        spec = offer(draft, run_format(draft, "auto", machine)).spec if machine is not None else draft.load_spec
+        where = "" if is_local(spec) else ", not downloaded"
+        choices.append(DraftChoice(spec, f"{mark} {draft.name} ({spec}{where})", verdict.compatible, through_text,
+                                   verdict.explanation))
     return choices + [NO_DRAFT]

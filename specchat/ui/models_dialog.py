@@ -13,10 +13,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QHBoxLayou
                                QProgressBar, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout)
 
 from ..engine import catalog as cat
-from ..engine.hub_download import downloaded_models, format_size, hub_endpoint, kept_bytes
+from ..engine.hub_download import downloaded_models, format_size, hub_endpoint
 from .downloads import DownloadsLink, DownloadState
+from .offline_pair_panel import OfflinePairPanel
 from .model_rows import (ALPHA, NO_DRAFT, ModelRow, catalog_rows, draft_choices, local_rows, machine_here,
-                         matches)
+                         matches, row_is_local, row_kept_bytes)
 
 COLUMNS = ("Model", "Family", "Role", "Licence", "Parameters", "Download", "Memory here", "Fits here",
            f"Speedup α={ALPHA:g}", "State")
@@ -83,15 +84,16 @@ class ModelsDialog(QDialog):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selected)
         self.table.itemDoubleClicked.connect(lambda _item: self.use_selected())
-        self.details = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse,
+                              textFormat=Qt.TextFormat.PlainText)
         self.draft = QComboBox()
         self.draft.currentIndexChanged.connect(self._show_compatibility)
-        self.compat = QLabel(wordWrap=True)
+        self.compat = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)
         draft_row = QHBoxLayout()
         draft_row.addWidget(QLabel("Draft:"))
         draft_row.addWidget(self.draft, 1)
         self.progress = QProgressBar(textVisible=False)
-        self.progress_label = QLabel(wordWrap=True)
+        self.progress_label = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)  # the Hub's errors
         self.other_id = QLineEdit(placeholderText="Another Hub model: org/name")
         self.other_id.returnPressed.connect(self._download_other)
         other_download = QPushButton("Download")
@@ -129,6 +131,10 @@ class ModelsDialog(QDialog):
         layout.addWidget(self.compat)
         layout.addLayout(progress_row)
         layout.addWidget(self.progress_label)
+        self.offline_pair = OfflinePairPanel(lambda: getattr(self.link.downloads, "thread", None))
+        self.offline_pair.installed.connect(self.refresh)
+        self.offline_pair.use_requested.connect(self._use_offline_pair)
+        layout.addWidget(self.offline_pair)
         layout.addLayout(buttons)
 
     # -- rows ----------------------------------------------------------------------------------------------------------
@@ -140,7 +146,7 @@ class ModelsDialog(QDialog):
         self.rows = catalog_rows(self.catalog, self.costs, self.machine, self.precision) + \
             local_rows(self.catalog, downloaded)
         complete = {hub_id.lower() for hub_id in downloaded}
-        self._local = {row.spec: row.ships or (row.hub_id or "").lower() in complete for row in self.rows}
+        self._local = {row.spec: row_is_local(row, complete) for row in self.rows}
         self.table.setRowCount(len(self.rows))
         for index, row in enumerate(self.rows):
             cells = (row.name, row.family, row.role, row.licence, row.parameters, row.download, row.memory,
@@ -173,7 +179,7 @@ class ModelsDialog(QDialog):
             return "ships with specchat"
         if self._local.get(row.spec):
             return "on this computer"
-        kept = kept_bytes(row.hub_id)
+        kept = row_kept_bytes(row)
         return f"partly downloaded ({format_size(kept)} kept)" if kept else "not downloaded"
 
     def _state(self, row: ModelRow | None) -> DownloadState | None:
@@ -197,7 +203,8 @@ class ModelsDialog(QDialog):
 
     def select(self, spec: str) -> bool:
         for index, row in enumerate(self.rows):
-            if row.spec.lower() == spec.lower() or (row.hub_id or "").lower() == spec.lower():
+            if spec.lower() in (row.spec.lower(), (row.hub_id or "").lower(),
+                                (row.entry.id.lower() if row.entry is not None else "")):
                 self.table.selectRow(index)
                 return True
         return False
@@ -220,6 +227,9 @@ class ModelsDialog(QDialog):
         note = f" ({row.entry.note})" if row.entry is not None and row.entry.note else ""
         lines = [f"{row.name} — {row.entry.id if row.entry is not None else row.spec}{note}",
                  f"Licence: {row.licence_text()}.", f"Memory here: {row.fit_text()}."]
+        if row.quant:  # on a CPU with llama.cpp: one GGUF file, not the safetensors checkpoint
+            lines.append(f"Download: {row.hub_id}, {row.quant} for llama.cpp (the safetensors checkpoint, for a GPU "
+                         f"or training a drafter: type {row.entry.id} below).")
         if row.speedup != "—":
             lines.append(f"Predicted speedup at acceptance {ALPHA:g}: {row.speedup} ({row.speedup_basis}).")
         self.details.setText("\n".join(lines))
@@ -228,7 +238,8 @@ class ModelsDialog(QDialog):
         self.draft.blockSignals(True)
         self.draft.clear()
         if row is not None and row.is_target:
-            choices = draft_choices(self.catalog, row.entry, self._is_local) if row.entry is not None else [NO_DRAFT]
+            choices = draft_choices(self.catalog, row.entry, self._is_local, self.machine) if row.entry is not None \
+                else [NO_DRAFT]
             for choice in choices:
                 self.draft.addItem(choice.label, choice)
         self.draft.setCurrentIndex(0)
@@ -270,6 +281,10 @@ class ModelsDialog(QDialog):
         self.use_button.setEnabled(row is not None and row.is_target and (choice is None or choice.compatible))
         self.use_button.setToolTip("" if row is None or row.is_target else "A draft model only: choose a target.")
 
+    def _use_offline_pair(self, target: str, draft: str, drafter: str) -> None:
+        self.chosen.emit(target, draft, drafter)
+        self.accept()
+
     def use_selected(self) -> None:
         row = self.selected_row()
         if row is None or not self.use_button.isEnabled():
@@ -288,6 +303,7 @@ class ModelsDialog(QDialog):
             downloads.ended.connect(self._on_download_ended)  # a method: disconnected when the dialog is deleted
             if self.isVisible():
                 downloads.watchers += 1
+        self.offline_pair.update_state()
         self._update_buttons()
 
     def _on_download_ended(self, _repo_id: str) -> None:

@@ -19,12 +19,14 @@ from types import SimpleNamespace
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QMainWindow, QMenu,
-                               QVBoxLayout)
+                               QMessageBox, QVBoxLayout)
 
 from ..engine import Message
 from ..engine.chat import build_fitting_prompt
 from ..remote import RemoteEndpoint
-from ..remote.engine import EndpointInfo, RemoteEngine
+from ..remote.engine import EndpointInfo, RemoteEngine, RemoteError, plain_http_key_warning
+from ..remote.transport import _without_credentials
+from .plain import plain_label, plain_tip
 from .run_book import ReplyContext
 from .workers import FunctionWorker, JobThread
 
@@ -106,7 +108,7 @@ class RemoteTargetSwitch(QObject):
         self.local_action = QAction("Back to the &local models", window, enabled=False)
         self.local_action.triggered.connect(self.disconnect)
         menu.addAction(self.local_action)
-        self.label = QLabel()
+        self.label = plain_label(QLabel())  # the server's model id: never rendered as markup
         self.label.hide()
         window.statusBar().addPermanentWidget(self.label)
         window.reply_finished.connect(self._show_reply_figures)
@@ -118,9 +120,19 @@ class RemoteTargetSwitch(QObject):
 
     def ask(self) -> None:
         dialog = RemoteDialog(self.window)
-        if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.connect_to(dialog.url.text().strip(), dialog.key.text().strip() or None,
-                            dialog.model.text().strip() or None)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return
+        url, key = dialog.url.text().strip(), dialog.key.text().strip() or None
+        if key_warning(url, key) and not self._confirm_plain_http(key_warning(url, key)):
+            return
+        self.connect_to(url, key, dialog.model.text().strip() or None)
+
+    def _confirm_plain_http(self, warning: str) -> bool:
+        """Asks before a key goes unencrypted to another machine; True to send it anyway."""
+        answer = QMessageBox.warning(self.window, "Send the key unencrypted?", warning[:1].upper() + warning[1:] + ".",
+                                     QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+                                     QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Yes
 
     def connect_to(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
         """Connects in the background; the status bar says how it went."""
@@ -132,7 +144,9 @@ class RemoteTargetSwitch(QObject):
         worker = FunctionWorker(connect)
         worker.returned.connect(self._on_connected)
         worker.errored.connect(self._on_failed)
-        self.window.statusBar().showMessage(f"Connecting to {url}…")
+        warning = key_warning(url, api_key)
+        shown = _without_credentials(url)  # a password typed into the address is never shown
+        self.window.statusBar().showMessage(f"Connecting to {shown}…" + (f" (warning: {warning})" if warning else ""))
         self._thread.submit(worker)
 
     def _on_connected(self, connection: RemoteConnection) -> None:
@@ -140,9 +154,9 @@ class RemoteTargetSwitch(QObject):
         self.local_action.setEnabled(True)
         info = connection.info
         self.label.setText(f"Remote: {info.name} ({'exact' if info.exact_origins else 'inferred'})")
-        self.label.setToolTip(info.describe() + ("" if info.exact_origins else
+        self.label.setToolTip(plain_tip(info.describe() + ("" if info.exact_origins else
                               ". Text with a dotted underline arrived in one streamed step with other tokens, which "
-                              "is how accepted drafts show; the server does not say which tokens they were."))
+                              "is how accepted drafts show; the server does not say which tokens they were.")))
         self.label.show()
         line = f"Chat replies now come from {info.describe()}"
         self.window.statusBar().showMessage(line, 15000)
@@ -167,6 +181,16 @@ class RemoteTargetSwitch(QObject):
 
     def stop(self) -> None:
         self._thread.stop()
+
+
+def key_warning(url: str, api_key: str | None) -> str | None:
+    """plain_http_key_warning for an address as typed (None for one that is not an address: connecting says so)."""
+    from ..remote.transport import _root_url
+
+    try:
+        return plain_http_key_warning(_root_url(url), api_key)
+    except RemoteError:
+        return None
 
 
 class RemoteDialog(QDialog):

@@ -18,6 +18,9 @@ ENDINGS = {"context": "reached the model's context window: start a new chat to g
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
            "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
 
+# What a drafted reply promised against plain decoding, under it (engine/llama_kernels.py).
+EXACTNESS_WORDS = {"bit-identical": "bit-identical to plain", "distribution": "same distribution as plain"}
+
 
 @dataclass(frozen=True)
 class ReplyContext:
@@ -72,7 +75,7 @@ class RunBook:
         return RunRecord(**RunRecord.figures(stats), app_session_id=self.app_session_id, target=pair.target.name,
                          draft=pair.draft_name(drafter), drafter=drafter, k=settings.k, adaptive=settings.adaptive_k,
                          temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=seed,
-                         device=str(pair.target.device), **extra)
+                         device=str(pair.target.device), exactness=getattr(pair.target, "exactness", None), **extra)
 
     def footer(self, message_id: int) -> str:
         """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended."""
@@ -87,6 +90,8 @@ class RunBook:
                      f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
         if run.speedup:
             parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
+        if run.exactness in EXACTNESS_WORDS and run.drafter != "none" and not is_remote(run.drafter):
+            parts.append(EXACTNESS_WORDS[run.exactness])
         if run.finish_reason in ENDINGS:
             parts.append(ENDINGS[run.finish_reason])
         return " · ".join(parts)

@@ -182,7 +182,8 @@ class ChatSession(QObject):
                     raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
                 draft = default_draft_for(target)
-            pair = load_pair(target, draft, LoadOptions(device=settings.device, dtype=settings.load_dtype))
+            options = LoadOptions(device=settings.device, dtype=settings.load_dtype, exactness=settings.exactness)
+            pair = load_pair(target, draft, options)
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
@@ -295,7 +296,8 @@ class ChatSession(QObject):
         if self._history_for(self.settings.drafter) is not None and self.settings.drafter != "history":
             drafter += " + past replies"
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
-        target = self.pair.target.name.split(" (")[0]  # the status bar is narrow: "(embedded, GGUF Q4_1)" is dropped
+        # The status bar is narrow: "(embedded, GGUF Q4_1)" is dropped, and a file is named without its folder.
+        target = Path(self.pair.target.name.split(" (")[0]).name
         return f"{target} · {drafter} · {k} · {self.pair.target.runs_on}"
 
     # -- one generation at a time -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSettings, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
@@ -17,6 +17,19 @@ from .downloads import DownloadsLink
 PRECISIONS = ("auto", "float32", "bfloat16")
 PRECISION_LABELS = {"auto": "Automatic (float32 unless the model does not fit)", "float32": "float32 (exact)",
                     "bfloat16": "bfloat16 (half the memory, not exact)"}
+EXACTNESS = ("auto", "bit-identical", "distribution")  # engine/llama_kernels.py EXACTNESS
+EXACTNESS_LABELS = {"auto": "Automatic (bit-identical where drafts still fit)",
+                    "bit-identical": "Bit-identical to plain decoding",
+                    "distribution": "Same distribution (fastest kernels)"}
+EXACTNESS_TIP = (
+    "What a reply with drafts promises on a GGUF model run by llama.cpp.\n"
+    "Bit-identical: every verification stays within the pass sizes where this llama.cpp build computes each token "
+    "exactly as a one-token pass does (measured once per file), so greedy replies equal plain decoding token for "
+    "token.\n"
+    "Same distribution: llama.cpp's fastest kernels at every size; every token still follows the model's "
+    "distribution exactly, but rounding can differ, so a greedy reply can part from plain decoding where two "
+    "tokens nearly tie.\n"
+    "The status bar, each reply's footer and the race's verdict say which one ran; changing it reloads the model.")
 PRECISION_TIP = (
     "The float format of a model that runs on torch (a Hub model or a folder; the embedded model runs on "
     "llama.cpp, where this does not apply).\n"
@@ -49,10 +62,14 @@ class AppSettings:
     # The float format of a torch target (engine/precision.py): "auto" keeps float32 unless the model would not fit
     # in memory at float32 (then bfloat16, on a CPU that computes it natively); float32 holds replies exact.
     precision: str = "auto"
+    # What a llama.cpp target's replies promise (engine/llama_kernels.py): bit-identical, distribution or auto.
+    exactness: str = "auto"
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             self.precision = "auto"  # a damaged or unknown value: the default, not a failed load
+        if self.exactness not in EXACTNESS:
+            self.exactness = "auto"
 
     @property
     def load_dtype(self) -> str | None:
@@ -66,7 +83,7 @@ class AppSettings:
     def model_key(self) -> tuple:
         """Settings that need the models reloaded when they change."""
         return (self.target, self.draft if self.drafter in MODEL_DRAFTERS else "", self.drafter in MODEL_DRAFTERS,
-                self.device, self.precision,
+                self.device, self.precision, self.exactness,
                 self.packed_weights)  # reloaded so that turning packing off frees the packed copies
 
     @classmethod
@@ -154,7 +171,7 @@ class SettingsDialog(QDialog):
             if info.menu_label is not None:  # the history drafter is prompt lookup with "from past replies" on
                 self.drafter.addItem(info.menu_label, info.key)
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
-        self.compat = QLabel()
+        self.compat = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.compat.setWordWrap(True)
         self.k = QSpinBox()
         self.k.setRange(1, 16)
@@ -191,6 +208,11 @@ class SettingsDialog(QDialog):
             self.precision.addItem(PRECISION_LABELS[key], key)
         self.precision.setCurrentIndex(max(self.precision.findData(settings.precision), 0))
         self.precision.setToolTip(PRECISION_TIP)
+        self.exactness = QComboBox()
+        for key in EXACTNESS:
+            self.exactness.addItem(EXACTNESS_LABELS[key], key)
+        self.exactness.setCurrentIndex(max(self.exactness.findData(settings.exactness), 0))
+        self.exactness.setToolTip(EXACTNESS_TIP)
         self.download_progress = DownloadsLink(self)  # the name the window passes on (download_requested)
         self.models_dialog = None
         models = QPushButton("Models…")
@@ -214,6 +236,7 @@ class SettingsDialog(QDialog):
         form.addRow("Max new tokens", self.max_new)
         form.addRow("Device", self.device)
         form.addRow("Precision", self.precision)
+        form.addRow("Exactness", self.exactness)
         form.addRow("", self.packed)
         hint = QLabel("Temperature 0 is greedy decoding: the reply is identical with or without drafting.")
         hint.setWordWrap(True)
@@ -314,7 +337,7 @@ class SettingsDialog(QDialog):
                            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
                            max_new_tokens=self.max_new.value(), device=self.device.currentText(),
                            packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked(),
-                           precision=self.precision.currentData())
+                           precision=self.precision.currentData(), exactness=self.exactness.currentData())
 
 
 def _not_downloaded(target: str) -> str | None:

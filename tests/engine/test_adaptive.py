@@ -107,6 +107,8 @@ def test_k_grows_only_a_little_past_the_sizes_measured():
     policy = DraftLengthPolicy(k=4)
     assert policy.choose(limit=100, confidence=6) == 0  # nothing measured yet: a plain pass first, not a blind draft
     policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
+    assert policy.choose(limit=100, confidence=6) == 0  # one plain step is not a baseline yet (PLAIN_SAMPLES)
+    policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
     policy._class(6).successes = 3.0  # alpha 1 (three trials, all accepted)
     assert policy.choose(limit=100, confidence=6) == 2  # at most 2 past the one size measured
     policy.observe(2, 2, verify_s=0.041, draft_s=0.0, confidence=6)

@@ -38,7 +38,9 @@ def test_every_row_of_a_pass_is_bit_identical_to_one_token_passes(native_pair, s
     runner = native_pair.target.native.runner()
     assert llamacpp.batch_invariant(runner, prompt(native_pair, QUESTIONS[1]), sizes)
     assert llamacpp.batch_invariant(runner, LONG, sizes, prefix=560)  # a long context, a prefill of 280 + 280
-    assert native_pair.target.native.check_batch_invariance()
+    verdict = native_pair.target.native.kernel_verdict()  # the embedded Q4_1 file: no kernel switches at all
+    assert verdict.exact_rows == 16 and verdict.chunked_prefill
+    assert native_pair.target.native.kernels.exactness == "bit-identical" and native_pair.target.exactness == "bit-identical"
 
 
 @pytest.mark.parametrize("kv_type, flash", [(llamacpp.KV_CACHE_TYPE, 0), (1, 1)])  # 1: GGML_TYPE_F16

@@ -6,7 +6,6 @@ import threading
 
 import httpx2 as httpx
 import openai
-import pytest
 from PySide6.QtCore import QThread
 
 from specchat.engine import GenerationConfig, Message, build_prompt_ids
@@ -60,8 +59,7 @@ def test_the_switch_serves_the_loaded_model_on_the_model_thread(qtbot, make_wind
     url = switch.url
     switch.action.setChecked(False)
     assert switch.server is None and not switch.label.isVisible()
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(url.removesuffix("/v1") + "/health", timeout=5)
+    qtbot.waitUntil(lambda: refused(url), timeout=10000)  # it shuts down on its own threads
 
 
 def test_the_server_follows_new_settings_and_stops_with_the_window(qtbot, make_window):
@@ -72,11 +70,20 @@ def test_the_server_follows_new_settings_and_stops_with_the_window(qtbot, make_w
     assert first is not None and first.served.drafter == "pld"
     settings = window.session.settings
     settings.drafter = "model"
-    window.session.status_changed.emit()  # what apply_settings does once the settings are saved
-    assert switch.server is not None and switch.server is not first
-    assert switch.server.served.drafter == "model"
     url = switch.url
+    window.session.status_changed.emit()  # what apply_settings does once the settings are saved
+    assert switch.server is None  # the old one is stopping; the new one waits for its port, on a timer
+    qtbot.waitUntil(lambda: switch.server is not None, timeout=10000)
+    assert switch.server is not first and switch.server.served.drafter == "model"
+    assert switch.url == url  # the same port again: clients keep their URL
     window.close()
     assert switch.server is None
-    with pytest.raises(httpx.ConnectError):
+    qtbot.waitUntil(lambda: refused(url), timeout=10000)
+
+
+def refused(url: str) -> bool:
+    try:
         httpx.get(url.removesuffix("/v1") + "/health", timeout=5)
+    except httpx.ConnectError:
+        return True
+    return False

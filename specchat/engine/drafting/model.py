@@ -1,5 +1,6 @@
-"""The draft-model drafter: a small causal LM with the target's vocabulary, drafting from its own KV cache, run by
-the lean Llama runner where it applies and by transformers' forward (TransformersRunner) otherwise."""
+"""The draft-model drafter: a small causal LM with the target's vocabulary, drafting from its own KV cache, on
+llama.cpp for a GGUF draft, else the lean Llama runner where it applies and transformers' forward otherwise
+(drafting/backends.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Sequence
 
 import torch
 
-from ..cache import cache_argument, new_cache, rollback
-from ..lean import LeanLlamaRunner, lean_runner_supported
 from ..sampling import Sampler
+from .backends import TransformersRunner, can_cut_output_rows, draft_runner
 from .base import Capabilities, Draft, Drafter, over_vocabulary
+
+__all__ = ["ModelDrafter", "TransformersRunner"]
 
 
 class ModelDrafter(Drafter):
@@ -23,17 +25,18 @@ class ModelDrafter(Drafter):
     name = "model"
     capabilities = Capabilities(uses_model=True)
 
-    def __init__(self, model: torch.nn.Module, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp."""
         self.model = model
-        self.device = next(model.parameters()).device
-        use_lean = lean_runner_supported(model) if lean is None else lean
-        self._runner = LeanLlamaRunner(model) if use_lean else TransformersRunner(model)
+        self._runner = draft_runner(model, lean)
+        self.device = self._runner.device
+        use_lean = can_cut_output_rows(self._runner)
         # Proposing only from the tokens the target's replies mostly use (the draft folder's proposal vocabulary):
         # for a small draft the output head is most of the work per token (49152 x 192 of the shipped draft's
         # 10.6M weights), and a token outside them is rarely accepted anyway. The lean runner computes only those
         # rows; q is zero outside them, so sampling stays exact.
         self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
-        self._draft_vocab = model.get_output_embeddings().weight.shape[0]
+        self._draft_vocab = self._runner.vocab_rows
         if self._vocab is not None:
             self._runner.keep_output_rows(self._vocab)
         self._seen = 0  # context tokens in the cache
@@ -95,28 +98,3 @@ class ModelDrafter(Drafter):
         if missing > 0:
             q = torch.nn.functional.pad(q, (0, missing))
         return q[:, : self._target_vocab]
-
-
-class TransformersRunner:
-    """Any causal LM through transformers' forward, with a preallocated cache cropped on rejection."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self._cache_argument = cache_argument(model)
-        self._cache = None
-
-    def reset(self) -> None:
-        self._cache = new_cache(self.model)
-
-    @property
-    def length(self) -> int:
-        return self._cache.get_seq_length()
-
-    def crop(self, keep: int) -> None:
-        rollback(self._cache, keep)
-
-    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        ids = torch.tensor([list(tokens)], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
-        return out.logits[0, -1]

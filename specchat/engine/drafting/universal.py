@@ -30,10 +30,9 @@ from typing import Sequence
 
 import torch
 
-from ..lean import LeanLlamaRunner, lean_runner_supported
 from ..sampling import Sampler
+from .backends import can_cut_output_rows, draft_runner
 from .base import Capabilities, Draft, Drafter
-from .model import TransformersRunner
 from .retokenize import CONTEXT_CHARS, CONTEXT_TOKENS, REPLACEMENT, DraftView, PrefixIndex, TextCodec
 
 MAX_HEALED = 3  # draft tokens at most written again at the end of the context (token healing)
@@ -45,26 +44,27 @@ class UniversalDrafter(Drafter):
     name = "universal"
     capabilities = Capabilities(uses_model=True)
 
-    def __init__(self, model: torch.nn.Module, target_tokenizer, draft_tokenizer, lean: bool | None = None,
+    def __init__(self, model, target_tokenizer, draft_tokenizer, lean: bool | None = None,
                  vocab_ids: torch.Tensor | None = None, lookbehind: int = 6):
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp."""
         self.model = model
-        self.device = next(model.parameters()).device
-        use_lean = lean_runner_supported(model) if lean is None else lean
-        self._runner = LeanLlamaRunner(model) if use_lean else TransformersRunner(model)
+        self._runner = draft_runner(model, lean)
+        self.device = self._runner.device
+        use_lean = can_cut_output_rows(self._runner)
         # The draft folder's proposal vocabulary (draft ids), as for ModelDrafter: only those output rows computed.
         self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
         self._row_of = None  # draft id -> its row in the logits (-1: not proposed)
         if self._vocab is not None:
             self._runner.keep_output_rows(self._vocab)
-            rows = model.get_output_embeddings().weight.shape[0]
+            rows = self._runner.vocab_rows
             self._row_of = torch.full((rows,), -1, dtype=torch.long, device=self.device)
             self._row_of[self._vocab] = torch.arange(len(self._vocab), device=self.device)
         self._target_codec, self._draft_codec = TextCodec(target_tokenizer), TextCodec(draft_tokenizer)
         self._view = DraftView(self._target_codec, self._draft_codec, lookbehind)
-        self._stops = _draft_stop_ids(model, draft_tokenizer)
+        self._stops = _draft_stop_ids(self._runner.stop_ids, draft_tokenizer)
         self._special_to_target = _shared_special_tokens(draft_tokenizer, target_tokenizer, self._stops)
         self._target_prefixes, self._draft_prefixes = PrefixIndex(target_tokenizer), PrefixIndex(draft_tokenizer)
-        self._window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
+        self._window = self._runner.window
         self._cached: list[int] = []  # the draft ids in the runner's cache
         self._forwards = 0
 
@@ -208,16 +208,10 @@ class UniversalDrafter(Drafter):
         return tokens[:k]
 
 
-def _draft_stop_ids(model: torch.nn.Module, tokenizer) -> frozenset[int]:
-    """Where the draft stops drafting: its special tokens (the end of a turn, of the text) and configured EOS ids.
-    What follows them is no text to re-tokenize."""
-    ids = set(getattr(tokenizer, "all_special_ids", ()) or ())
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured:
-        ids.update(configured)
-    return frozenset(ids)
+def _draft_stop_ids(configured: frozenset[int], tokenizer) -> frozenset[int]:
+    """Where the draft stops drafting: its special tokens (the end of a turn, of the text) and its model's
+    configured EOS ids. What follows them is no text to re-tokenize."""
+    return frozenset(set(getattr(tokenizer, "all_special_ids", ()) or ()) | configured)
 
 
 def _shared_special_tokens(draft_tokenizer, target_tokenizer, stops: frozenset[int]) -> dict[int, int]:

@@ -3,6 +3,7 @@ accepted length, and the mean speedup and speed per group. Each draws in the win
 
 from __future__ import annotations
 
+import html
 from datetime import datetime
 from typing import Sequence
 
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QGraphicsSimpleTextItem, QLabel, QToolTip
 
 from ...engine.drafting import drafter_info
 from ...storage.records import GroupStats, RunRow
+from ..plain import plain_tip
 from ..theme import current_theme
 from .stats import (CHART_FILES, OTHER_COLOURS, SPEED_COLOUR, SPEEDUP_COLOUR, _drafter_rank, _ms, _speedup_text,
                     _unique_labels, run_tooltip, short_label, time_axis_ticks)
@@ -193,7 +195,7 @@ class TimelineChart(ChartView):
             QToolTip.hideText()
             return
         run = min(runs, key=lambda r: abs(_ms(r.created_at) - point.x()))
-        QToolTip.showText(self.cursor().pos(), run_tooltip(run), self)
+        QToolTip.showText(self.cursor().pos(), plain_tip(run_tooltip(run)), self)
 
 
 class GroupBarsChart(ChartView):
@@ -218,13 +220,13 @@ class GroupBarsChart(ChartView):
             return
         series = QBarSeries()
         for label, colour, values in bars:
-            bar_set = QBarSet(label)
+            bar_set = QBarSet(_markup_free(label))
             bar_set.append([float(v) for v in values])
             bar_set.setColor(_colour(colour))
             bar_set.setBorderColor(_colour(colour))
             series.append(bar_set)
         series.hovered.connect(lambda state, index, bar_set: self._tip(state, index, bar_set, categories))
-        self.x_axis.append(categories)
+        self.x_axis.append([_markup_free(c) for c in categories])
         self.add(series, self.x_axis, self.y_axis)
         self.y_axis.setRange(0.0, top)
         self.y_axis.setTickCount(ticks)
@@ -234,7 +236,7 @@ class GroupBarsChart(ChartView):
         """Each bar set's values by its label: what the chart draws."""
         if self.bar_series is None:
             return {}
-        return {s.label(): [s.at(i) for i in range(s.count())] for s in self.bar_series.barSets()}
+        return {html.unescape(s.label()): [s.at(i) for i in range(s.count())] for s in self.bar_series.barSets()}
 
     def _tip(self, state: bool, index: int, bar_set: QBarSet, categories: list[str]) -> None:
         if not state:
@@ -242,8 +244,8 @@ class GroupBarsChart(ChartView):
             return
         value = bar_set.at(index)
         shown = f"{value:.1f}%" if self.percent else f"{value:.3f}"
-        QToolTip.showText(self.cursor().pos(),
-                          f"{bar_set.label()}\n{self.x_axis.titleText()} {categories[index]}: {shown}", self)
+        QToolTip.showText(self.cursor().pos(), plain_tip(
+            f"{html.unescape(bar_set.label())}\n{self.x_axis.titleText()} {categories[index]}: {shown}"), self)
 
 
 class GroupsChart(ChartView):
@@ -278,7 +280,7 @@ class GroupsChart(ChartView):
         bars.append(bar_set)
         bars.hovered.connect(lambda state, index, _: self._tip(state, index, groups))
         names = _unique_labels([short_label(labels[g.key], 22) for g in groups])
-        self.x_axis.append(names)
+        self.x_axis.append([_markup_free(name) for name in names])
         self.add(bars, self.x_axis, self.speedup_axis)
         speed = QLineSeries(name="tokens / s")
         speed.setPen(QPen(_colour(SPEED_COLOUR), 2))
@@ -336,5 +338,11 @@ class GroupsChart(ChartView):
             return
         group = groups[index]
         speedup = group.aggregate.mean_speedup
-        QToolTip.showText(self.cursor().pos(), f"{group.label}\n{group.aggregate.runs} runs · "
-                          f"{_speedup_text(speedup)} · {group.aggregate.tokens_per_s:.1f} tok/s", self)
+        QToolTip.showText(self.cursor().pos(), plain_tip(f"{group.label}\n{group.aggregate.runs} runs · "
+                          f"{_speedup_text(speedup)} · {group.aggregate.tokens_per_s:.1f} tok/s"), self)
+
+
+def _markup_free(text: str) -> str:
+    """Qt Charts draws legend and axis labels as HTML: a model's name (a remote server's id, say) is escaped so
+    that it shows as written."""
+    return html.escape(text, quote=False)

@@ -21,6 +21,7 @@ from ... import __version__
 from ...engine.drafting import drafter_info
 from ...storage import StorageError
 from ...storage.records import GroupStats, RunAggregate, RunFilter, RunRow
+from ..plain import plain_tip
 from ..theme import current_theme
 from .benchmark import BenchmarkHost, BenchmarkProgress, BenchmarkRun
 from .charts import ChartView, GroupBarsChart, GroupsChart, TimelineChart
@@ -41,8 +42,8 @@ class SummaryCard(QFrame):
         self.setObjectName("card")
         self.setToolTip(tooltip)
         self.caption = QLabel(caption)
-        self.value = QLabel("–")
-        self.detail = QLabel("")
+        self.value = QLabel("–", textFormat=Qt.TextFormat.PlainText)
+        self.detail = QLabel("", textFormat=Qt.TextFormat.PlainText)  # may name a model, a remote one included
         font = QFont(self.font())
         font.setPointSizeF(font.pointSizeF() * 1.9)
         font.setBold(True)
@@ -396,7 +397,7 @@ class DashboardWindow(BenchmarkHost):
         for row, group in enumerate(reading_order(self.groups, self.grouping())):
             for column, (text, key) in enumerate(group_cells(group)):
                 item = SortItem(text, key)
-                item.setToolTip(group.label if column == 0 else "")
+                item.setToolTip(plain_tip(group.label) if column == 0 else "")
                 if column:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if column == 4 and group.aggregate.mean_speedup is not None:

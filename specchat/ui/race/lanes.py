@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QTextBrowser, QVBoxLayout
 from ...engine.drafting import drafter_info
 from ...engine.events import Origin
 from ...engine.race import PLAIN, REMOTE, Track
+from ..plain import plain_label
 from ..spans import DRAFT
 from ..theme import current_theme
 from ..transcript import DRAFT_TIP, ORIGIN_PROPERTY, TARGET_TIP, draft_positions
@@ -83,7 +84,7 @@ class Lane(QFrame):
         title = QLabel(f"<span style='color:{colour}'>■</span>&nbsp;<b>{html.escape(name)}</b>",
                        toolTip=lane_label(drafter))
         title.setMinimumWidth(40)
-        self.status = QLabel("waiting", wordWrap=True)
+        self.status = plain_label(QLabel("waiting", wordWrap=True))  # may carry a remote server's figures
         self.status.setMinimumWidth(40)
         self.status.setStyleSheet(f"color: {current_theme().muted_text.name()}")
         self.view = LaneView()

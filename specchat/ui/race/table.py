@@ -56,18 +56,29 @@ def _speedup_cell(result) -> str:
     return {PLAIN: "baseline", REMOTE: "other machine"}.get(result.drafter, "–")
 
 
-def verdict_html(tracks: list[Track], greedy: bool) -> str:
-    """Whether every lane produced plain decoding's tokens, with a diff link per lane that did not."""
+DISTRIBUTION_NOTE = (" The target verified on llama.cpp's fastest kernels, whose rounding depends on how many tokens a "
+                     "pass holds: every token follows the model's distribution exactly, but a near-tie can flip, so "
+                     "identity here is measured, not promised (Settings → Exactness: bit-identical keeps it).")
+
+
+def verdict_html(tracks: list[Track], greedy: bool, exactness: str | None = None) -> str:
+    """Whether every lane produced plain decoding's tokens, with a diff link per lane that did not; `exactness`
+    ("bit-identical" or "distribution", the target's kernels) says which of the two claims the lanes make."""
     if not greedy:
         return ("<b>Sampled decoding:</b> the lanes are different samples of the same distribution (speculative "
                 "sampling is exact in distribution, not token by token), so their texts differ.")
     plain = tracks[0]
     differing = [i for i, t in enumerate(tracks[1:], start=1) if not t.same_output(plain)]
     if not differing:
+        claim = (DISTRIBUTION_NOTE if exactness == "distribution" else
+                 " The target's kernels are batch-invariant here: bit-identity is guaranteed, not luck."
+                 if exactness == "bit-identical" else "")
         return (f"<span style='color:#2e7d32'><b>✓ Identical output:</b></span> every lane produced the same "
-                f"{len(plain.token_ids)} tokens as plain decoding; the speedup costs nothing in quality.")
+                f"{len(plain.token_ids)} tokens as plain decoding; the speedup costs nothing in quality.{claim}")
     links = ", ".join(f"<a href='diff:{i}'>show diff with {html.escape(tracks[i].drafter)}</a>"
                       for i in differing)
+    if exactness == "distribution":
+        return f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}).{DISTRIBUTION_NOTE}"
     return (f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}). "
             "Greedy speculative decoding should be lossless; on some hardware, batched and single-token "
             "forward passes round differently and can flip a near-tie.")

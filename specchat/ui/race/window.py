@@ -25,6 +25,7 @@ from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
 from ...engine.race import PLAIN, REMOTE, RaceRunner, Track, all_identical, lane_results, lanes_for
 from ..remote_target import MessagesEngine
+from ..plain import plain_label, plain_tip
 from ..theme import current_theme
 from ..workers import RaceWorker
 from .history import ComparisonHistory
@@ -153,7 +154,7 @@ class RaceWindow(QWidget):
         self.stop_button.setVisible(False)
         controls_row.addWidget(self.race_button)
         controls_row.addWidget(self.stop_button)
-        self.settings_label = QLabel()
+        self.settings_label = plain_label(QLabel())  # model names, a remote one included
         self.settings_label.setStyleSheet(f"color: {current_theme().muted_text.name()}")
         self.settings_label.setWordWrap(True)
         rows = QVBoxLayout()
@@ -173,7 +174,7 @@ class RaceWindow(QWidget):
             if drafter == REMOTE:
                 usable = self.session.remote is not None
                 box.setEnabled(usable)
-                box.setToolTip(REMOTE_TIP.format(self.session.remote.info.describe()) if usable else
+                box.setToolTip(plain_tip(REMOTE_TIP.format(self.session.remote.info.describe())) if usable else
                                "Connect to a remote engine first: API → Chat with a remote engine…")
                 if not usable:
                     box.setChecked(False)
@@ -346,7 +347,8 @@ class RaceWindow(QWidget):
     def show_results(self) -> None:
         """The table, the verdict and the chart of the current tracks; the lanes show the whole replies."""
         self.results.fill(lane_results(self.tracks, self.greedy))
-        self.verdict.setText(verdict_html(self.tracks, self.greedy))
+        target = getattr(self.session.pair, "target", None)
+        self.verdict.setText(verdict_html(self.tracks, self.greedy, getattr(target, "exactness", None)))
         self.chart.expected_tokens = 0
         self.chart.set_tracks(self.tracks)
         for lane, track in zip(self.lanes, self.tracks):

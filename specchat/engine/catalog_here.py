@@ -1,0 +1,107 @@
+"""Where a catalog model would run on this machine, in what format, and what the catalog offers to download for it:
+the one judgement `specchat models catalog` (catalog_report.py) and Settings → Models… (ui/model_rows.py) share,
+so that the terminal and the window never disagree on a model's format, size or verdict. The memory rule itself is
+catalog.memory_verdict (engine/precision.py's choice of float32 uses it too). No Qt; torch only to find the device.
+
+On a CPU with llama.cpp installed, a model whose entry names GGUF files is offered as its default quantization
+(Q4_K_M), which llama.cpp runs several times faster than torch runs safetensors; elsewhere (a GPU, no llama.cpp)
+the safetensors checkpoint is offered, as for training drafters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import catalog as cat
+from .catalog import CatalogEntry
+from .catalog_gguf import GGUF_BITS
+
+SHIPS = ("embedded", "embedded-draft")  # the load specs of what ships with specchat: nothing to download
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a model would run here, and the memory free there."""
+
+    device: str  # "cpu", "cuda" or "mps"
+    available_bytes: int | None
+    native_bf16: bool  # the CPU computes bfloat16 natively (what "auto" precision needs to choose it)
+    llama_cpp: bool = False  # llama-cpp-python is installed, so GGUF files run on llama.cpp on the CPU
+    gpu_format: str = "bf16"  # what a GPU runs at: bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS
+
+    def describe(self) -> str:
+        free = cat.format_bytes(self.available_bytes) if self.available_bytes is not None else "unknown memory"
+        engine = ", llama.cpp" if self.device == "cpu" and self.llama_cpp else ""
+        return f"{self.device}{engine}, {free} available"
+
+
+def machine_here(device_setting: str = "auto") -> Machine:
+    """The device Settings' choice resolves to (auto where it cannot be had), its free memory (a GPU's own), the
+    CPU's bfloat16 support, whether llama.cpp is installed, and the float format a GPU would use
+    (engine/models.py's choose_dtype)."""
+    from .errors import SpecchatError
+    from .llamacpp import llama_cpp_available
+    from .models import choose_device, choose_dtype
+    from .precision import cpu_has_native_bf16
+
+    try:
+        device = choose_device(device_setting)
+    except SpecchatError:  # e.g. CUDA chosen on a machine without it: Settings says so when loading
+        device = choose_device("auto")
+    if device.type == "cuda":
+        import torch
+
+        available = int(torch.cuda.mem_get_info(device)[0])
+    else:
+        available = cat.available_memory_bytes()
+    gpu_format = cat.dtype_name(str(choose_dtype(device)).removeprefix("torch.")) if device.type != "cpu" else "bf16"
+    return Machine(device.type, available, cpu_has_native_bf16(), llama_cpp_available(), gpu_format)
+
+
+def run_format(entry: CatalogEntry, precision: str, machine: Machine, dtype: str | None = None) -> str:
+    """The catalog's name of the format the model would run in here, as engine/models.py chooses it: `dtype` when
+    the user names one (`--dtype`); on the CPU the embedded GGUF file ("q4") and, with llama.cpp, the entry's
+    default GGUF quantization; else the Precision setting (float32, bfloat16); else the GPU's format; and on the
+    CPU float32 unless it does not fit and bfloat16 is native."""
+    if dtype:
+        return cat.dtype_name(dtype)
+    if machine.device == "cpu":
+        if entry.source == "embedded":
+            return "q4"
+        if entry.gguf is not None and machine.llama_cpp:
+            return entry.gguf.default
+    if precision in ("float32", "bfloat16"):
+        return cat.dtype_name(precision)
+    if machine.device != "cpu":
+        return machine.gpu_format
+    return cpu_float_format(entry, machine)
+
+
+def cpu_float_format(entry: CatalogEntry, machine: Machine) -> str:
+    """float32, unless the model does not fit at float32 by the one memory rule and the CPU computes bfloat16
+    natively (engine/precision.py says why: float32 is the exact format)."""
+    if not machine.native_bf16:
+        return "fp32"
+    verdict = cat.fits_in_memory(entry, "fp32", machine.available_bytes).verdict
+    return "fp32" if verdict in ("fits", "unknown") else "bf16"
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the catalog offers for a model here."""
+
+    spec: str  # what Settings and --target load: a Hub id, "org/name/file.gguf", or what ships
+    download: str | None  # what a download fetches (a Hub id or a GGUF spec); None: it ships with specchat
+    quant: str | None  # the GGUF quantization, when the offer is one GGUF file
+    download_bytes: int | None  # None: nothing to download
+
+
+def offer(entry: CatalogEntry, fmt: str) -> Offer:
+    """The offer for a model that would run in `fmt` (run_format): the entry's GGUF file of that type when it has
+    one, nothing for what ships with specchat, else the Hub checkpoint (safetensors)."""
+    name = cat.dtype_name(fmt)
+    if entry.source in SHIPS:
+        return Offer(entry.load_spec, None, None, None)
+    if name in GGUF_BITS and entry.gguf is not None and any(q.name == name for q in entry.gguf.quants):
+        spec = entry.gguf.spec(name)
+        return Offer(spec, spec, name, cat.download_bytes(entry, name))
+    return Offer(entry.id, entry.id, None, cat.download_bytes(entry))

@@ -1,0 +1,141 @@
+"""Where a draft model runs: its own llama.cpp context for a GGUF file, the lean Llama forward, or transformers'.
+
+A draft model is called token by token between target passes, so what it costs per token decides whether drafting
+pays. A GGUF draft on llama.cpp runs on its quantized weights (several times faster than a float32 copy on
+torch on a CPU), in a context of its own beside the target's, on the same threads (the two never run at once).
+
+Every backend offers one small interface to the drafters (model.py, universal.py): `reset()`, `length`,
+`crop(keep)` and `forward(tokens) -> logits of the last position` (and, on the lean forward only,
+`keep_output_rows(ids)`: can_cut_output_rows); plus what a drafter
+needs to know of the model: `device`, `vocab_rows` (its output rows), `window` (its context) and `stop_ids`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..cache import cache_argument, new_cache, rollback
+from ..lean import LeanLlamaRunner, lean_runner_supported
+from ..llamacpp import CONTEXT_STEP, LlamaCppModel
+
+
+class LlamaCppDraftRunner:
+    """A GGUF draft model on llama.cpp, with rollback: `crop(keep)` drops the positions from `keep` on, so the next
+    forward gives the logits a fresh run over the kept tokens would (llama.cpp's rows do not depend on how the
+    tokens were batched: engine/llamacpp.py)."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, model: LlamaCppModel):
+        self.model = model
+        self._runner = model.runner()
+        self._cache = self._runner.new_cache(CONTEXT_STEP)
+        self.vocab_rows = model.vocab_size
+        self.window = model.context_window
+        self.stop_ids = frozenset({model.eos_token_id} - {-1})
+
+    def reset(self) -> None:
+        """An empty cache; the positions of the previous generation stay until the next prefill reuses their
+        common prefix (the system prompt, earlier turns), as the target's runner does."""
+        self._cache = self._runner.new_cache(CONTEXT_STEP)
+
+    @property
+    def length(self) -> int:
+        return self._cache.length
+
+    def crop(self, keep: int) -> None:
+        self._runner.rollback(self._cache, keep)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        tokens = list(tokens)
+        self._make_room(len(tokens))
+        logits = self._runner.forward(torch.tensor([tokens]), self._cache, keep=1,
+                                      prefill=self._cache.length == 0)[0]
+        return logits
+
+    def _make_room(self, extra: int) -> None:
+        """Grows the context when the cache would overflow it; the held positions are fed again into the larger
+        one (a context cannot grow in place)."""
+        needed = self._cache.length + extra
+        if needed <= self._runner._n_ctx:
+            return
+        held = list(self._runner._held[: self._cache.length])
+        self._cache = self._runner.new_cache(min(needed + CONTEXT_STEP, self.window))
+        if held:
+            self._runner.forward(torch.tensor([held]), self._cache, keep=1)
+
+
+class TorchDraftRunner:
+    """A torch draft model through the lean Llama forward where it applies, else transformers' forward."""
+
+    def __init__(self, model: torch.nn.Module, lean: bool | None = None):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.lean = lean_runner_supported(model) if lean is None else lean
+        self._runner = LeanLlamaRunner(model) if self.lean else TransformersRunner(model)
+        self.vocab_rows = model.get_output_embeddings().weight.shape[0]
+        self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
+        self.stop_ids = _configured_eos(model)
+
+    def reset(self) -> None:
+        self._runner.reset()
+
+    @property
+    def length(self) -> int:
+        return self._runner.length
+
+    def keep_output_rows(self, ids: torch.Tensor) -> None:
+        self._runner.keep_output_rows(ids)
+
+    def crop(self, keep: int) -> None:
+        self._runner.crop(keep)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        return self._runner.forward(tokens)
+
+
+def draft_runner(model, lean: bool | None = None):
+    """The runner for a draft `model`: a LlamaCppModel (a GGUF draft on llama.cpp) or a torch module."""
+    if isinstance(model, LlamaCppModel):
+        return LlamaCppDraftRunner(model)
+    return TorchDraftRunner(model, lean)
+
+
+def can_cut_output_rows(runner) -> bool:
+    """Whether proposing from a proposal vocabulary saves work on this runner (the lean forward computes only those
+    rows of the output head); elsewhere the whole vocabulary is proposed from."""
+    return isinstance(runner, TorchDraftRunner) and runner.lean
+
+
+def _configured_eos(model) -> frozenset[int]:
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(configured, int):
+        return frozenset({configured})
+    return frozenset(configured or ())
+
+
+class TransformersRunner:
+    """Any causal LM through transformers' forward, with a preallocated cache cropped on rejection."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self._cache_argument = cache_argument(model)
+        self._cache = None
+
+    def reset(self) -> None:
+        self._cache = new_cache(self.model)
+
+    @property
+    def length(self) -> int:
+        return self._cache.get_seq_length()
+
+    def crop(self, keep: int) -> None:
+        rollback(self._cache, keep)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], device=self.device)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
+        return out.logits[0, -1]

@@ -1,0 +1,209 @@
+"""A hostile Hub mirror (HF_ENDPOINT) cannot make a download write outside the cache.
+
+The fake Hub is a real HTTP server on 127.0.0.1 that lists a repository with whatever commit sha, blob ids and file
+names a test gives, and serves bytes for any file it is asked for, so that a value that slipped through would be
+written. Each case: the download stops with UnsafeHubAnswer (a message naming the value and saying nothing was
+downloaded), no file is fetched, and nothing appears anywhere under the test's folder outside the cache's model
+folder. A well-formed repository still downloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from huggingface_hub import constants
+
+from specchat.engine import ModelLoadError
+from specchat.engine.hub_download import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
+                                          network_for_this_thread, repo_folder)
+
+REPO = "org/model"
+GOOD_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+WEIGHTS = b"w" * 1000
+CONFIG = b'{"model_type": "x"}'
+
+
+def git_blob(content: bytes) -> str:
+    return hashlib.sha1(f"blob {len(content)}\0".encode() + content).hexdigest()
+
+
+class HostileHub:
+    """GET /api/models/<id>: `listing` as JSON; GET any other path: 200 with a file's bytes (the path recorded)."""
+
+    def __init__(self, listing: dict):
+        self.listing, self.fetched = listing, []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                if self.path.split("?")[0].startswith("/api/models/"):
+                    body = json.dumps(hub.listing).encode()
+                else:
+                    hub.fetched.append(self.path)
+                    body = CONFIG if self.path.endswith("/config.json") else WEIGHTS
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def listing(sha=GOOD_COMMIT, weights_name="model.safetensors", weights_blob=None, config_name="config.json",
+            config_blob=None) -> dict:
+    weights = {"rfilename": weights_name, "size": len(WEIGHTS), "blobId": git_blob(WEIGHTS),
+               "lfs": {"sha256": weights_blob or hashlib.sha256(WEIGHTS).hexdigest(), "size": len(WEIGHTS),
+                       "pointerSize": 134}}
+    config = {"rfilename": config_name, "size": len(CONFIG), "blobId": config_blob or git_blob(CONFIG)}
+    return {"id": REPO, "sha": sha, "siblings": [weights, config]}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "hf" / "hub"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(folder))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_TOKEN", "")
+    return folder
+
+
+@pytest.fixture
+def serve(cache, monkeypatch):
+    hubs = []
+
+    def start(answer: dict) -> HostileHub:
+        hub = HostileHub(answer)
+        hubs.append(hub)
+        monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        return hub
+
+    yield start
+    for hub in hubs:
+        hub.close()
+
+
+def files_outside_the_model_folder(tmp_path: Path) -> list[str]:
+    model = repo_folder(REPO)
+    return sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")
+                  if not path.is_dir() and not path.is_relative_to(model) and ".locks" not in path.parts)
+
+
+def download_refused(hub: HostileHub, tmp_path: Path) -> str:
+    with network_for_this_thread(), pytest.raises(UnsafeHubAnswer) as refused:
+        download_snapshot(REPO)
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 400
+    assert hub.fetched == []  # not one file was fetched
+    assert files_outside_the_model_folder(tmp_path) == []
+    assert not (repo_folder(REPO) / "refs" / "main").exists()
+    return message
+
+
+@pytest.mark.parametrize("sha", [
+    "/tmp/specchat-hostile-commit",  # an absolute path: the snapshot's pointers would be made there
+    "../../../../outside",
+    "..",
+    "0123456789abcdef0123456789abcdef0123456",  # 39 digits
+    "0123456789ABCDEF0123456789ABCDEF01234567",  # not as the Hub writes them (huggingface_hub refuses it too)
+    "0123456789abcdef0123456789abcdef01234567/..",
+    12345,
+    None,
+])
+def test_a_commit_that_is_not_a_sha_is_refused(serve, tmp_path, sha):
+    hub = serve(listing(sha=sha))
+    message = download_refused(hub, tmp_path)
+    assert "commit" in message and "nothing was downloaded" in message
+    assert not Path("/tmp/specchat-hostile-commit").exists()
+
+
+@pytest.mark.parametrize("field, blob", [
+    ("weights_blob", "../../../../outside-weights"),
+    ("weights_blob", "/tmp/specchat-hostile-blob"),
+    ("weights_blob", git_blob(WEIGHTS)),  # a sha1 where an LFS sha256 belongs
+    ("config_blob", "../" + "0" * 40),
+    ("config_blob", hashlib.sha256(CONFIG).hexdigest()),  # a sha256 where a git blob id belongs
+    ("config_blob", "g" * 40),
+])
+def test_a_blob_id_that_is_not_a_checksum_is_refused(serve, tmp_path, field, blob):
+    hub = serve(listing(**{field: blob}))
+    message = download_refused(hub, tmp_path)
+    assert "checksum" in message and "nothing was downloaded" in message
+    assert not Path("/tmp/specchat-hostile-blob").exists()
+
+
+@pytest.mark.parametrize("name", [
+    "..\\..\\..\\evil.json",  # a separator on Windows
+    "C:evil.json",  # a drive-relative path on Windows
+    "evil.json:stream.json",  # an alternate data stream
+    "evil\x00.json",
+    "evil\n.json",
+    " evil.json",
+    "x" * 300 + ".json",
+])
+def test_a_file_name_that_could_leave_the_folder_is_refused(serve, tmp_path, name):
+    hub = serve(listing(config_name=name))
+    message = download_refused(hub, tmp_path)
+    assert "nothing was downloaded" in message and "listed" in message
+
+
+def test_names_in_subfolders_or_of_other_kinds_are_never_fetched(serve, tmp_path):
+    answer = listing()
+    for name in ("../../evil.json", "/etc/evil.json", "sub/../../evil.json", "model.bin", "..", "evil.sh"):
+        answer["siblings"].append({"rfilename": name, "size": 3, "blobId": git_blob(b"bad")})
+    hub = serve(answer)
+    with network_for_this_thread():
+        snapshot = download_snapshot(REPO)
+    assert sorted(p.name for p in snapshot.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(path.rsplit("/", 1)[-1] for path in hub.fetched) == ["config.json", "model.safetensors"]
+    assert (snapshot / "model.safetensors").read_bytes() == WEIGHTS
+    assert files_outside_the_model_folder(tmp_path) == []
+
+
+def test_a_snapshot_folder_that_links_outside_the_cache_is_refused(serve, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    snapshots = repo_folder(REPO) / "snapshots"
+    snapshots.mkdir(parents=True)
+    os.symlink(outside, snapshots / GOOD_COMMIT)  # as if planted earlier: the pointers would land outside
+    hub = serve(listing())
+    with network_for_this_thread(), pytest.raises(UnsafeHubAnswer, match="outside the model's cache folder"):
+        download_snapshot(REPO)
+    assert list(outside.iterdir()) == [] and hub.fetched == []
+
+
+def test_the_checks_themselves():
+    folder = Path("/cache/models--org--model")
+    assert inside(folder, folder / "blobs" / ("a" * 64)) == folder / "blobs" / ("a" * 64)
+    for path in (folder / ".." / "x", Path("/etc/passwd"), folder, folder / "snapshots" / ".."):
+        with pytest.raises(UnsafeHubAnswer):
+            inside(folder, path)
+    assert check_file_name("model-00001-of-00002.safetensors", REPO) == "model-00001-of-00002.safetensors"
+    assert check_file_name("model.Q4_K_M.gguf", REPO, ("*.gguf",)) == "model.Q4_K_M.gguf"
+    assert check_file_name("q4/model.Q4_K_M.gguf", REPO, ("*.gguf",)) == "q4/model.Q4_K_M.gguf"  # a subfolder
+    for name in ("q4/../../x.gguf", "/etc/x.gguf", "q4//x.gguf", "./x.gguf", "q4\\..\\x.gguf", "q4/ x.gguf"):
+        with pytest.raises(UnsafeHubAnswer, match="outside the model's folder"):
+            check_file_name(name, REPO, ("*.gguf",))
+    with pytest.raises(UnsafeHubAnswer, match="not one of the kinds"):
+        check_file_name("model.gguf", REPO)
+    with pytest.raises(ModelLoadError, match="not a Hub model id"):
+        repo_folder("../../etc")
