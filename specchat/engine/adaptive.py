@@ -33,11 +33,16 @@ class StepCosts:
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
     # step, and each estimate sorts the measurements (which showed up in profiles of eagle-hybrid)
     _estimates: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    # size -> the last SAMPLES (seconds, the baseline verify[1] when it was taken, None for a plain step or before
+    # any): _trusted() leaves out a size measured only while the baseline was much higher than now
     _samples: dict[int, deque] = field(default_factory=dict, repr=False, compare=False)
 
     SAMPLES = 16
     PLAIN_SAMPLES = 2  # plain steps measured before the first draft
     PLAIN_REFRESH = 50  # drafting steps after which one plain step measures the baseline again
+    ONE_OFF = 1.5  # a single measurement above this times proportional to a smaller size's is retried (_trusted)
+    SLOWER = 1.25  # checks measured while the plain step cost this many times today's are measured again
+    STALE = 0.9  # a check measured below this share of the baseline shows the baseline is out of date
 
     @classmethod
     def fixed(cls, model_drafter: bool) -> StepCosts:
@@ -47,13 +52,22 @@ class StepCosts:
         return cls(verify={1: 1.0, 2: 1.1}, draft_per_token=0.1 if model_drafter else 0.0, frozen=True)
 
     def record(self, k: int, verify_s: float, draft_s: float | None) -> None:
-        """draft_s None: a free proposal (prompt lookup inside a model drafter), not a sample of the model's cost."""
+        """Adds one step of k drafts: verify_s, the seconds of all but its drafting (DraftLengthPolicy.observe);
+        draft_s, the draft model's seconds, or None for a free proposal (prompt lookup inside a model drafter),
+        which is not a sample of the model's cost. A check cheaper than STALE plain steps drops the plain steps
+        measured so far, so that needs_plain_step() has the baseline measured again."""
         if self.frozen:
             return
         self._estimates.clear()
+        plain = self._samples.get(1)
+        if k and plain and verify_s < self.STALE * self.verify[1]:
+            # checking more tokens cannot cost less than one: the plain steps were measured in a slower spell (the
+            # machine's other work), and must be measured again before the next draft (needs_plain_step)
+            plain.clear()
+            del self.verify[1]
         samples = self._samples.setdefault(k + 1, deque(maxlen=self.SAMPLES))
-        samples.append(verify_s)
-        self.verify[k + 1] = sorted(samples)[(len(samples) - 1) // 4]
+        samples.append((verify_s, self.verify[1] if k and plain else None))  # with the baseline of its time
+        self.verify[k + 1] = sorted(s for s, _ in samples)[(len(samples) - 1) // 4]
         self.since_plain = self.since_plain + 1 if k else 0
         if k and draft_s is not None:
             per_token = draft_s / k
@@ -66,11 +80,12 @@ class StepCosts:
 
     def needs_plain_step(self) -> bool:
         """Whether the next step must be plain to measure the baseline: fewer than PLAIN_SAMPLES plain steps so far
-        (the first step after loading can be several times slower than the next; a baseline taken from it alone
-        makes every draft look cheap, and a policy that then drafts at every step never measures it again), or
-        PLAIN_REFRESH drafting steps since the last one (the machine's speed moves with its other work). A plain
-        step is never slower than plain decoding, so this costs at most the gain of one drafting step in
-        PLAIN_REFRESH. False for fixed costs, and for a curve given whole (a size-1 cost without samples)."""
+        or since record() found them out of date (the first step after loading can be several times slower than
+        the next; a baseline taken from it alone makes every draft look cheap, and a policy that then drafts at
+        every step never measures it again), or PLAIN_REFRESH drafting steps since the last one (the machine's
+        speed moves with its other work). A plain step is never slower than plain decoding, so this costs at most
+        the gain of one drafting step in PLAIN_REFRESH. False for fixed costs, and for a curve given whole (a
+        size-1 cost without samples)."""
         if self.frozen:
             return False
         samples = self._samples.get(1)
@@ -121,17 +136,26 @@ class StepCosts:
         return min(max(c0 + slope * (n - n0), 0.25 * points[0][1]), cap)  # a line may not reach zero cost
 
     def _trusted(self) -> list[tuple[int, float]]:
-        """The measured sizes and costs the estimates rest on, by size. Left out until measured again: a size
-        measured once at more than n / m times a smaller size m. Checking n tokens costs at most n / m times
-        checking m (n one-token passes could do it), so such a pass paid for something else, most often the first
-        pass of its size (on the tiny test models such a one-off costs tens of plain steps); trusted as it is, it
-        would keep the policy from ever checking that many again. Left out, its size is guessed from the others,
-        and the next check of that size gives it a second sample, the lower of which counts."""
+        """The measured sizes and costs the estimates rest on, by size. Left out until measured again, so that
+        their size is guessed from the others and the next check of it gives the measurement:
+        - a size measured only while a plain step cost more than SLOWER times what it costs now: an engine's first
+          steps run slower (about twice as slow for 10-20 steps of llama.cpp here), as does everything while
+          another program takes the cores, and a check measured then priced drafting out for good (plain steps
+          are measured again all the time, checks of a size only when the policy drafts that many);
+        - a size n measured once at more than ONE_OFF times n / m times a smaller size m. Checking n tokens costs
+          about n / m times checking m at most (n one-token passes could do it; a 2-token check on llama.cpp here
+          costs just over 2, hence the margin), so such a pass paid for something else, most often the first pass
+          of its size (on the tiny test models such a one-off costs tens of plain steps); trusted as it is, it
+          would keep the policy from ever checking that many again."""
         trusted: list[tuple[int, float]] = []
+        plain = self.verify.get(1) if self._samples.get(1) else None
         for size, cost in sorted(self.verify.items()):
             samples = self._samples.get(size)
-            if samples is not None and len(samples) == 1 and any(cost > size / m * c for m, c in trusted):
-                continue
+            if samples and trusted:
+                if plain and all(then is not None and then > self.SLOWER * plain for _, then in samples):
+                    continue
+                if len(samples) == 1 and any(cost > self.ONE_OFF * size / m * c for m, c in trusted):
+                    continue
             trusted.append((size, cost))
         return trusted
 
@@ -143,8 +167,9 @@ class _Acceptance:
 
     `gain` is the ledger behind the floor: a decayed sum, over this class's drafting steps, of the plain steps each
     saved against plain decoding (the tokens it produced, less what the step cost in plain steps of the time: in
-    those units a slower spell of the whole machine, another program taking the cores, changes nothing). The expected rate
-    says whether drafting should pay; the ledger says whether it has, and drafting stops while it is in the red.
+    those units a slower spell of the whole machine, another program taking the cores, changes nothing). The
+    expected rate says whether drafting should pay; the ledger says whether it has, and drafting stops while it
+    is in the red.
     """
 
     successes: float
@@ -162,7 +187,9 @@ class _Acceptance:
         break-even (about 0.85): a long match in an earlier reply is most often the same request again (its whole
         reply then drafts at once: 1.43x on Spec-Bench questions asked twice), while an optimistic context prior
         cost 4% on Spec-Bench's summarization and RAG (pld 0.99x -> 0.95x overall). Live counts soon outweigh
-        either. `factor` (_Pool.factor, at most 1) scales the prior by how this drafter's proposals have fared."""
+        either. `factor` (_Pool.factor, at most 1) scales the prior by how this drafter's proposals have fared. That
+        holds back even a long match in past replies after the short ones failed; if it is the same request again,
+        its unused proposals' trials (DraftLengthPolicy.observe_shadow) bring it back within a few tokens."""
         if isinstance(key, tuple):
             prior = key[1] / (key[1] + 1)
         else:
@@ -188,6 +215,7 @@ class _Pool:
     hits: float = 0.0
     expected: float = 0.0  # hits the classes' priors predicted
     trials: float = 0.0
+    idle: int = 0  # steps since a free proposal was drafted or had its first token right (wants_lookup)
 
     DECAY = 0.9
 
@@ -249,6 +277,11 @@ class DraftLengthPolicy:
 
     ALPHA_CAP = 0.95
     K_STRIDE = 2
+    # A free class at K = 0 is probed (a paid check, to measure the costs again) only while its best check is
+    # expected to reach this share of plain decoding's speed: closer than the costs' noise from paying.
+    FREE_PROBE_RATE = 0.8
+    LOOKUP_IDLE = 16  # steps without a useful free proposal after which only one step in LOOKUP_EVERY looks one up
+    LOOKUP_EVERY = 4
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -271,17 +304,26 @@ class DraftLengthPolicy:
         acceptance = self._class(confidence)
         best_k, _ = self._best(limit, acceptance, free)
         in_the_red = acceptance.gain < -self.floor_tokens
-        if best_k == 0 and free and not in_the_red:
-            return 0  # its trials come free (observe_shadow): no probe to pay for
-        if best_k == 0 or in_the_red:
-            acceptance.plain_streak += 1
-            if acceptance.plain_streak >= self._probe_interval(max(best_k, 1), free, acceptance.misses):
-                acceptance.plain_streak = 0
-                acceptance.misses += 1
-                return max(best_k, 1)
-            return 0
-        acceptance.plain_streak = acceptance.misses = 0
-        return best_k
+        if best_k and not in_the_red:
+            acceptance.plain_streak = acceptance.misses = 0
+            return best_k
+        probe_k, rate = self._best(limit, acceptance, free, smallest=1)
+        if free and not in_the_red and rate * self.costs.plain() < self.FREE_PROBE_RATE:
+            return 0  # its trials come free (observe_shadow), and no likely error in the costs would make it pay
+        acceptance.plain_streak += 1
+        if acceptance.plain_streak >= self._probe_interval(probe_k, free, acceptance.misses):
+            acceptance.plain_streak = 0
+            acceptance.misses += 1
+            return probe_k
+        return 0
+
+    def wants_lookup(self) -> bool:
+        """Whether to look up a free proposal (prompt lookup) this step. A lookup costs the same whether or not it
+        is drafted (the history drafter's, a few percent of a plain step of llama.cpp here), which no choice of K
+        saves: after LOOKUP_IDLE steps in which none was drafted or had its first token right, only one step in
+        LOOKUP_EVERY looks one up, until one is (so copying that starts is seen within LOOKUP_EVERY steps)."""
+        idle = self._pool().idle
+        return not self.adaptive or idle < self.LOOKUP_IDLE or idle % self.LOOKUP_EVERY == 0
 
     def _probe_interval(self, k: int, free: bool, misses: int) -> int:
         """Plain steps between probes of k tokens. A probe costs at most step(k) - plain() more than the plain
@@ -303,15 +345,15 @@ class DraftLengthPolicy:
         _, model_rate = self._best(limit, self._class(None), free=False)
         return free_k > 0 and free_rate >= model_rate
 
-    def _best(self, limit: int, acceptance: _Acceptance, free: bool) -> tuple[int, float]:
-        """The K with the highest expected rate. Two guards against trusting too little data: alpha counts as at
-        most ALPHA_CAP (a run of copied tokens drove a 6-token match class to 0.99, and then 16-token checks), and K
-        grows at most K_STRIDE past the largest size measured so far, so the cost of a longer check is measured
-        before it is relied on."""
-        best_k, best_rate = 0, 0.0
+    def _best(self, limit: int, acceptance: _Acceptance, free: bool, smallest: int = 0) -> tuple[int, float]:
+        """The K (at least `smallest`) with the highest expected rate, and that rate (tokens per second). Two guards
+        against trusting too little data: alpha counts as at most ALPHA_CAP (a run of copied tokens drove a 6-token
+        match class to 0.99, and then 16-token checks), and K grows at most K_STRIDE past the largest size measured
+        so far, so the cost of a longer check is measured before it is relied on."""
+        best_k, best_rate = smallest, 0.0
         alpha = min(acceptance.alpha, self.ALPHA_CAP)
         top = self.k_max if self.costs.frozen else max(self.costs.verify) - 1 + self.K_STRIDE
-        for k in range(0, min(self.k_max, limit, top) + 1):
+        for k in range(smallest, max(min(self.k_max, limit, top), smallest) + 1):
             rate = expected_tokens(alpha, k) / self.costs.step(k, free)
             if rate > best_rate:
                 best_k, best_rate = k, rate
@@ -324,10 +366,12 @@ class DraftLengthPolicy:
         policy), which a plain step pays too and so belongs with the pass."""
         plain = self.costs.plain() if self.costs.verify else None
         self.costs.record(k, verify_s + overhead_s, None if free else draft_s)
+        pool = self._pool()
+        pool.idle = 0 if k and free else pool.idle + 1
         if not k:
             return
         acceptance = self._class(confidence)
-        self._pool().add(acceptance.prior, n_accepted + (1 if n_accepted < k else 0), n_accepted)
+        pool.add(acceptance.prior, n_accepted + (1 if n_accepted < k else 0), n_accepted)
         acceptance.add(k, n_accepted, self.decay)
         if n_accepted == k:  # a probe with every draft accepted undoes a miss (choose() counted one for it)
             acceptance.misses = max(acceptance.misses - 2, 0)
@@ -346,6 +390,8 @@ class DraftLengthPolicy:
         acceptance = self._class(confidence)
         self._pool().add(acceptance.prior, 1, int(hit))
         acceptance.add(1, int(hit), self.decay)
+        if hit:
+            self._pool().idle = 0
 
     def _class(self, confidence) -> _Acceptance:
         if confidence not in self.acceptance:

@@ -200,12 +200,14 @@ class SpeculativeEngine:
         """The draft for this step, cut to the length the policy chose (None: none), with what the policy needs to
         learn from the step. A model drafter first offers its free proposal (prompt lookup), which wins when its
         class is expected to yield more tokens per second than running the draft model; a model-free drafter's
-        proposal is always free. The policy's time is its phase; the draft model's passes are timed apart from the
-        rest of the phase (the lookup, which a plain step pays too)."""
+        proposal is always free. Either lookup is skipped on steps where the policy expects it to be useless
+        (DraftLengthPolicy.wants_lookup). The policy's time is its phase; the draft model's passes are timed apart
+        from the rest of the phase (the lookup, which a plain step pays too)."""
         forwards_before = self.drafter.forward_count
         model_s = 0.0
+        look = limit > 0 and policy.wants_lookup()
         if self.drafter.uses_model:
-            lookup = self.drafter.free_proposal(context, min(limit, policy.k_max)) if limit > 0 else None
+            lookup = self.drafter.free_proposal(context, min(limit, policy.k_max)) if look else None
             with profile.phase("policy"):
                 free = lookup is not None and policy.free_beats_model(limit, lookup.acceptance_class)
                 k_wanted = policy.choose(limit, lookup.acceptance_class, free=True) if free else policy.choose(limit)
@@ -215,7 +217,7 @@ class SpeculativeEngine:
                 draft = self.drafter.propose(context, k_wanted)
                 model_s = time.perf_counter() - started
         else:
-            draft = lookup = self.drafter.propose(context, min(limit, policy.k_max)) if limit > 0 else None
+            draft = lookup = self.drafter.propose(context, min(limit, policy.k_max)) if look else None
             free = True
             with profile.phase("policy"):
                 k_wanted = policy.choose(limit, draft.acceptance_class, free=True) if draft is not None else 0

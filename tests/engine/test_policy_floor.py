@@ -3,7 +3,8 @@
 The policy is driven here by injected step-cost models in plain-step units (UNIT seconds each): verify(n) is a
 verification of n tokens, a draft token costs `draft`, and each draft token is accepted with probability alpha.
 Expected tokens per second with K drafts: expected_tokens(alpha, K) / (K * draft + verify(K + 1)), against
-1 / verify(1) for plain decoding. The last tests run the real engine on the tiny models by the clock.
+1 / verify(1) for plain decoding. The last tests run the real engine on the tiny models, by the fixed cost model
+of conftest.py and by the clock.
 """
 
 import random
@@ -29,20 +30,22 @@ def cheap(n: int) -> float:
 
 def simulate(policy: DraftLengthPolicy, alphas, verify, draft: float = 0.0, free: bool = False,
              classes=(None,), seed: int = 0) -> tuple[list[int], float]:
-    """Runs the policy for len(alphas) steps (alphas[i]: the acceptance at step i) as the engine does: choose,
-    verify, observe, and for a free proposal left unused the trial of its first token. Returns the K of each step
-    and the speed relative to plain decoding (tokens per second times verify(1))."""
+    """Runs the policy for len(alphas) steps (alphas[i]: the acceptance at step i) as the engine does: a free
+    proposal only where the policy wants one looked up, choose, verify, observe, and for a free proposal left
+    unused the trial of its first token. Returns the K of each step and the speed relative to plain decoding
+    (tokens per second times verify(1))."""
     rng = random.Random(seed)
     chosen, seconds, tokens = [], 0.0, 0
     for i, alpha in enumerate(alphas):
         confidence = classes[i % len(classes)]
-        k = policy.choose(limit=100, confidence=confidence, free=free)
+        looked = not free or policy.wants_lookup()
+        k = policy.choose(limit=100, confidence=confidence, free=free) if looked else 0
         n = 0
         while n < k and rng.random() < alpha:
             n += 1
         verify_s, draft_s = UNIT * verify(k + 1), 0.0 if free else UNIT * draft * k
         policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=confidence, free=free)
-        if free and k == 0:
+        if free and looked and k == 0:
             policy.observe_shadow(confidence, rng.random() < alpha)
         chosen.append(k)
         seconds += verify_s + draft_s
@@ -111,6 +114,26 @@ def test_a_free_class_on_an_optimistic_prior_backs_off_after_one_check():
     assert sum(k > 0 for k in chosen) == 1
 
 
+def llama_cpp_like(n: int) -> float:
+    """Checking 2 tokens costs just over 2 plain steps, each token after that 0.45 (llama.cpp on a slow CPU)."""
+    return 1.0 if n == 1 else 2.1 + 0.45 * (n - 2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_same_request_again_drafts_within_a_few_steps_after_many_failures(seed):
+    """300 steps in which 15 lookup classes were never accepted (one check in all), then a reply that matches a
+    past one (a 16-token match in past replies, the same request again, acceptance 0.95) on a curve where only
+    long checks pay: its class starts from a prior cut down by those failures, the lookup (idle all that time)
+    looks once in LOOKUP_EVERY steps until a proposal's first token is right, and its unused proposals' trials
+    then bring it to drafting: within 16 steps, and the 100 steps run at 1.25x plain or better."""
+    classes = tuple(range(1, 7)) + tuple(("history", c) for c in (1, 2, 3, 4, 5, 6, 7, 8, 12))
+    policy = DraftLengthPolicy()
+    failing, _ = simulate(policy, [0.0] * 300, llama_cpp_like, free=True, classes=classes, seed=seed)
+    assert sum(k > 0 for k in failing) <= 1
+    repeat, speed = simulate(policy, [0.95] * 100, llama_cpp_like, free=True, classes=(("history", 16),), seed=seed)
+    assert any(repeat[:16]) and speed >= 1.25
+
+
 def test_free_proposals_that_start_being_copied_are_drafted_at_once():
     """After 300 steps of rejected proposals the text starts copying (acceptance 0.95): the trials of the unused
     proposals bring drafting back within 10 steps, at no cost before."""
@@ -156,6 +179,70 @@ def test_the_baseline_is_the_plain_step_measured_here_not_its_first_outlier():
         policy.observe(k, k, verify_s=UNIT * cheap(k + 1), draft_s=0.0, confidence=("history", 16), free=True)
         chosen.append(policy.choose(limit=100, confidence=("history", 16), free=True))
     assert chosen[0] > 0 and 1 <= chosen[1:].count(0) <= 2
+
+
+def test_checks_measured_while_the_machine_was_slow_are_measured_again():
+    """The first steps of an engine run slower (llama.cpp here: twice as slow over the first 10-20 steps). A check
+    measured then, at 4.4 plain steps of today, would price drafting out for good; it is guessed from today's plain
+    step instead until it is measured again, and the new measurement counts."""
+    costs = StepCosts()
+    for _ in range(2):
+        costs.record(0, 2 * UNIT, None)
+    costs.record(1, 4.4 * UNIT, None)  # a 2-token check: 2.2 plain steps of its time
+    for _ in range(16):
+        costs.record(0, UNIT, None)
+    assert costs.plain() == UNIT
+    assert costs.verify_estimate(2) == pytest.approx(1.1 * UNIT)  # a guess from the plain step alone
+    costs.record(1, 2.1 * UNIT, None)
+    assert costs.verify_estimate(2) == pytest.approx(2.1 * UNIT)
+
+
+def test_a_check_cheaper_than_the_baseline_has_it_measured_again():
+    """Plain steps measured while another program took the cores (here 10 units each), then a 4-token check at 3:
+    checking 4 tokens cannot cost less than checking one, so the baseline is out of date, and the next steps are
+    plain ones that measure it again before anything more is drafted."""
+    policy = DraftLengthPolicy()
+    for _ in range(2):
+        policy.observe(0, 0, verify_s=10 * UNIT, draft_s=0.0)
+    policy.observe(3, 3, verify_s=3 * UNIT, draft_s=0.0, confidence=6, free=True)
+    assert [policy.choose(limit=100, confidence=6, free=True) for _ in range(1)] == [0]
+    for _ in range(2):
+        policy.observe(0, 0, verify_s=UNIT, draft_s=0.0)
+    assert policy.costs.plain() == UNIT
+
+
+def test_a_one_off_slow_check_is_measured_again_rather_than_trusted():
+    """A first pass of its size that cost 40 plain steps (more than 1.5 x 5 times a plain step) neither prices
+    5-token checks out nor, alone, puts the class in the red; the next check of that size is the measurement."""
+    policy = DraftLengthPolicy()
+    for _ in range(2):
+        policy.observe(0, 0, verify_s=UNIT, draft_s=0.0)
+    policy.observe(4, 4, verify_s=40 * UNIT, draft_s=0.0, confidence=6, free=True)
+    assert policy.costs.verify_estimate(5) < 2 * UNIT  # guessed from the plain step
+    assert policy.choose(limit=100, confidence=6, free=True) > 0
+    policy.observe(4, 4, verify_s=1.2 * UNIT, draft_s=0.0, confidence=6, free=True)
+    assert policy.costs.verify_estimate(5) == pytest.approx(1.2 * UNIT)
+
+
+def test_an_idle_lookup_looks_one_step_in_four_until_a_proposal_is_right():
+    """A lookup costs every step, drafted or not; after LOOKUP_IDLE steps with no proposal drafted or right, the
+    policy asks for one only every LOOKUP_EVERY steps, and a right first token (a shadow hit) restores every step."""
+    policy = DraftLengthPolicy()
+    looked = []
+    for _ in range(40):
+        looked.append(policy.wants_lookup())
+        policy.observe(0, 0, verify_s=UNIT, draft_s=0.0, free=True)
+        if looked[-1]:
+            policy.observe_shadow(1, hit=False)
+    assert all(looked[:DraftLengthPolicy.LOOKUP_IDLE])
+    tail = looked[DraftLengthPolicy.LOOKUP_IDLE:]
+    assert sum(tail) == len(tail) // DraftLengthPolicy.LOOKUP_EVERY
+    policy.observe_shadow(1, hit=True)
+    assert policy.wants_lookup()
+    fixed = DraftLengthPolicy(adaptive=False, acceptance=policy.acceptance)
+    for _ in range(DraftLengthPolicy.LOOKUP_IDLE + 1):
+        fixed.observe(0, 0, verify_s=UNIT, draft_s=0.0, free=True)
+    assert fixed.wants_lookup()  # a fixed K drafts at every step: it always looks
 
 
 def test_step_overheads_count_with_the_pass():

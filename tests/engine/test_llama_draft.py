@@ -1,0 +1,63 @@
+"""A GGUF draft model on llama.cpp: rollback gives the logits of a fresh run, the context grows past its first size
+without changing them, and the draft-model and universal drafters on it keep replies identical to plain decoding."""
+
+import pytest
+import torch
+
+from specchat.engine import GenerationConfig, Message, build_prompt_ids
+from specchat.engine.drafting.backends import LlamaCppDraftRunner, draft_runner
+from specchat.engine.llamacpp import CONTEXT_STEP
+
+pytestmark = pytest.mark.model
+
+TOKENS = [100 + (7919 * i) % 40000 for i in range(CONTEXT_STEP + 80)]
+
+
+@pytest.fixture(scope="module")
+def draft_model(native_pair):
+    return native_pair.target.native  # the embedded file, here in the draft's role
+
+
+def test_rollback_gives_the_logits_of_a_fresh_run(draft_model):
+    runner = draft_runner(draft_model)
+    assert isinstance(runner, LlamaCppDraftRunner)
+    runner.reset()
+    runner.forward(TOKENS[:40])
+    for token in TOKENS[40:46]:
+        runner.forward([token])  # six drafted tokens
+    runner.crop(42)  # two of them accepted
+    assert runner.length == 42
+    after = runner.forward([7, 8, 9])
+    fresh = LlamaCppDraftRunner(draft_model)
+    fresh.reset()
+    assert torch.equal(after, fresh.forward(TOKENS[:42] + [7, 8, 9]))
+
+
+def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model):
+    runner = LlamaCppDraftRunner(draft_model)
+    runner.reset()
+    runner.forward(TOKENS[:CONTEXT_STEP - 4])
+    for token in TOKENS[CONTEXT_STEP - 4:CONTEXT_STEP + 8]:  # across the context's first end
+        last = runner.forward([token])
+    assert runner.length == CONTEXT_STEP + 8
+    fresh = LlamaCppDraftRunner(draft_model)
+    fresh.reset()
+    assert torch.equal(last, fresh.forward(TOKENS[:CONTEXT_STEP + 8]))
+
+
+@pytest.mark.parametrize("drafter", ["model", "universal"])
+def test_drafting_on_llama_cpp_keeps_replies_identical(native_pair, drafter):
+    from specchat.engine.drafting import make_drafter
+    from specchat.engine.speculative import SpeculativeEngine
+
+    target = native_pair.target
+    tokenizers = (target.tokenizer, target.tokenizer)
+    made = make_drafter(drafter, draft_model=target.native, tokenizers=tokenizers)
+    assert isinstance(made._runner, LlamaCppDraftRunner)
+    ids = build_prompt_ids(target.tokenizer, [Message("user", "List the days of the week, one per line.")])
+    config = GenerationConfig(max_new_tokens=40, k=4, adaptive_k=False)
+    eos = target.eos_token_ids()
+    plain = SpeculativeEngine(target.native.runner(), target.tokenizer, eos_token_ids=eos).generate(ids, config)
+    drafted = SpeculativeEngine(target.native.runner(), target.tokenizer, made, eos_token_ids=eos).generate(ids, config)
+    assert drafted.token_ids == plain.token_ids
+    assert drafted.stats.draft_accepted > 0  # the target as its own draft: its proposals are accepted
