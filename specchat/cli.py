@@ -291,7 +291,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exactness", choices=("auto", "bit-identical", "distribution"), default="auto",
                         help="a llama.cpp target's promise: bit-identical to plain decoding (passes capped where its "
                              "kernels are batch-invariant), or the same distribution on its fastest kernels; auto: "
-                             "bit-identical where drafts still fit (docs/exactness.md)")
+                             "bit-identical where that costs no speed (docs/exactness.md)")
     parser.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: SPECCHAT_THREADS, else "
                                                              "every core)")
 

@@ -10,8 +10,8 @@ type (docs/exactness.md has the measurements):
 Each switch changes the order of the sums, by up to half a logit after 28 layers. Below its switch a kernel is
 batch-invariant. So for each file, with repacking on and off, we measure `exact_rows`: the largest pass (up to
 MAX_CHECKED_ROWS) whose rows are bit-identical to one-token passes. The engine then
-verifies at most that many tokens at once ("bit-identical"), or takes the fastest kernels with no cap ("same
-distribution": every token is still drawn by the exact rule from the verifying pass's distribution, but a greedy
+verifies at most that many tokens at once ("bit-identical"; what "auto" does where llama.cpp's default layout is
+exact at every size, so that it costs nothing), or takes the fastest kernels with no cap ("same distribution": every token is still drawn by the exact rule from the verifying pass's distribution, but a greedy
 reply can part from plain decoding where its top two logits nearly tie).
 
 The verdict is kept per file, llama.cpp build and CPU in the user cache (`kernels.json`), so it costs the
@@ -37,7 +37,6 @@ LABELS = {BIT_IDENTICAL: "bit-identical to plain decoding",
           DISTRIBUTION: "same distribution, rounding may differ"}
 SHORT_LABELS = {BIT_IDENTICAL: "bit-identical", DISTRIBUTION: "same distribution"}
 MAX_CHECKED_ROWS = 16  # the longest verification worth checking: K = 15
-MIN_DRAFT_ROWS = 3  # "auto" keeps bit-identity where it leaves room for K = 2 at least
 # Cached positions before the checked passes. Attention could switch kernels past 512 positions, but only over a
 # float16/float32 cache; the runner's bfloat16 cache never does (llamacpp.py; tests/engine/test_llamacpp.py checks
 # a 560-token context), so a short prefix keeps the once-per-file check to a few seconds.
@@ -95,18 +94,22 @@ def measure_verdict(runner, tokens: Sequence[int] | None = None, prefix: int | N
 def choose(verdicts: dict[bool, KernelVerdict], wanted: str) -> KernelChoice:
     """The kernels for `wanted` ("auto", "bit-identical" or "distribution") given the verdicts by repack setting.
     Bit-identity takes the setting that allows the longest exact pass (repacking on at a tie: it is llama.cpp's
-    default and its fastest one-token kernel); "auto" takes it when that leaves room for a draft of 2, else the
-    fastest kernels."""
+    default and its fastest one-token kernel). "auto" takes bit-identity where it is free: llama.cpp's default
+    (repacked) layout exact at every checked size with exact chunked prefills; elsewhere it costs decode speed
+    (docs/exactness.md measures how much), so "auto" verifies on the fastest kernels and says so."""
     if wanted not in EXACTNESS:
         raise ValueError(f"unknown exactness {wanted!r} (use {', '.join(EXACTNESS)})")
+    fastest = KernelChoice(repack=True, exactness=DISTRIBUTION, max_pass_rows=None, reuse_prefix=True)
     if wanted == DISTRIBUTION:
-        return KernelChoice(repack=True, exactness=DISTRIBUTION, max_pass_rows=None, reuse_prefix=True)
+        return fastest
+    if wanted == "auto":
+        default = verdicts.get(True)
+        if default is None or default.exact_rows < MAX_CHECKED_ROWS or not default.chunked_prefill:
+            log.info("llama.cpp's fastest kernels are not batch-invariant for this file: replies keep the "
+                     "model's distribution, rounding may differ")
+            return fastest
     repack = max(verdicts, key=lambda setting: (verdicts[setting].exact_rows, setting))
     verdict = verdicts[repack]
-    if wanted == "auto" and verdict.exact_rows < MIN_DRAFT_ROWS:
-        log.info("llama.cpp keeps only %d-row passes bit-identical here: verifying on its fastest kernels",
-                 verdict.exact_rows)
-        return KernelChoice(repack=True, exactness=DISTRIBUTION, max_pass_rows=None, reuse_prefix=True)
     return KernelChoice(repack=repack, exactness=BIT_IDENTICAL, max_pass_rows=verdict.exact_rows,
                         reuse_prefix=verdict.chunked_prefill)
 

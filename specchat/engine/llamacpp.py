@@ -161,6 +161,7 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
     path = Path(path)
     if wanted == DISTRIBUTION:
         return LlamaCppModel(path, threads, kernels=choose({}, wanted))
+    settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
 
     def measure(repack: bool) -> KernelVerdict:
         model = LlamaCppModel(path, threads, repack=repack)
@@ -169,7 +170,7 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
         finally:
             model.close()
 
-    return LlamaCppModel(path, threads, kernels=choose(verdicts_for(path, measure), wanted))
+    return LlamaCppModel(path, threads, kernels=choose(verdicts_for(path, measure, settings), wanted))
 
 
 class TargetEmbeddings(torch.nn.Module):

@@ -6,18 +6,22 @@ at once (they share the models; a reply and an API request queue behind each oth
 the status bar shows the URL while it runs. It restarts by itself when the models or the decoding settings
 change, and stops with the app.
 
-Stopping never blocks the GUI thread: the generations are cancelled (an API client sees finish_reason "abort" or a
-503, never a partial reply passed off as complete) and uvicorn is told to exit, and the switch returns. A restart
+Stopping barely blocks the GUI thread: the generations are cancelled first (an API client sees finish_reason
+"abort" or a 503, never a partial reply passed off as complete), then the switch waits for the server's line
+thread (which then ends within a step; at most STOP_JOIN_S), and uvicorn is told to exit and shuts down on its own
+thread. (A line thread left running into the next server's life crashed the process now and then.) A restart
 waits for the old server to let go of its port (polled on a timer, at most RESTART_WAIT_S) so the URL stays the
 same. The server answers only Host names and web-page origins on this machine (server/guard.py).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from functools import partial
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu
 
@@ -33,59 +37,78 @@ if TYPE_CHECKING:
 RESTART_WAIT_S = 5.0  # how long a restart waits for the old server's port before taking any free one
 RESTART_POLL_MS = 50
 WAIT_POLL_S = 0.1  # how often a waiting request looks at its cancel event
+STOP_JOIN_S = 5.0  # a stop waits this long for the line thread, whose generation is already cancelled
+DRAIN_MS = 10  # how often the GUI thread hands the server's requests to the model thread, while a server runs
 
 
 class ModelThreadRunner(QObject):
     """Runs a function on the session's model thread for a caller on another thread, and waits for its end.
 
-    The caller is the server's line thread. The job is made and submitted on the GUI thread (a queued signal to
-    this object), where the model thread's queue lives; its `finished` is heard directly on the model thread, so
-    the caller wakes as soon as the work ends. A job that cannot run (the app is closing), or whose cancel is set
-    before the model thread takes it (the server is stopping while the chat's reply holds the model thread), raises
-    Closing at once: the caller never waits for a model thread busy with something else."""
-
-    _hand_over = Signal(object)
+    The caller is the server's line thread, which touches no Qt object: it calls `call` (a plain Python function),
+    which puts the request in a queue that this object drains on the GUI thread (a timer, while a server runs),
+    where the model thread's queue lives; the job's `finished` is heard directly on the model thread, so the caller
+    wakes as soon as the work ends. (Calling into a Qt object from the line thread crashed now and then when a
+    restart ran at the same time.) A job that cannot run (the app is closing), or whose cancel is set before the
+    model thread takes it (the server is stopping while the chat's reply holds the model thread), raises Closing at
+    once: the caller never waits for a model thread busy with something else."""
 
     def __init__(self, model_thread):
         super().__init__()
         self.model_thread = model_thread
-        self._hand_over.connect(self._submit)  # queued: emitted on the line thread, run on the GUI thread
+        requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._requests = requests
+        self._timer = QTimer(self, interval=DRAIN_MS)
+        self._timer.timeout.connect(self._drain)
+        self.call = partial(_call_on_model_thread, requests)
 
-    def __call__(self, work, cancel: threading.Event | None = None):
-        done, box, claim = threading.Event(), {}, threading.Lock()
+    def start(self) -> None:
+        self._timer.start()
 
-        def run():
-            with claim:
-                if "abandoned" in box:
-                    return
-                box["started"] = True
+    def stop(self) -> None:
+        self._drain()
+        self._timer.stop()
+
+    @Slot()
+    def _drain(self) -> None:
+        while True:
             try:
-                box["value"] = work()
-            except Exception as error:  # the server answers it (500 with the message); not a window error
-                box["error"] = error
+                run, done = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            job = FunctionWorker(run)
+            job.finished.connect(done.set, Qt.ConnectionType.DirectConnection)
+            try:
+                self.model_thread.submit(job)
+            except RuntimeError:  # the model thread has been stopped: nothing will run
+                done.set()
 
-        self._hand_over.emit((run, done))
-        while not done.wait(WAIT_POLL_S):
-            if cancel is not None and cancel.is_set():
-                with claim:
-                    if "started" not in box:  # it has not started: it never will
-                        box["abandoned"] = True
-                        raise Closing()
-        if "error" in box:
-            raise box["error"]
-        if "value" not in box:
-            raise Closing()
-        return box["value"]
 
-    @Slot(object)
-    def _submit(self, request) -> None:
-        run, done = request
-        job = FunctionWorker(run)
-        job.finished.connect(done.set, Qt.ConnectionType.DirectConnection)
+def _call_on_model_thread(requests: queue.SimpleQueue, work, cancel: threading.Event | None = None):
+    """The line thread's side of ModelThreadRunner: work()'s value, its exception, or Closing."""
+    done, box, claim = threading.Event(), {}, threading.Lock()
+
+    def run():
+        with claim:
+            if "abandoned" in box:
+                return
+            box["started"] = True
         try:
-            self.model_thread.submit(job)
-        except RuntimeError:  # the model thread has been stopped: nothing will run
-            done.set()
+            box["value"] = work()
+        except Exception as error:  # the server answers it (500 with the message); not a window error
+            box["error"] = error
+
+    requests.put((run, done))
+    while not done.wait(WAIT_POLL_S):
+        if cancel is not None and cancel.is_set():
+            with claim:
+                if "started" not in box:  # it has not started: it never will
+                    box["abandoned"] = True
+                    raise Closing()
+    if "error" in box:
+        raise box["error"]
+    if "value" not in box:
+        raise Closing()
+    return box["value"]
 
 
 class ApiServerSwitch(QObject):
@@ -161,11 +184,12 @@ class ApiServerSwitch(QObject):
 
         try:
             served = ServedModel(self.session.pair, *self._defaults(), self.session.store)
+            self.runner.start()
             try:
                 self.server = RunningServer(served, port=self._port or DEFAULT_PORT,
-                                            run_on_device=self.runner).start()
+                                            run_on_device=self.runner.call).start()
             except SpecchatError:  # 8000 is taken (another server?): any free port will do
-                self.server = RunningServer(served, port=0, run_on_device=self.runner).start()
+                self.server = RunningServer(served, port=0, run_on_device=self.runner.call).start()
             self._port = self.server.port
         except SpecchatError as error:
             self.action.setChecked(False)
@@ -181,8 +205,20 @@ class ApiServerSwitch(QObject):
         if self.server is not None:
             server, self.server = self.server, None
             server.stop(timeout_s=None)
+            server.line.close(STOP_JOIN_S)  # its line thread ends before anything else starts
             self.stopping, self._stopped_at = server, time.monotonic()
         self._show("", None)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """At the window's close: stops the server like stop(), then waits (at most timeout_s each) for its
+        threads, so that none of them reaches this switch's Qt objects after the window is gone. Its generations
+        are cancelled first, so the wait is short."""
+        servers = [server for server in (self.server, self.stopping) if server is not None]
+        self.stop()
+        for server in servers:
+            server.stop(timeout_s=timeout_s)
+            server.line.close(timeout_s)
+        self.runner.stop()
 
     def copy_url(self) -> None:
         if self.url:

@@ -592,7 +592,7 @@ class MainWindow(QMainWindow):
         for window in (self.race_window, self.dashboard):
             if window is not None:
                 window.close()
-        self.api_server.stop()
+        self.api_server.shutdown()  # bounded: its threads must not outlive the window
         self.remote_target.stop()
         self.session.shutdown()  # cancels whatever else runs or waits, then ends the model thread
         super().closeEvent(event)

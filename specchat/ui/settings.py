@@ -18,7 +18,7 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 PRECISION_LABELS = {"auto": "Automatic (float32 unless the model does not fit)", "float32": "float32 (exact)",
                     "bfloat16": "bfloat16 (half the memory, not exact)"}
 EXACTNESS = ("auto", "bit-identical", "distribution")  # engine/llama_kernels.py EXACTNESS
-EXACTNESS_LABELS = {"auto": "Automatic (bit-identical where drafts still fit)",
+EXACTNESS_LABELS = {"auto": "Automatic (bit-identical where it costs no speed)",
                     "bit-identical": "Bit-identical to plain decoding",
                     "distribution": "Same distribution (fastest kernels)"}
 EXACTNESS_TIP = (
@@ -29,6 +29,8 @@ EXACTNESS_TIP = (
     "Same distribution: llama.cpp's fastest kernels at every size; every token still follows the model's "
     "distribution exactly, but rounding can differ, so a greedy reply can part from plain decoding where two "
     "tokens nearly tie.\n"
+    "Automatic: bit-identical where this llama.cpp build's fastest kernels already are (the embedded model), else "
+    "the same distribution on the fastest kernels.\n"
     "The status bar, each reply's footer and the race's verdict say which one ran; changing it reloads the model.")
 PRECISION_TIP = (
     "The float format of a model that runs on torch (a Hub model or a folder; the embedded model runs on "

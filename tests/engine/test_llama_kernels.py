@@ -16,13 +16,17 @@ QUANTS = {"Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7, "Q4_0": 2, "IQ4_XS"
 
 def test_choose_prefers_the_longest_exact_pass_and_falls_back_only_on_auto():
     verdicts = {True: KernelVerdict(3, False), False: KernelVerdict(7, True)}
-    chosen = choose(verdicts, "auto")
+    chosen = choose(verdicts, "bit-identical")
     assert (chosen.repack, chosen.exactness, chosen.max_pass_rows, chosen.reuse_prefix) == (
         False, "bit-identical", 7, True)
+    # auto: bit-identity only where llama.cpp's default layout has it at every size, for free
+    assert choose(verdicts, "auto").exactness == "distribution" and choose(verdicts, "auto").max_pass_rows is None
+    free = choose({True: KernelVerdict(16, True)}, "auto")
+    assert (free.repack, free.exactness, free.max_pass_rows) == (True, "bit-identical", 16)
+    assert choose({True: KernelVerdict(16, False)}, "auto").exactness == "distribution"
     tie = choose({True: KernelVerdict(7, True), False: KernelVerdict(7, True)}, "bit-identical")
     assert tie.repack and tie.max_pass_rows == 7  # llama.cpp's default layout wins a tie
     narrow = {True: KernelVerdict(1, True), False: KernelVerdict(2, True)}
-    assert choose(narrow, "auto").exactness == "distribution" and choose(narrow, "auto").max_pass_rows is None
     forced = choose(narrow, "bit-identical")  # asked for: kept, with drafting down to K = 1
     assert forced.exactness == "bit-identical" and forced.max_pass_rows == 2
     assert choose({}, "distribution").max_pass_rows is None
