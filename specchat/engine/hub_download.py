@@ -292,12 +292,20 @@ def download_snapshot(repo_id: str, on_progress: Callable[[Progress], None] | No
     """Downloads the model's files into the cache, continuing any file an earlier try left unfinished, and returns
     the snapshot folder. Call it inside network_for_this_thread(); raises DownloadCancelled when `cancel` is set
     (checked between chunks), and huggingface_hub's or httpx's errors otherwise."""
-    from filelock import FileLock, Timeout
-
     commit, files = plan(repo_id)
     folder = repo_folder(repo_id)
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
-    locks = folder.parent / ".locks" / folder.name  # where huggingface_hub keeps its own locks (scans skip it)
+    # where huggingface_hub keeps its own locks (scans skip it)
+    with download_lock(folder.parent / ".locks" / folder.name, repo_id):
+        return _download_files(repo_id, folder, commit, files, on_progress or (lambda progress: None), cancel)
+
+
+@contextlib.contextmanager
+def download_lock(locks: Path, repo_id: str):
+    """One download of a repository at a time, across specchat processes: a lock file in the folder `locks`;
+    ModelLoadError at once when another process holds it."""
+    from filelock import FileLock, Timeout
+
     locks.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(locks / "specchat-download.lock"))
     try:
@@ -305,7 +313,7 @@ def download_snapshot(repo_id: str, on_progress: Callable[[Progress], None] | No
     except Timeout:
         raise ModelLoadError(f"{repo_id} is being downloaded by another specchat already") from None
     try:
-        return _download_files(repo_id, folder, commit, files, on_progress or (lambda progress: None), cancel)
+        yield
     finally:
         lock.release()
 

@@ -16,7 +16,6 @@ it as a "gguf" source."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
@@ -27,7 +26,7 @@ from .catalog_gguf import GgufQuant, gguf_name_problem, repo_problem, split_gguf
 from .errors import ModelLoadError
 from .hub_download import (PARTIAL_SUFFIX, HubFile, Progress, UnsafeHubAnswer, _check_disk_space, _Counter,
                            _fetch_resuming, _link, _partial_size, _write_atomically, check_blob, check_commit,
-                           check_file_name, hub_endpoint, inside, repo_folder)
+                           check_file_name, download_lock, hub_endpoint, inside, repo_folder)
 
 GGUF_PATTERNS = ("*.gguf", "*.GGUF")
 STAGING = ".specchat-downloads"  # in a models folder: blobs/<sha256>.incomplete while a file arrives
@@ -97,7 +96,7 @@ def _into_cache(repo_id: str, commit: str, file: HubFile, report, cancel) -> Pat
     blob = inside(folder, folder / "blobs" / file.blob)
     inside(folder, folder / "blobs" / (file.blob + PARTIAL_SUFFIX))
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
-    with _locked(folder.parent / ".locks" / folder.name, repo_id):
+    with download_lock(folder.parent / ".locks" / folder.name, repo_id):
         if _complete(target, file):
             report(Progress(file.size, file.size, 0, file.name))
         else:
@@ -121,7 +120,7 @@ def _into_folder(repo_id: str, commit: str, file: HubFile, models: Path, report,
         raise ModelLoadError(f"{target} is another file (its size or sha256 differ from {repo_id}'s); move it away "
                              "and download again")
     (staging / "blobs").mkdir(parents=True, exist_ok=True)
-    with _locked(staging, repo_id):
+    with download_lock(staging, repo_id):
         _fetch_blob(repo_id, commit, file, staging, report, cancel)
         os.replace(blob, target)
     return target
@@ -140,24 +139,6 @@ def _fetch_blob(repo_id: str, commit: str, file: HubFile, root: Path, report, ca
     counter.file = file.name
     report(Progress(kept, file.size, 0, file.name))  # the size, and what is kept
     _fetch_resuming(repo_id, commit, file, root / "blobs" / (file.blob + PARTIAL_SUFFIX), counter)
-
-
-@contextlib.contextmanager
-def _locked(locks: Path, repo_id: str):
-    """One download of a repository at a time, across specchat processes (the lock download_snapshot takes in
-    the cache)."""
-    from filelock import FileLock, Timeout
-
-    locks.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(locks / "specchat-download.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise ModelLoadError(f"{repo_id} is being downloaded by another specchat already") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _complete(path: Path, file: HubFile) -> bool:

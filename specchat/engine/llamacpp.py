@@ -156,21 +156,29 @@ class LlamaCppModel:
 
 def load_with_exactness(path: Path | str, threads: int | None = None, wanted: str = "auto") -> LlamaCppModel:
     """The GGUF file on the kernels that `wanted` exactness allows (llama_kernels.choose). The first load of a file
-    on this build and CPU measures its verdicts (a few seconds: each repack setting loaded once); later loads
-    read them from the cache."""
+    on this build and CPU measures its verdicts (a few seconds: each repack setting loaded once, the last one kept
+    when it is the one chosen); later loads read them from the cache."""
     path = Path(path)
     if wanted == DISTRIBUTION:
         return LlamaCppModel(path, threads, kernels=choose({}, wanted))
     settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
+    measured: dict[bool, LlamaCppModel] = {}
 
     def measure(repack: bool) -> KernelVerdict:
-        model = LlamaCppModel(path, threads, repack=repack)
-        try:
-            return model.kernel_verdict()
-        finally:
-            model.close()
+        for earlier in measured.values():  # one copy of the weights in memory at a time
+            earlier.close()
+        measured.clear()
+        model = measured[repack] = LlamaCppModel(path, threads, repack=repack)
+        return model.kernel_verdict()
 
-    return LlamaCppModel(path, threads, kernels=choose(verdicts_for(path, measure, settings), wanted))
+    kernels = choose(verdicts_for(path, measure, settings), wanted)
+    for repack, model in measured.items():
+        if repack != kernels.repack:
+            model.close()
+    if kernels.repack in measured:  # already loaded in this layout: its runners follow the choice from now on
+        measured[kernels.repack].kernels = kernels
+        return measured[kernels.repack]
+    return LlamaCppModel(path, threads, kernels=kernels)
 
 
 class TargetEmbeddings(torch.nn.Module):
