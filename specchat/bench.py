@@ -14,21 +14,19 @@ import torch
 
 from .engine import GenerationConfig, Message, PromptError, SpecchatError, build_prompt_ids
 from .engine.adaptive import expected_tokens
-from .engine.drafting import DRAFTER_KEYS, MODEL_DRAFTERS
+from .engine.drafting import DRAFTER_KEYS
 from .engine.events import GenerationStats
 from .engine.history import SuffixIndex
-from .engine.race import REMOTE, UNKNOWN_TOKEN
+from .engine.race import UNKNOWN_TOKEN
 from .engine.pair import ModelPair
 from .peer_server import SERVER_MODES, bench_peer, server_binary
 from .peers import PEER_MODES, LlamaCppPeer, require_llama_cpp
+from .run_kind import HF_MODES, PLAIN, RunKind, remote_device
 from .storage.records import RunRecord
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
-HF_MODES = ("hf-none", "hf-pld", "hf-model")  # transformers' generate(): plain, its prompt lookup, assisted
-MODES = ("default", *DRAFTER_KEYS, *HF_MODES, *PEER_MODES, *SERVER_MODES)
-# other engines' generation, timed beside ours: no per-step statistics
-REFERENCE_PREFIXES = ("hf-", "llama-cpp", "llama-server")
+MODES = ("default", *DRAFTER_KEYS, *HF_MODES, *PEER_MODES, *SERVER_MODES)  # run_kind.RunKind reads each
 
 
 @dataclass(frozen=True)
@@ -190,19 +188,23 @@ def _bench_prompt(record: object, where: str) -> BenchPrompt:
 
 
 def parse_modes(text: str, has_draft: bool, has_universal_draft: bool = False) -> list[str]:
+    """`--modes` as a list, our plain decoding first, each once; SpecchatError for an unknown mode, one that needs
+    the missing draft model, or a peer not installed or built (said before any model loads)."""
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SpecchatError(f"unknown mode {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
-    drafted = {*MODEL_DRAFTERS, "hf-model"} - ({"universal"} if has_universal_draft else set())
-    if not has_draft and any(m in drafted for m in modes):
+    kinds = [RunKind.parse(m) for m in modes]
+    # llama-server's draft is a GGUF file of its own (--peer-draft), and the universal mode may have its own draft
+    if not has_draft and any(k.needs_draft_model and not k.is_llama_server
+                             and not (has_universal_draft and k.drafter == "universal") for k in kinds):
         raise SpecchatError("the model, hybrid and hf-model modes need a draft model (give --draft SRC)")
-    if any(m in PEER_MODES for m in modes):
+    if any(k.is_llama_cpp for k in kinds):
         require_llama_cpp()
-    if any(m in SERVER_MODES for m in modes):
+    if any(k.is_llama_server for k in kinds):
         server_binary()  # before any model loads: `make peers` builds it
-    if "none" not in modes:
-        modes.insert(0, "none")  # every speedup and identity check is against our plain decoding
+    if PLAIN not in modes:
+        modes.insert(0, PLAIN)  # every speedup and identity check is against our plain decoding
     return list(dict.fromkeys(modes))
 
 
@@ -230,7 +232,7 @@ class BenchRunner:
         if mode not in self._engines:
             drafter = self.drafter_of(mode)
             pair = self._universal_pair() if drafter == "universal" and self.settings.universal_draft else self.pair
-            history = self.histories.setdefault(mode, SuffixIndex()) if drafter == "history" else None
+            history = self.histories.setdefault(mode, SuffixIndex()) if RunKind.parse(drafter).needs_history else None
             self._engines[mode] = pair.engine(drafter, packed_weights=self.settings.packed_weights, history=history)
         return self._engines[mode]
 
@@ -242,13 +244,14 @@ class BenchRunner:
 
     def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
                  messages: list[Message] | None = None) -> TurnOutput:
-        if mode == REMOTE:
+        kind = RunKind.parse(mode)
+        if kind.is_remote:
             return self._run_remote(messages or [], max_new_tokens)
-        if mode.startswith("hf-"):
-            return self._run_hf(mode.removeprefix("hf-"), prompt_ids, max_new_tokens)
-        if mode in PEER_MODES:
+        if kind.is_reference:
+            return self._run_hf(kind.drafter, prompt_ids, max_new_tokens)
+        if kind.is_llama_cpp:
             return self._run_peer(mode, prompt_ids, max_new_tokens)
-        if mode in SERVER_MODES:
+        if kind.is_llama_server:
             server = self._engines.get(mode) or self._engines.setdefault(
                 mode, bench_peer(mode, self.pair, self.settings.k, self.settings.peer_draft))
             reply = server.generate(prompt_ids, max_new_tokens)
@@ -276,7 +279,7 @@ class BenchRunner:
                                     f"{self.pair.target.name} is not one")
             native = self.pair.target.native
             peer = self._engines[mode] = LlamaCppPeer(gguf, self.pair.target.eos_token_ids(),
-                                                      prompt_lookup=mode == "llama-cpp-pld",
+                                                      prompt_lookup=RunKind.parse(mode).drafter == "pld",
                                                       threads=native.threads if native is not None else None)
         tokens, wall = peer.generate(prompt_ids, max_new_tokens)
         return TurnOutput(tokens, self.tokenizer.decode(tokens, skip_special_tokens=True), wall)
@@ -316,9 +319,9 @@ class BenchRunner:
             question_id=prompt.question_id, category=prompt.category, mode=mode,
             new_tokens=sum(len(o.token_ids) for o in outputs), wall_s=sum(o.wall_s for o in outputs),
             target_passes=sum(s.target_passes for s in ours) if ours else None,
-            draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != "none"
+            draft_proposed=sum(s.draft_proposed for s in ours) if ours and mode != PLAIN
             else sum(o.draft_proposed for o in peer) if peer else None,
-            draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != "none"
+            draft_accepted=sum(s.draft_accepted for s in ours) if ours and mode != PLAIN
             else sum(o.draft_accepted or 0 for o in peer) if peer else None,
             draft_forwards=sum(s.draft_forwards for s in ours) if ours else None,
             draft_s=sum(s.draft_s for s in ours) if ours else None,
@@ -382,9 +385,9 @@ class BenchRunner:
 
 
 def _compare_with_plain(by_mode: dict[str, ModeRecord]) -> None:
-    plain = by_mode["none"]
+    plain = by_mode[PLAIN]
     for record in by_mode.values():
-        if record.mode == REMOTE:  # text only, and another machine's speed
+        if RunKind.parse(record.mode).is_remote:  # text only, and another machine's speed
             record.identical, record.speedup = record.text == plain.text, None
             continue
         record.identical = record.token_ids == plain.token_ids
@@ -400,11 +403,12 @@ def summarize(records: list[ModeRecord]) -> dict:
             groups.setdefault(group, {}).setdefault(record.mode, []).append(record)
     summary = {}
     for group, by_mode in groups.items():
-        plain = by_mode.get("none", [])
+        plain = by_mode.get(PLAIN, [])
         plain_rate = _throughput(plain)
         decode = _decode_rate(plain)
         # a remote mode's speed is another machine's: no speedup over plain decoding here
-        summary[group] = {mode: _aggregate(rows, 0.0 if mode == REMOTE else plain_rate, _plain_pass_s(plain), decode)
+        summary[group] = {mode: _aggregate(rows, 0.0 if RunKind.parse(mode).is_remote else plain_rate,
+                                           _plain_pass_s(plain), decode)
                           for mode, rows in by_mode.items()}
     return summary
 
@@ -561,22 +565,23 @@ def _fmt(value: float | None, suffix: str = "") -> str:
 def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSettings,
                      app_session_id: int | None, remote_name: str | None = None) -> RunRecord | None:
     """One benchmark prompt-mode as a generation run for Store.record_run (source "bench"), so the dashboard charts
-    benchmarks beside chat replies and races; None for the hf-* modes (transformers' generate() is a reference
-    here, not one of our drafters, and has no per-step statistics to store).
+    benchmarks beside chat replies and races; None for the reference and peer modes (transformers' and llama.cpp's
+    generation are timed beside ours, not our drafters, and have no per-step statistics to store).
 
     Benchmarks decode greedily with seed 0. The speedup is measured against plain decoding of the same prompt in
     the same run; plain decoding itself gets none (it is the baseline), as the race's plain lane."""
-    if record.mode.startswith(REFERENCE_PREFIXES):
+    kind = RunKind.parse(record.mode)
+    if kind.is_reference or kind.is_peer:  # other engines' generation, timed beside ours: no per-step statistics
         return None
-    speedup = record.speedup if record.mode != "none" else None
+    speedup = record.speedup if not kind.is_plain else None
     proposed, accepted = list(record.proposed_by_position), list(record.accepted_by_position)
     return RunRecord(
         app_session_id=app_session_id, source="bench", category=record.category,
-        target=remote_name if record.mode == REMOTE and remote_name else pair.target.name,
-        draft=None if record.mode == REMOTE else pair.draft_name(record.mode), drafter=record.mode, k=settings.k,
+        target=remote_name if kind.is_remote and remote_name else pair.target.name,
+        draft=None if kind.is_remote else pair.draft_name(record.mode), drafter=record.mode, k=settings.k,
         adaptive=settings.adaptive, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-        device="remote" if record.mode == REMOTE else str(pair.target.device),
-        exactness=None if record.mode == REMOTE else pair.target.exactness,
+        device=remote_device() if kind.is_remote else str(pair.target.device),
+        exactness=None if kind.is_remote else pair.target.exactness,
         new_tokens=record.new_tokens, target_passes=record.target_passes or 0,
         draft_proposed=record.draft_proposed or 0, draft_accepted=record.draft_accepted or 0,
         tokens_per_s=record.tokens_per_s, wall_s=record.wall_s, draft_s=record.draft_s or 0.0,

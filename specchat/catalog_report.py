@@ -1,26 +1,17 @@
 """`specchat models catalog`: the model catalog as a table or JSON, with each model's memory, whether it fits on
-this machine, its compatible drafts and the speedup they are predicted to give (engine/catalog.py computes them)."""
+this machine, its compatible drafts and the speedup they are predicted to give (engine/catalog.py computes them).
+`specchat models list`: the models on this computer, with unfinished downloads set apart from them."""
 
 from __future__ import annotations
 
 import json
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
+from .formatting import format_size
+
 TABLE_DTYPES = ("bf16", "fp32")  # the float memory columns (a GPU, the torch path on a CPU); then the GGUF file's
-
-
-@dataclass(frozen=True)
-class Here:
-    """The device the app would run models on here, the memory free there, whether llama.cpp is installed (GGUF
-    files run on it on a CPU), and the format --dtype forces ("auto": each model's own, engine/catalog_here.py)."""
-
-    device: str
-    dtype: str
-    available_bytes: int | None
-    llama_cpp: bool = False
 
 
 def print_catalog(search: str | None, as_json: bool, alpha: float, dtype: str | None, costs_file: Path | None,
@@ -41,26 +32,27 @@ def print_catalog(search: str | None, as_json: bool, alpha: float, dtype: str | 
             raise
         costs = None  # a stripped installation: everything but the predictions still stands
     machine = machine_here("auto")
-    here = Here(machine.device, dtype_name(dtype) if dtype else "auto", machine.available_bytes, machine.llama_cpp)
+    forced = dtype_name(dtype) if dtype else "auto"  # "auto": each model's own format here
     records = [_record(catalog, entry, machine, dtype, costs, alpha) for entry in entries]
     if as_json:
+        here = {"device": machine.device, "dtype": forced, "available_bytes": machine.available_bytes,
+                "llama_cpp": machine.llama_cpp}
         print(json.dumps({"catalog": str(catalog_path()), "revision": catalog.revision, "alpha": alpha,
-                          "here": vars(here), "costs": costs.measured if costs else None, "models": records},
+                          "here": here, "costs": costs.measured if costs else None, "models": records},
                          indent=1), file=out)
         return 0
-    _print_table(records, here, alpha, costs, out)
+    _print_table(records, machine, forced, alpha, costs, out)
     return 0
 
 
 def _record(catalog, entry, machine, dtype: str | None, costs, alpha: float) -> dict:
-    """One model's figures: sizes in every format, the format it would run in here (catalog_here.run_format, as
-    the Models dialog judges it), its verdict, what the download fetches, and its drafts' predictions."""
+    """One model's figures: sizes in every format, how it runs here (catalog_here.run_here, as the Models dialog
+    judges it: its format, verdict and what the download fetches), and its drafts' predictions."""
     from .engine import catalog as cat
-    from .engine.catalog_here import offer, run_format
+    from .engine.catalog_here import run_here
 
-    fmt = run_format(entry, "auto", machine, dtype)
-    fit = cat.fits_in_memory(entry, fmt, machine.available_bytes)
-    offered = offer(entry, fmt)
+    here = run_here(entry, machine, "auto", dtype)
+    fit, offered = here.fit, here.offer
     drafts = []
     for draft in catalog.drafts_for(entry) + catalog.universal_drafts_for(entry):
         prediction = cat.pair_speedup(costs, entry, draft, alpha) if costs and draft.tokenizer == entry.tokenizer \
@@ -80,7 +72,8 @@ def _record(catalog, entry, machine, dtype: str | None, costs, alpha: float) -> 
         "here": {"verdict": fit.verdict, "needed_bytes": fit.needed_bytes, "dtype": fit.dtype, "context": fit.context,
                  "explanation": fit.explain(), "load_as": offered.spec, "download": offered.download,
                  "quant": offered.quant, "download_bytes": offered.download_bytes,
-                 "kv_bytes_per_1k_tokens": cat.kv_bytes_per_1k(entry, fmt)},
+                 "download_estimated": offered.estimated,
+                 "kv_bytes_per_1k_tokens": cat.kv_bytes_per_1k(entry, here.format)},
         "drafts": drafts,
     }
 
@@ -114,14 +107,15 @@ def _short(model_id: str) -> str:
     return model_id.rsplit("/", 1)[-1].removesuffix("-Instruct").removesuffix("-it")
 
 
-def _print_table(records: list[dict], here: Here, alpha: float, costs, out) -> None:
-    from .engine.catalog import format_bytes, format_params
-
+def _print_table(records: list[dict], machine, forced: str, alpha: float, costs, out) -> None:
+    """The records as a table, then the notes that say what the columns mean. machine: catalog_here.Machine;
+    forced: the format --dtype forces, or "auto"."""
+    from .engine.catalog import format_params
     header = ("model", "role", "family", "licence", "gated", "params", *TABLE_DTYPES, "gguf", "KV/1k here",
               "here", "download here", "drafts", f"speedup a={alpha:g}")
     rows = [(r["id"], "/".join(r["roles"]), r["family"], r["licence"], "yes" if r["gated"] else "no",
-             format_params(r["parameters"]), *(format_bytes(r["weights_bytes"][d]) for d in TABLE_DTYPES),
-             _gguf_cell(r), format_bytes(r["here"]["kv_bytes_per_1k_tokens"]),
+             format_params(r["parameters"]), *(format_size(r["weights_bytes"][d]) for d in TABLE_DTYPES),
+             _gguf_cell(r), format_size(r["here"]["kv_bytes_per_1k_tokens"]),
              f"{r['here']['verdict']} {r['here']['dtype']}", _download_cell(r),
              ", ".join(_short(d["id"]) for d in r["drafts"]) or "-", _best_prediction(r)) for r in records]
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
@@ -130,44 +124,38 @@ def _print_table(records: list[dict], here: Here, alpha: float, costs, out) -> N
         print("  ".join(str(cell).rjust(w) if i in numeric else str(cell).ljust(w)
                         for i, (cell, w) in enumerate(zip(row, widths))).rstrip(), file=out)
     print(file=out)
-    for note in _notes(here, alpha, costs):
+    for note in _notes(machine, forced, alpha, costs):
         print(textwrap.fill(note, width=118, subsequent_indent="  "), file=out)
 
 
 def _gguf_cell(record: dict) -> str:
-    """The default GGUF quantization and its weights ("Q4_K_M 1.0 GiB"; "~" where the size is estimated)."""
-    from .engine.catalog import format_bytes
-
+    """The default GGUF quantization and its weights ("Q4_K_M 1.1 GB"; "~" where the size is estimated)."""
     gguf = record["gguf"]
     if gguf is None:
         return "-"
     quant = next(q for q in gguf["quants"] if q["quant"] == gguf["default"])
-    return f"{quant['quant']} {'' if quant['size'] else '~'}{format_bytes(quant['weights_bytes'])}"
+    return f"{quant['quant']} {'' if quant['size'] else '~'}{format_size(quant['weights_bytes'])}"
 
 
 def _download_cell(record: dict) -> str:
-    from .engine.catalog import format_bytes
-
+    """What a download fetches here: "ships", "3.4 GB", or "~1.0 GB Q4_K_M" for one GGUF file ("~": estimated)."""
     here = record["here"]
     if here["download_bytes"] is None:
         return "ships"
-    if not here["quant"]:
-        return format_bytes(here["download_bytes"])
-    quant = next(q for q in record["gguf"]["quants"] if q["quant"] == here["quant"])
-    return f"{'' if quant['size'] else '~'}{format_bytes(here['download_bytes'])} {here['quant']}"
+    size = f"{'~' if here['download_estimated'] else ''}{format_size(here['download_bytes'])}"
+    return f"{size} {here['quant']}" if here["quant"] else size
 
 
-def _notes(here: Here, alpha: float, costs) -> list[str]:
-    from .engine.catalog import format_bytes
+def _notes(machine, forced: str, alpha: float, costs) -> list[str]:
+    """The notes under the table: what the memory, gguf, KV, here and download columns mean on this machine
+    (machine: catalog_here.Machine; forced: --dtype's format or "auto"), and what the speedups rest on."""
+    from .engine.catalog_here import memory_rule_text
 
-    available = format_bytes(here.available_bytes) if here.available_bytes is not None else "unknown memory"
-    engine = " with llama.cpp (GGUF files offered)" if here.device == "cpu" and here.llama_cpp else ""
-    formats = f"--dtype {here.dtype} for every model" if here.dtype != "auto" else "each model's format here"
+    formats = f"--dtype {forced} for every model" if forced != "auto" else "each model's format here"
     notes = [f"memory: float weights from each config's parameter count; gguf: the default quantization's file "
              f"(its real size, or ~ parameters x its average bits a weight: Q4_K_M 4.85); KV/1k: what 1,000 tokens of "
-             f"context add (llama.cpp keeps a bfloat16 cache). here: {here.device}{engine}, {available} available, "
-             f"{formats}; a model fits when its weights, a 4096-token KV cache and 0.5 GiB do with 20% to spare "
-             f"(tight: without the 20%). download here: what `specchat models download` or Settings → Models… "
+             f"context add (llama.cpp keeps a bfloat16 cache). here: {machine.describe()}, {formats}; a model needs "
+             f"{memory_rule_text()}. download here: what `specchat models download` or Settings → Models… "
              f"fetches for it here."]
     if costs is None:
         notes.append("speedup: no cost table (resources/catalog_costs.json) to predict from.")
@@ -179,3 +167,43 @@ def _notes(here: Here, alpha: float, costs) -> list[str]:
                      f"(stated, not measured); '-' where the shape was not measured. Details: --json, "
                      f"docs/catalog.md.")
     return notes
+
+
+# --- specchat models list ---------------------------------------------------------------------------------------
+
+def print_local_models(out=None) -> int:
+    """`specchat models list`: one line per model that loads offline (what ships, the offline pair, complete Hub
+    downloads), then each unfinished Hub download as a "partial" line that says how to resume it, never as a
+    model. Returns the exit status (0)."""
+    from .engine.hub_download import downloaded_models
+    from .engine.models import list_local_models
+
+    out = out or sys.stdout
+    complete = {hub_id.lower() for hub_id in downloaded_models()}
+    for spec, kind, detail in list_local_models():
+        if kind != "hub" or spec.lower() in complete:  # the cache scan also finds unfinished snapshots
+            print(f"{spec:<40} {kind:<9} {detail}", file=out)
+    for hub_id, kept in partial_downloads(complete):
+        print(f"{hub_id:<40} {'partial':<9} partial download ({format_size(kept)} so far), resume in the Models dialog "
+              f"(Settings → Models…) or with `specchat models download {hub_id}`", file=out)
+    return 0
+
+
+def partial_downloads(complete: set[str]) -> list[tuple[str, int]]:
+    """(Hub id, bytes on disk) of each model in the Hugging Face cache whose download has not finished: a cache
+    folder with files in it, for a model not among `complete` (lower-cased ids of complete snapshots,
+    hub_download.downloaded_models). No network."""
+    from huggingface_hub import constants
+
+    found = []
+    for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*")):
+        hub_id = folder.name.removeprefix("models--").replace("--", "/", 1)
+        if hub_id.lower() in complete:
+            continue
+        try:
+            kept = sum(entry.stat().st_size for entry in (folder / "blobs").iterdir() if entry.is_file())
+        except OSError:  # no blobs folder: nothing arrived
+            kept = 0
+        if kept:
+            found.append((hub_id, kept))
+    return found

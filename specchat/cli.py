@@ -9,10 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
+from .run_kind import DRAFTER_KINDS, MODEL_DRAFTERS, REMOTE, SHAPE_NAMES, RunKind  # torch-free: `--help` stays fast
+
 EXIT_USAGE = 2
-DRAFTER_KINDS = ("hybrid", "model", "eagle-hybrid", "eagle", "history", "pld", "none", "universal")
-MODEL_DRAFTERS = ("hybrid", "model", "universal")  # as in engine.drafting (not imported: torch); test_cli checks
-SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs.SHAPES
 
 
 def gui_main() -> int:
@@ -468,8 +467,9 @@ def run_bench(args) -> int:
         prompts = bench.spec_bench_sample(prompts, args.per_task)
     prompts = bench.select_prompts(prompts, source, args.limit, categories)
     memory = {"before loading": bench.resident_mb()}
-    drafted = (*MODEL_DRAFTERS, "hf-model", *(() if args.peer_draft else ("llama-server-draft",)))
-    pair = _load(args, with_draft=any(mode in drafted for mode in modes),
+    kinds = [RunKind.parse(mode) for mode in modes]  # a given --peer-draft serves llama-server-draft instead
+    drafted = any(k.needs_draft_model and not (k.is_llama_server and args.peer_draft) for k in kinds)
+    pair = _load(args, with_draft=drafted,
                  on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
@@ -478,7 +478,7 @@ def run_bench(args) -> int:
                                    default_drafter=_drafter_choice(args), universal_draft=args.universal_draft)
     runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
     if args.remote:
-        modes.append("remote")
+        modes.append(REMOTE)
 
     def progress(done: int, total: int, record) -> None:
         print(f"[{done}/{total}] {record.category:<14} q{record.question_id:<4} {record.mode:<9}"
@@ -528,11 +528,10 @@ def run_costs(args) -> int:
 
 
 def run_models_list(args) -> int:
-    from .engine.models import list_local_models
+    """`specchat models list` (catalog_report.py): unfinished downloads are set apart, not listed as models."""
+    from .catalog_report import print_local_models
 
-    for spec, kind, detail in list_local_models():
-        print(f"{spec:<40} {kind:<9} {detail}")
-    return 0
+    return print_local_models()
 
 
 def run_models_check(args) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .engine.adaptive import expected_tokens
+from .engine.catalog import predicted_speedup
 
 # Llama-family shapes (hidden, layers, heads, kv heads, intermediate, vocab) for random-weight measurements.
 SHAPES = {
@@ -117,15 +117,12 @@ def engine_ceiling(model, tokenizer, k: int, tokens: int) -> Ceiling:
 
 def predicted_speedups(curve: dict[int, float], draft_s: float, alphas: list[float]) -> list[dict]:
     """For each alpha: the K that maximises E[tokens](alpha, K) / (verify(K+1) + K draft) and its speedup over
-    one plain step per token (Leviathan's formula with the measured curve)."""
-    t1 = curve[1]
+    one plain step per token, as engine/catalog.py's predicted_speedup computes it (Leviathan's formula on the
+    measured curve). Takes the curve {n: seconds}, one draft step in seconds and the alphas; returns a row
+    {"alpha", "best_k", "speedup" (3 decimals)} per alpha, for the report."""
     rows = []
     for alpha in alphas:
-        best_k, best = 0, 1.0
-        for k in range(1, max(curve)):
-            speedup = expected_tokens(alpha, k) * t1 / (curve[k + 1] + k * draft_s)
-            if speedup > best:
-                best_k, best = k, speedup
+        best_k, best = predicted_speedup(curve, draft_s, alpha)
         rows.append({"alpha": alpha, "best_k": best_k, "speedup": round(best, 3)})
     return rows
 

@@ -8,8 +8,8 @@ import hashlib
 import json
 import re
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from local_http import start_server, stop_server
 
 COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 
@@ -36,15 +36,7 @@ class FakeGgufHub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away (a cancel)
 
-        class QuietServer(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = start_server(Handler)
 
     def answer(self, handler) -> None:
         path = handler.path.split("?")[0]
@@ -93,5 +85,4 @@ class FakeGgufHub:
         return [(path, byte_range) for path, byte_range in self.requests if "/resolve/" in path]
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)

@@ -145,7 +145,8 @@ def test_download_rejects_a_malformed_id(capsys):
 
 
 def test_the_cli_knows_the_engines_drafters():
-    """cli.py repeats the drafter names so that `specchat --help` does not import torch; they must not drift."""
+    """cli.py takes the drafter names from run_kind so that `specchat --help` does not import torch; they must
+    not drift from the registry's."""
     from specchat import cli
     from specchat.engine import drafting as drafters
 

@@ -1,5 +1,5 @@
-"""specchat/engine, specchat/storage and specchat/training stay Qt-free, so they run headless and are testable
-without a display."""
+"""specchat/engine, specchat/storage, specchat/training, specchat/server, specchat/remote and specchat/chats stay
+Qt-free, so they run headless and are testable without a display."""
 
 import ast
 import subprocess
@@ -10,7 +10,7 @@ import specchat
 
 PACKAGE = Path(specchat.__file__).parent
 FORBIDDEN = ("PySide6", "qasync", "shiboken6", "specchat.ui")
-QT_FREE_LAYERS = ("engine", "storage", "training", "server", "remote")
+QT_FREE_LAYERS = ("engine", "storage", "training", "server", "remote", "chats")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -38,7 +38,7 @@ def test_no_qt_imports_in_engine_or_storage():
 
 
 def test_importing_the_engine_loads_no_qt():
-    code = ("import sys, specchat.engine, specchat.engine.pair, specchat.bench; "
+    code = ("import sys, specchat.engine, specchat.engine.pair, specchat.bench, specchat.chats; "
             "print([m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -22,16 +22,15 @@ class StepCosts:
 
     # Seconds of a step that verifies n tokens, all but the draft model's time: the target pass and the step's own
     # work (a lookup's proposal, acceptance, rollback, the policy), so that verify[1] is what a plain one-token step
-    # costs here, the baseline every draft must beat. The lower quartile of the last SAMPLES steps of that size
-    # (record()). Not a mean: on a shared machine one pass that waited for a core (several times its usual cost)
-    # lifted a running mean of verify(1) enough to make long checks look cheap, and the policy then verified 10 and
-    # 16 tokens at once.
+    # costs on this machine, the baseline every draft must beat. The lower quartile of the last SAMPLES steps of
+    # that size (record()). Not a mean: on a shared machine a pass that waits for a core costs several times its
+    # usual time, and one such pass would lift a running mean of verify(1) enough to make long checks look cheap.
     verify: dict[int, float] = field(default_factory=dict)
     draft_per_token: float | None = None  # EMA seconds per drafted token: a draft model's or a head's own passes
     frozen: bool = False  # a fixed model that ignores timings
     since_plain: int = 0  # drafting steps since the last plain one (the last fresh measurement of the baseline)
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
-    # step, and each estimate sorts the measurements (which showed up in profiles of eagle-hybrid)
+    # step, and each estimate sorts the measurements, so each size is worked out once between measurements
     _estimates: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     # size -> the last SAMPLES (seconds, the baseline verify[1] when it was taken, None for a plain step or before
     # any): _trusted() leaves out a size measured only while the baseline was much higher than now
@@ -41,7 +40,7 @@ class StepCosts:
     PLAIN_SAMPLES = 2  # plain steps measured before the first draft
     PLAIN_REFRESH = 50  # drafting steps after which one plain step measures the baseline again
     ONE_OFF = 1.5  # a single measurement above this times proportional to a smaller size's is retried (_trusted)
-    SLOWER = 1.25  # checks measured while the plain step cost this many times today's are measured again
+    SLOWER = 1.25  # checks measured while the plain step cost this many times what it costs now are measured again
     STALE = 0.9  # a check measured below this share of the baseline shows the baseline is out of date
 
     @classmethod
@@ -75,7 +74,7 @@ class StepCosts:
             self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
 
     def plain(self) -> float:
-        """Seconds of a plain one-token step as measured here: what decoding without drafts costs a token."""
+        """Seconds of a plain one-token step on this machine: what decoding without drafts costs a token."""
         return self.verify_estimate(1)
 
     def needs_plain_step(self) -> bool:
@@ -109,14 +108,15 @@ class StepCosts:
 
         Unmeasured sizes: between measured ones, a line through the two nearest; above them, half the larger of
         that line's slope and the mean slope from the smallest measured size, or +10% per token while only one size
-        has been seen. Above the measurements the guess is optimistic on purpose, because K grows only 2 past them
-        (DraftLengthPolicy._best), so a wrong guess costs one step and is then measured: llama.cpp here costs 2x
-        one pass for two tokens and about 0.5x more per token after that, and a straight line through 1 and 2 kept
-        even a reply asked again (every draft accepted) at K = 0. Nor may two sizes that measured alike, or the
-        wrong way round, make every longer check look free (hence the mean slope). Below them, 10% less
-        per token than the cheapest measurement above. That last guess is optimistic on purpose: a policy that has
-        only ever measured long drafts must believe short ones are cheaper, or it never tries one (from a single
-        noisy measurement at 5 tokens it would otherwise keep proposing 5 at an acceptance of 0.16)."""
+        has been seen. Above the measurements the guess is optimistic on purpose, because K grows only K_STRIDE past
+        them (DraftLengthPolicy._best), so a wrong guess costs one step and is then measured: on a curve whose first
+        extra token is its steepest step (llama.cpp: docs/performance.md, "The verification cost curve"), a straight
+        line through 1 and 2 overprices every longer check and keeps even a reply whose drafts are all accepted at
+        K = 0. Nor may two sizes that measured alike, or the wrong way round, make every longer check look free
+        (hence the mean slope). Below them, 10% less per token than the cheapest measurement above. That last guess
+        is optimistic on purpose: a policy that has only ever measured long drafts must believe short ones are
+        cheaper, or it never tries one, and a single noisy measurement of a long check would keep it proposing that
+        length at any acceptance."""
         points = self._trusted()
         above = [cost for size, cost in points if size >= n]
         cap = min(above) if above else float("inf")
@@ -139,14 +139,14 @@ class StepCosts:
         """The measured sizes and costs the estimates rest on, by size. Left out until measured again, so that
         their size is guessed from the others and the next check of it gives the measurement:
         - a size measured only while a plain step cost more than SLOWER times what it costs now: an engine's first
-          steps run slower (about twice as slow for 10-20 steps of llama.cpp here), as does everything while
-          another program takes the cores, and a check measured then priced drafting out for good (plain steps
-          are measured again all the time, checks of a size only when the policy drafts that many);
+          steps run slower, as does everything while another program takes the cores, and a check measured then
+          would price drafting out for good (plain steps are measured again all the time, checks of a size only
+          when the policy drafts that many);
         - a size n measured once at more than ONE_OFF times n / m times a smaller size m. Checking n tokens costs
-          about n / m times checking m at most (n one-token passes could do it; a 2-token check on llama.cpp here
-          costs just over 2, hence the margin), so such a pass paid for something else, most often the first pass
-          of its size (on the tiny test models such a one-off costs tens of plain steps); trusted as it is, it
-          would keep the policy from ever checking that many again."""
+          about n / m times checking m at most (n one-token passes could do it; on llama.cpp a 2-token check can
+          cost a little more than two one-token passes, hence the margin), so such a pass paid for something else,
+          most often the first pass of its size (which can cost many plain steps); trusted as it is, it would keep
+          the policy from ever checking that many again."""
         trusted: list[tuple[int, float]] = []
         plain = self.verify.get(1) if self._samples.get(1) else None
         for size, cost in sorted(self.verify.items()):
@@ -183,13 +183,13 @@ class _Acceptance:
     def with_prior(cls, key: int | tuple[str, int] | None, factor: float = 1.0) -> _Acceptance:
         """Prior alpha: 0.5 without a confidence; for a match of length c, c / (c + 2) from the context (a longer
         n-gram match is likelier to continue: 0.33 for one token, 0.75 for six) and c / (c + 1) from past replies
-        (0.89 for eight tokens). Where checking two tokens costs two passes, only the latter starts above the
-        break-even (about 0.85): a long match in an earlier reply is most often the same request again (its whole
-        reply then drafts at once: 1.43x on Spec-Bench questions asked twice), while an optimistic context prior
-        cost 4% on Spec-Bench's summarization and RAG (pld 0.99x -> 0.95x overall). Live counts soon outweigh
-        either. `factor` (_Pool.factor, at most 1) scales the prior by how this drafter's proposals have fared. That
-        holds back even a long match in past replies after the short ones failed; if it is the same request again,
-        its unused proposals' trials (DraftLengthPolicy.observe_shadow) bring it back within a few tokens."""
+        (0.89 for eight tokens). Where checking two tokens costs about two passes, only the latter starts above the
+        break-even: a long match in an earlier reply is most often the same request again, whose whole reply then
+        drafts at once, while a context match that optimistic loses time on tasks that copy little of their prompt
+        (docs/performance.md, "The draft-length policy"). Live counts soon outweigh either. `factor` (_Pool.factor,
+        at most 1) scales the prior by how this drafter's proposals have fared. That holds back even a long match
+        in past replies after the short ones failed; if it is the same request again, its unused proposals' trials
+        (DraftLengthPolicy.observe_shadow) bring it back within a few tokens."""
         if isinstance(key, tuple):
             prior = key[1] / (key[1] + 1)
         else:
@@ -209,8 +209,8 @@ class _Acceptance:
 class _Pool:
     """All classes' trials together, against their priors: `factor`, (hits + 1) / (expected + 1) at most 1, is how
     a class seen for the first time discounts its prior. Prompt lookup has a class per match length and source (16
-    for the history drafter); without this, after every proposal so far was rejected, each new class still drafted
-    on its prior alone, and a reply with no accepted token paid one losing check per class."""
+    for the history drafter); without this, after every proposal so far is rejected, each new class would still
+    draft on its prior alone, and a reply with no accepted token would pay one losing check per class."""
 
     hits: float = 0.0
     expected: float = 0.0  # hits the classes' priors predicted
@@ -242,19 +242,18 @@ class DraftLengthPolicy:
     step's own work, a draft model's or a head's passes are timed as they ran, and the baseline is the plain steps
     this policy itself ran (it runs some before drafting at all, and one every StepCosts.PLAIN_REFRESH drafting
     steps). alpha is estimated from recent steps, separately for each confidence class a drafter reports (prompt
-    lookup: the length of the n-gram it matched; on this project's suite a 1-token match has its first token
-    accepted about 22% of the time and a 6-token match about 92%); a class seen for the first time starts from its
-    prior discounted by how all classes' proposals have fared (_Pool). K = 0 (plain decoding) wins when drafts keep
-    failing. A free proposal that was not drafted still counts as a trial of its first token (observe_shadow: the
-    engine compares it with the token the target produced), so a lookup class learns at no cost while K = 0, and
-    copying that starts mid-reply is drafted as soon as its matches are right. A class whose proposals cost
-    something (a model) instead probes with K >= 1 after a run of plain steps long enough that probes cost at most
-    `probe_budget` of the time (at least `probe_every` steps; _probe_interval): where checking 2 tokens costs little
-    more than 1 (transformers on this CPU) that is every 6 steps, where it costs twice as much (llama.cpp here)
-    every ~50 or more. Each probe with a draft rejected doubles the wait, up to 2^probe_backoff, so the probes' cost
-    decays while drafting does not pay. `acceptance` may be shared between generations (the engine does so for
-    greedy decoding, whose output does not depend on K), so a reply starts from what earlier ones measured rather
-    than from the prior. With adaptive off, K is fixed.
+    lookup: the length of the n-gram it matched, since a longer match is far likelier to continue); a class seen for
+    the first time starts from its prior discounted by how all classes' proposals have fared (_Pool). K = 0 (plain
+    decoding) wins when drafts keep failing. A free proposal that was not drafted still counts as a trial of its
+    first token (observe_shadow: the engine compares it with the token the target produced), so a lookup class
+    learns at no cost while K = 0, and copying that starts mid-reply is drafted as soon as its matches are right. A
+    class whose proposals cost something (a model) instead probes with K >= 1 after a run of plain steps long enough
+    that probes cost at most `probe_budget` of the time (at least `probe_every` steps; _probe_interval): where
+    checking 2 tokens costs little more than 1 (a flat verification curve) that is every `probe_every` steps, where
+    it costs about twice as much (a steep one, as on llama.cpp) far less often. Each probe with a draft rejected
+    doubles the wait, up to 2^probe_backoff, so the probes' cost decays while drafting does not pay. `acceptance`
+    may be shared between generations (the engine does so for greedy decoding, whose output does not depend on K),
+    so a reply starts from what earlier ones measured rather than from the prior. With adaptive off, K is fixed.
 
     The floor: estimates can be wrong in ways the model above cannot see (acceptance that is not independent from
     position to position, a class whose text changed, a noisy clock), so each class also keeps a ledger of what its
@@ -319,7 +318,7 @@ class DraftLengthPolicy:
 
     def wants_lookup(self) -> bool:
         """Whether to look up a free proposal (prompt lookup) this step. A lookup costs the same whether or not it
-        is drafted (the history drafter's, a few percent of a plain step of llama.cpp here), which no choice of K
+        is drafted (the history drafter's is a small but steady share of a plain step), which no choice of K
         saves: after LOOKUP_IDLE steps in which none was drafted or had its first token right, only one step in
         LOOKUP_EVERY looks one up, until one is (so copying that starts is seen within LOOKUP_EVERY steps)."""
         idle = self._pool().idle
@@ -347,9 +346,9 @@ class DraftLengthPolicy:
 
     def _best(self, limit: int, acceptance: _Acceptance, free: bool, smallest: int = 0) -> tuple[int, float]:
         """The K (at least `smallest`) with the highest expected rate, and that rate (tokens per second). Two guards
-        against trusting too little data: alpha counts as at most ALPHA_CAP (a run of copied tokens drove a 6-token
-        match class to 0.99, and then 16-token checks), and K grows at most K_STRIDE past the largest size measured
-        so far, so the cost of a longer check is measured before it is relied on."""
+        against trusting too little data: alpha counts as at most ALPHA_CAP (a run of copied tokens can drive a match
+        class's estimate close to 1, and with it K to the longest checks), and K grows at most K_STRIDE past the
+        largest size measured so far, so the cost of a longer check is measured before it is relied on."""
         best_k, best_rate = smallest, 0.0
         alpha = min(acceptance.alpha, self.ALPHA_CAP)
         top = self.k_max if self.costs.frozen else max(self.costs.verify) - 1 + self.K_STRIDE

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..formatting import format_size
 from .adaptive import expected_tokens
 from .catalog_fields import KIND_NAMES, CatalogError  # noqa: F401 - KIND_NAMES: re-exported, as it was defined here
 from .catalog_fields import check_fields as _fields
@@ -398,10 +399,12 @@ class Fit:
     context: int
 
     def explain(self) -> str:
-        need = f"needs {format_bytes(self.needed_bytes)} at {self.dtype} with a {self.context}-token context"
+        """The verdict and its figures in words: "fits: needs 1.7 GB at Q4_K_M with a 4096-token context, 8.6 GB
+        available"."""
+        need = f"needs {format_size(self.needed_bytes)} at {self.dtype} with a {self.context}-token context"
         if self.available_bytes is None:
             return f"{need}; available memory unknown"
-        return f"{self.verdict}: {need}, {format_bytes(self.available_bytes)} available"
+        return f"{self.verdict}: {need}, {format_size(self.available_bytes)} available"
 
 
 def available_memory_bytes() -> int | None:
@@ -445,13 +448,6 @@ def memory_verdict(needed_bytes: int, available_bytes: int | None) -> str:
     if needed_bytes * HEADROOM <= available_bytes:
         return "fits"
     return "tight" if needed_bytes <= available_bytes else "too big"
-
-
-def format_bytes(count: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
-        if count >= size:
-            return f"{count / size:.1f} {unit}"
-    return f"{count / 2**10:.0f} KiB"
 
 
 def format_params(count: int) -> str:
@@ -570,8 +566,11 @@ class Prediction:
 
 
 def predicted_speedup(forward_ms: dict[int, float], draft_ms: float, alpha: float) -> tuple[int, float]:
-    """The best K and its speedup on a measured curve: c_verify(K) = forward(K+1) / forward(1) and
-    c_draft = draft / forward(1); K runs up to the longest pass measured less one (as `specchat costs` does)."""
+    """The best K and its speedup on a measured curve, the one computation behind `specchat costs`' predictions
+    and the catalog's. Takes the target's forward time over n new tokens (n = 1..N), one draft step in the same
+    unit (ms or s: only ratios count) and the acceptance rate; returns (K, speedup) with c_verify(K) =
+    forward(K+1) / forward(1) and c_draft = draft / forward(1), K up to N - 1; (0, 1.0) where no K beats plain
+    decoding."""
     plain = forward_ms[1]
     best_k, best = 0, 1.0
     for k in range(1, max(forward_ms)):

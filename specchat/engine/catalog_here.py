@@ -1,7 +1,8 @@
-"""Where a catalog model would run on this machine, in what format, and what the catalog offers to download for it:
-the one judgement `specchat models catalog` (catalog_report.py) and Settings → Models… (ui/model_rows.py) share,
-so that the terminal and the window never disagree on a model's format, size or verdict. The memory rule itself is
-catalog.memory_verdict (engine/precision.py's choice of float32 uses it too). No Qt; torch only to find the device.
+"""Where a catalog model would run on this machine, in what format, whether it fits, and what the catalog offers to
+download for it: the one judgement (run_here) that `specchat models catalog` (catalog_report.py) and Settings →
+Models… (ui/model_rows.py) share, so that the terminal and the window never disagree on a model's format, size or
+verdict. The memory rule itself is catalog.memory_verdict; the CPU's choice of float32 is engine/precision.py's,
+the one the loader makes. No Qt; torch only to find the device and through engine/precision.py.
 
 On a CPU with llama.cpp installed, a model whose entry names GGUF files is offered as its default quantization
 (Q4_K_M), which llama.cpp runs several times faster than torch runs safetensors; elsewhere (a GPU, no llama.cpp)
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..formatting import format_size
 from . import catalog as cat
-from .catalog import CatalogEntry
+from .catalog import CatalogEntry, Fit
 from .catalog_gguf import GGUF_BITS
 
 SHIPS = ("embedded", "embedded-draft")  # the load specs of what ships with specchat: nothing to download
@@ -29,7 +31,7 @@ class Machine:
     gpu_format: str = "bf16"  # what a GPU runs at: bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS
 
     def describe(self) -> str:
-        free = cat.format_bytes(self.available_bytes) if self.available_bytes is not None else "unknown memory"
+        free = format_size(self.available_bytes) if self.available_bytes is not None else "unknown memory"
         engine = ", llama.cpp" if self.device == "cpu" and self.llama_cpp else ""
         return f"{self.device}{engine}, {free} available"
 
@@ -77,12 +79,22 @@ def run_format(entry: CatalogEntry, precision: str, machine: Machine, dtype: str
 
 
 def cpu_float_format(entry: CatalogEntry, machine: Machine) -> str:
-    """float32, unless the model does not fit at float32 by the one memory rule and the CPU computes bfloat16
-    natively (engine/precision.py says why: float32 is the exact format)."""
+    """float32, unless the model does not fit at float32 and the CPU computes bfloat16 natively: the loader's own
+    choice (engine/precision.py's fits_at_float32, on the entry's parameter count), so that what the catalog says
+    a model runs in is what loading it gives."""
+    from .precision import fits_at_float32
+
     if not machine.native_bf16:
         return "fp32"
-    verdict = cat.fits_in_memory(entry, "fp32", machine.available_bytes).verdict
-    return "fp32" if verdict in ("fits", "unknown") else "bf16"
+    return "fp32" if fits_at_float32(cat.parameter_count(entry), machine.available_bytes) else "bf16"
+
+
+def memory_rule_text() -> str:
+    """The memory rule in words, for the notes under the terminal's table and the Models dialog: what a model
+    needs (catalog.memory_needed) and how much to spare for "fits" (catalog.memory_verdict)."""
+    spare = f"{round(100 * (cat.HEADROOM - 1))}%"
+    return (f"its weights, a {cat.VERDICT_CONTEXT}-token KV cache and {format_size(cat.RUNTIME_BYTES)} for the "
+            f"runtime; it fits with {spare} to spare, and is tight without the {spare}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,14 @@ class Offer:
     download: str | None  # what a download fetches (a Hub id or a GGUF spec); None: it ships with specchat
     quant: str | None  # the GGUF quantization, when the offer is one GGUF file
     download_bytes: int | None  # None: nothing to download
+    estimated: bool = False  # the catalog gives no size for the GGUF file: download_bytes is parameters x bits
+
+    def size_text(self) -> str | None:
+        """The download's size as people read it ("3.4 GB"; "~1.0 GB" where estimated); None: nothing to
+        download."""
+        if self.download_bytes is None:
+            return None
+        return ("~" if self.estimated else "") + format_size(self.download_bytes)
 
 
 def offer(entry: CatalogEntry, fmt: str) -> Offer:
@@ -103,5 +123,22 @@ def offer(entry: CatalogEntry, fmt: str) -> Offer:
         return Offer(entry.load_spec, None, None, None)
     if name in GGUF_BITS and entry.gguf is not None and any(q.name == name for q in entry.gguf.quants):
         spec = entry.gguf.spec(name)
-        return Offer(spec, spec, name, cat.download_bytes(entry, name))
+        return Offer(spec, spec, name, cat.download_bytes(entry, name), entry.gguf.get(name).size is None)
     return Offer(entry.id, entry.id, None, cat.download_bytes(entry))
+
+
+@dataclass(frozen=True)
+class RunHere:
+    """How a catalog model runs on this machine: its format (run_format), the memory verdict at that format
+    (catalog.fits_in_memory) and what the catalog offers to download for it (offer)."""
+
+    format: str
+    fit: Fit
+    offer: Offer
+
+
+def run_here(entry: CatalogEntry, machine: Machine, precision: str = "auto", dtype: str | None = None) -> RunHere:
+    """How `entry` runs on `machine` with the Precision setting `precision` ("auto", "float32", "bfloat16") or the
+    format `dtype` forces (`--dtype`, None: none): the one judgement the terminal and the Models dialog show."""
+    fmt = run_format(entry, precision, machine, dtype)
+    return RunHere(fmt, cat.fits_in_memory(entry, fmt, machine.available_bytes), offer(entry, fmt))

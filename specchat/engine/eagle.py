@@ -7,15 +7,15 @@ output head turns that into a guess for x_{t+2}. Further tokens chain the head o
 
     f^_{t+1} = head(f_t, e(x_{t+1})),  x^_{t+2} = argmax f^_{t+1} W^T,  f^_{t+2} = head(f^_{t+1}, e(x^_{t+2})), ...
 
-The first head was stateless (residual MLP blocks: all the context it saw was in f_t). A head with an attention
-block (EAGLE proper) also sees its own states at every earlier position, computed from the target's true hidden
-states: the prompt's, from the prefill, and the reply's, from each verification. It keeps them in a small KV cache;
-drafted positions are appended while drafting and cropped off before the next verified states are added, so the
-cache only ever holds positions computed from the target's own states. Its output head is the target's own, cut
-to the V' most frequent tokens of the target's replies (FR-Spec, Zhao et al. 2025): the full 49152 x 576 matrix
-would cost a fifth of a target pass per drafted token, the cut one a few percent, and a token outside it is only a
-missed draft, never a wrong output. The shipped file holds just the head's own weights and the kept token ids; the
-embeddings and output rows come from the target.
+A stateless head (residual MLP blocks only) sees no context but what f_t holds. A head with an attention block
+(EAGLE proper) also sees its own states at every earlier position, computed from the target's true hidden states:
+the prompt's, from the prefill, and the reply's, from each verification. It keeps them in a small KV cache; drafted
+positions are appended while drafting and cropped off before the next verified states are added, so the cache only
+ever holds positions computed from the target's own states. Its output head is the target's own, cut to the V' most
+frequent tokens of the target's replies (FR-Spec, Zhao et al. 2025): the full vocabulary x hidden matrix is among
+the target's widest products, far too costly to run per drafted token, the cut one is a small fraction of it, and a
+token outside it is only a missed draft, never a wrong output. The shipped file holds just the head's own weights
+and the kept token ids; the embeddings and output rows come from the target.
 
 This module defines the head network and its file format; the drafter that runs it is drafting/eagle.py.
 """

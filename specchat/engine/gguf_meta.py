@@ -1,9 +1,9 @@
 """A GGUF file's tokenizer and configuration, converted once and kept.
 
 transformers builds both by parsing the whole GGUF file in Python (every tensor's header, then the vocabulary and
-merges into a tokenizers object): seconds for the embedded 92 MB file, many more for a 151k-vocabulary Qwen file,
-at every start. The converted tokenizer and config are saved in the user cache, keyed by the file's path, size and
-modification time, and later starts read those small files instead; within one process each is built once.
+merges into a tokenizers object): a wait at every start that grows with the file and its vocabulary. The converted
+tokenizer and config are saved in the user cache, keyed by the file's path, size and modification time, and later
+starts read those small files instead; within one process each is built once.
 
 A kept tokenizer is read by the fast tokenizer class directly (tokenizer.json), not through AutoTokenizer, which
 imports the model family's modelling code first.

@@ -1,10 +1,10 @@
 """The target's output head on the CPU: logits with whichever weight layout this machine computes faster.
 
 The head is the widest matrix product of a step (vocabulary x hidden: 49152 x 576 for SmolLM2, a fifth of the
-model's weights). On this project's CPU, MKL multiplies a few rows by the transposed, contiguous copy of it much
-faster for one row (2.7 ms against 4.1) but slower for two or three, and from four rows on a copy packed for MKL
-(engine/packed.py) beats both, so no layout wins everywhere: each input length is timed once every way that applies
-and the fastest is kept (per head, shared by every engine of the model).
+model's weights). Which layout MKL multiplies fastest depends on the number of rows and on the CPU: a transposed,
+contiguous copy can win for one row and lose for two or three, and from four rows on a copy packed for MKL
+(engine/packed.py) can beat both, so no layout wins everywhere: each input length is timed once every way that
+applies and the fastest is kept (per head, shared by every engine of the model).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ class TunedHead:
 
     def _beyond_prepared(self, hidden: torch.Tensor) -> Callable:
         """A longer input (a verification of 10-17 tokens) takes the layout chosen for the longest
-        prepared one where it applies, without timing: timed here, the trials (about 0.1 s for a 10-row input)
-        landed inside a measured verification pass, 8% of a 200-token generation in a profile, and told the
-        draft-length policy that long drafts cost more than they do."""
+        prepared one where it applies, without timing: timed here, the trials would land inside a measured
+        verification pass, add a noticeable share to the generation's time, and tell the draft-length policy that
+        long drafts cost more than they do."""
         chosen = self.product[PREPARED_ROWS]
         if chosen == self._by_packed and not self.packed.applies(hidden.shape[0]):
             return self._plain

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..formatting import format_size
 from .errors import ModelLoadError, SpecchatError
 
 # What a model folder needs: config, tokenizer, chat template and safetensors weights (never pickled weights).
@@ -486,11 +487,3 @@ def _check_disk_space(folder: Path, needed: int) -> None:
     if needed > free:
         raise ModelLoadError(f"not enough disk space: the download needs {format_size(needed)} more, and "
                              f"{folder.parent} has {format_size(free)} free")
-
-
-def format_size(count: float) -> str:
-    """Bytes as people read download sizes: 120 MB, 3.4 GB (decimal units, as browsers and the Hub show them)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= size:
-            return f"{count / size:.1f} {unit}" if count < 10 * size and unit != "kB" else f"{count / size:.0f} {unit}"
-    return f"{count:.0f} bytes"

@@ -1,12 +1,12 @@
 """A lean forward pass for plain Llama-architecture models: the target's steps on a CPU, and small draft models.
 
 transformers' generic forward does bookkeeping around the arithmetic on every pass (mask building, cache objects,
-output dataclasses, hooks, dtype casts): about 3 ms per pass for a 2-layer, 192-wide draft against ~1 ms of
-arithmetic, and 4-5 ms of a ~35 ms pass for the 30-layer SmolLM2-135M target. This runs only the arithmetic,
-reading the module's own weights (no copies), over a preallocated KV cache whose rollback is moving a length
-counter. It does transformers' Llama operations in transformers' order (RMSNorm in float32, rotate-half RoPE,
-grouped-query SDPA with the same mask), so the hidden states come out bit-identical to transformers' own on this
-CPU (tests/engine/test_lean.py checks it) and the target's greedy replies do not change.
+output dataclasses, hooks, dtype casts): for a small draft model it costs more than the arithmetic itself, and for a
+small target a noticeable share of each pass (docs/performance-torch.md, "What makes it fast"). This runs only the
+arithmetic, reading the module's own weights (no copies), over a preallocated KV cache whose rollback is moving a
+length counter. It does transformers' Llama operations in transformers' order (RMSNorm in float32, rotate-half
+RoPE, grouped-query SDPA with the same mask), so the hidden states come out bit-identical to transformers' own on
+the CPU (tests/engine/test_lean.py checks it) and the target's greedy replies do not change.
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@ type (docs/exactness.md has the measurements):
   matrix-vector to a matrix-matrix kernel at 4 rows;
 - without repacking, K-quants (Q3_K..Q6_K) and i-quants take a tiled kernel at 8 rows and more;
 - IQ4_NL without repacking goes through llamafile's tinyBLAS from 2 rows on.
-Each switch changes the order of the sums, by up to half a logit after 28 layers. Below its switch a kernel is
-batch-invariant. So for each file, with repacking on and off, we measure `exact_rows`: the largest pass (up to
-MAX_CHECKED_ROWS) whose rows are bit-identical to one-token passes. The engine then either verifies at most that
-many tokens at once ("bit-identical"; what "auto" does where llama.cpp's default layout is exact at every size, so
-that it costs nothing), or takes the fastest kernels with no cap ("same distribution": every token is still drawn
-by the exact rule from the verifying pass's distribution, but a greedy reply can part from plain decoding where
-its top two logits nearly tie).
+Each switch changes the order of the sums, enough after many layers to flip a near-tie between two tokens.
+Below its switch a kernel is batch-invariant. So for each file, with repacking on and off, we measure `exact_rows`:
+the largest pass (up to MAX_CHECKED_ROWS) whose rows are bit-identical to one-token passes. The engine then either
+verifies at most that many tokens at once ("bit-identical"; what "auto" does where llama.cpp's default layout is
+exact at every size, so that it costs nothing), or takes the fastest kernels with no cap ("same distribution": every
+token is still drawn by the exact rule from the verifying pass's distribution, but a greedy reply can part from
+plain decoding where its top two logits nearly tie).
 
 The verdict is kept per file, llama.cpp build and CPU in the user cache (`kernels.json`), so it costs the
 seconds of its passes once, not at every start.

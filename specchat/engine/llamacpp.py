@@ -1,7 +1,7 @@
 """The target on llama.cpp: a GGUF file run on its own quantized weights and kernels (through llama-cpp-python's C
 API), behind the same runner interface as the torch paths (engine/runners.py).
 
-Why: transformers dequantizes a GGUF file to float32, so every token reads about five times the bytes that the
+Why: transformers dequantizes a GGUF file to float32, so every token reads several times the bytes that the
 file's 4-bit blocks hold, and each pass pays Python and dispatch costs per operation. llama.cpp multiplies by the
 blocks themselves in one C graph per pass.
 
@@ -55,7 +55,7 @@ def llama_cpp_available() -> bool:
 
 def default_threads() -> int:
     """SPECCHAT_THREADS, else every core this process may run on (llama.cpp's own default is the physical cores;
-    here they are the same)."""
+    on a machine without SMT the two agree)."""
     configured = os.environ.get("SPECCHAT_THREADS", "").strip()
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
@@ -112,7 +112,7 @@ class LlamaCppModel:
                                                reuse_prefix=True)
         # torch and llama.cpp share one OpenMP runtime in this process (torch's libgomp is loaded first); giving
         # torch's small operations between passes (the argmax, the verification rule) the same team size lets them
-        # reuse llama.cpp's team instead of resizing it at every switch, which measurably slowed every pass.
+        # reuse llama.cpp's team instead of resizing it at every switch, which would slow every pass.
         torch.set_num_threads(self.threads)
         params = self.llama.llama_model_default_params()
         params.n_gpu_layers = 0
@@ -242,8 +242,8 @@ class ThreadGovernor:
     """Keeps llama.cpp's passes from collapsing when another busy process shares the cores.
 
     llama.cpp's threads meet at a barrier after every operation (hundreds a pass) and spin there; when another
-    process takes one of the cores, each barrier waits for a descheduled thread's next time slice, and a pass of a
-    few milliseconds can take hundreds. One thread has no barriers. So a pass far slower than the fastest seen for
+    process takes one of the cores, each barrier waits for a descheduled thread's next time slice, and a pass can
+    take many times its usual time. One thread has no barriers. So a pass far slower than the fastest seen for
     its size at full threads switches the context to one thread for a while, then full threads are tried again,
     after twice as long each time they are still slow. The thread count does not change a pass's numbers (each
     output row is computed by one thread either way; checked in the tests), so this costs no exactness."""
@@ -339,8 +339,8 @@ class LlamaCppRunner:
             raise ModelLoadError(f"the llama.cpp context holds {self._n_ctx} positions; {cache.length + len(tokens)} "
                                  "were needed")
         if self.keeps_features and len(tokens) > rows:
-            # With embeddings on, llama.cpp computes the output head at every position of a pass (below), which for
-            # a prompt is most of them: 10% of a 750-token prefill. The positions that need no output run first,
+            # With embeddings on, llama.cpp computes the output head at every position of a pass (below), a
+            # noticeable share of a long prefill for rows nobody reads. The positions that need no output run first,
             # with embeddings off; rows of a pass do not depend on how the tokens are split into passes.
             self._set_embeddings(False)
             self._run(tokens[:-rows], cache, outputs_from=len(tokens), cancel=cancel)

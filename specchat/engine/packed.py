@@ -1,17 +1,18 @@
 """Weights prepacked for the CPU's few-row matrix products: the target's verification passes.
 
-With MKL's sgemm on this project's CPU, a product of n rows by a weight matrix costs very different amounts by n.
-For 1-3 rows MKL runs a GEMV-like kernel over the weight as it lies in memory. From 4 rows on it first copies the
-weight into its blocked panel layout, on every call, so the product reads the weights twice and writes them once.
-A verification pass of K+1 = 4..8 tokens therefore cost 1.4-2.5x a one-token step (SmolLM2-135M's linears alone:
-28 ms for one row, 50 for four, 70 for eight). Packing each weight once into that layout (cblas_sgemm_pack,
-which torch exposes as mkl::_mkl_reorder_linear_weight) leaves the arithmetic: 36 ms for four rows, 42 for eight.
+With MKL's sgemm, a product of n rows by a weight matrix costs very different amounts by n. For 1-3 rows MKL runs
+a GEMV-like kernel over the weight as it lies in memory. From 4 rows on it first copies the weight into its blocked
+panel layout, on every call, so the product reads the weights twice and writes them once, and a verification pass
+of K+1 = 4..8 tokens costs much more than its arithmetic. Packing each weight once into that layout
+(cblas_sgemm_pack, which torch exposes as mkl::_mkl_reorder_linear_weight) leaves the arithmetic
+(docs/performance-torch.md, "What makes it fast").
 
-The packed copies cost the weights' size again in memory, so they are made once per model and shared by every
-engine and thread that uses it. MKL packs for a row count; the layout packed for PACKED_FOR rows gave bit-identical
-products for 2..32 rows here, which is undocumented, so every row count is checked against the plain product when
-the copies are made (not on first use: that would land in a timed verification and mislead the draft-length
-policy's cost curve), and a row count that differs keeps the plain product.
+The packed copies cost the weights' size again in memory, so they are made once per model and shared by every engine
+and thread that uses it. MKL packs for a row count; the layout packed for PACKED_FOR rows serves every row count
+from MIN_ROWS to MAX_ROWS, and MKL does not document that its products then agree with the plain ones, so every row
+count is checked against the plain product when the copies are made (not on first use: that would land in a timed
+verification and mislead the draft-length policy's cost curve), and a row count that differs keeps the plain
+product.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class PackedWeights:
             seen.add(tuple(weight.shape))
             x = torch.randn(rows, weight.shape[1], generator=generator)
             expected = F.linear(x, weight)
-            # Float32 sums of d terms round to within about d * 6e-8 of sum |x_i w_i| <= |x| |w| (d <= 1536 here:
-            # 1e-4); a wrong layout gives errors of the products' own size, about |x| |w| / sqrt(d).
+            # Float32 sums of d terms round to within about d * 6e-8 of sum |x_i w_i| <= |x| |w| (about 1e-4 for d
+            # up to 1536); a wrong layout gives errors of the products' own size, about |x| |w| / sqrt(d).
             tolerance = 1e-4 * torch.outer(x.norm(dim=1), weight.norm(dim=1))
             if not bool(((self.linear(x, index) - expected).abs() <= tolerance).all()):
                 return False

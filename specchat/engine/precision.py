@@ -4,9 +4,9 @@ float32 is exact: speculative replies equal plain decoding token for token, beca
 pass over one round alike closely enough that near-ties do not flip. bfloat16 halves the memory and the bytes read
 per token (the CPU's bottleneck on large models: docs/catalog.md), and CPUs with AVX512-BF16 or AMX compute it
 natively; but there a batched pass and a one-token pass round differently, so on near-ties a speculative reply can
-take another token than plain bfloat16 decoding would (docs/performance-torch.md measured it). So "auto" keeps
-float32 when the model fits in memory at float32, and takes bfloat16 only for a model that would not fit otherwise,
-on a CPU that computes it natively; the app then says that replies are not exact and offers float32.
+take another token than plain bfloat16 decoding would (docs/performance-torch.md, "What was tried and not kept"). So
+"auto" keeps float32 when the model fits in memory at float32, and takes bfloat16 only for a model that would not
+fit otherwise, on a CPU that computes it natively; the app then says that replies are not exact and offers float32.
 """
 
 from __future__ import annotations

@@ -14,11 +14,10 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
-from .events import GenerationResult, Origin, StepEvent, origin_runs
+from ..run_kind import PLAIN, RunKind
+from .events import GenerationResult, StepEvent, origin_runs
 from .speculative import GenerationConfig
 
-PLAIN = "none"
-REMOTE = "remote"  # a lane that streams from a remote engine (another machine: no speedup against our plain lane)
 WARMUP_TOKENS = 2
 UNKNOWN_TOKEN = -1  # a remote engine sends text, not token ids
 
@@ -137,17 +136,18 @@ class LaneResult:
 
 
 def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
-    """Figures per lane; tracks[0] is the plain lane."""
+    """Figures per lane; tracks[0] is the plain lane. A remote lane (another machine) gets no speedup."""
     plain = tracks[0]
     results = []
     for i, track in enumerate(tracks):
         stats = track.stats
-        drafted = track.drafter != PLAIN
+        kind = RunKind.parse(track.drafter)
+        drafted = not kind.is_plain
         results.append(LaneResult(
             drafter=track.drafter, new_tokens=track.new_tokens, wall_s=track.wall_s,
             tokens_per_s=track.tokens_per_s,
             speedup=(track.tokens_per_s / plain.tokens_per_s
-                     if i and plain.tokens_per_s and track.drafter != REMOTE else None),
+                     if i and plain.tokens_per_s and not kind.is_remote else None),
             alpha=stats.get("alpha") if drafted else None, tau=stats.get("tau"),
             acceptance_by_position=tuple(stats.get("acceptance_by_position") or ()) if drafted else (),
             identical=track.same_output(plain) if i and greedy else None))
@@ -208,7 +208,3 @@ class RaceRunner:
 def lanes_for(drafters: Sequence[str]) -> list[str]:
     """The lanes a race runs: plain first, then the drafters in the order given, each once."""
     return list(dict.fromkeys([PLAIN, *drafters]))
-
-
-def origin_name(origin: int) -> str:
-    return "draft" if origin == Origin.DRAFT else "target"

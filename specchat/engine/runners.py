@@ -34,7 +34,7 @@ from .head import tuned_head_for
 from .lean import LeanCache, LeanLlama, lean_runner_supported
 
 
-PREFILL_CHUNK = 512  # prompt tokens per prefill pass: a Stop is heard between passes (about a second apart on a CPU)
+PREFILL_CHUNK = 512  # prompt tokens per prefill pass: a Stop is heard between passes, so a long prompt can be stopped
 
 
 class TargetRunner(Protocol):

@@ -3,7 +3,7 @@
 The loop wraps each phase of its work in `with profile.phase(name):`. A second counts once, for the innermost phase
 open at the time: the draft-length policy's deliberation inside drafting is the policy's, not the draft's. Time
 outside every phase (the loop's own bookkeeping) is not counted. The clock is perf_counter, the CPU's monotonic
-clock: about 100 ns a reading, two readings a phase.
+clock: cheap to read, and read twice a phase, so profiling costs next to nothing against a pass.
 """
 
 from __future__ import annotations

@@ -70,7 +70,6 @@ class DeviceLine:
         self._lock = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
-        self.on_thread_start: Callable[[], None] | None = None  # e.g. building the engine on the device thread
 
     def submit(self, job: Job) -> None:
         with self._lock:
@@ -115,8 +114,6 @@ class DeviceLine:
         return not self._thread.is_alive()
 
     def _serve(self) -> None:
-        if self.on_thread_start is not None:
-            self.on_thread_start()
         while True:
             with self._lock:
                 while not self._waiting and not self._closing:

@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..engine.events import GenerationResult, Origin, StepEvent
+from ..engine.events import GenerationResult, StepEvent
+from ..run_kind import origin_name
 
 MAX_STOP_STRINGS = 4  # as OpenAI's API
 MAX_STOP_CHARS = 256  # each; a stop string is checked against the reply's tail at every step
@@ -186,16 +187,12 @@ def speculative_figures(event: StepEvent | None, result: GenerationResult | None
     figures = {"alpha": round(stats.alpha, 4), "tau": round(stats.tau, 4), "draft_proposed": stats.draft_proposed,
                "draft_accepted": stats.draft_accepted, "target_passes": stats.target_passes}
     if event is not None:
-        figures["origins"] = [_origin_name(o) for o in event.origins]
-        figures["runs"] = [{"text": text, "origin": _origin_name(origin)} for text, origin in event.runs()]
+        figures["origins"] = [origin_name(o) for o in event.origins]
+        figures["runs"] = [{"text": text, "origin": origin_name(origin)} for text, origin in event.runs()]
     if result is not None:
-        figures["origins"] = [_origin_name(o) for o in result.origins]
+        figures["origins"] = [origin_name(o) for o in result.origins]
         figures["tokens_per_s"] = round(stats.tokens_per_s, 2)
     return figures
-
-
-def _origin_name(origin: Origin) -> str:
-    return "draft" if origin == Origin.DRAFT else "target"
 
 
 class Answer:

@@ -46,9 +46,11 @@ class ModelThreadRunner(QObject):
 
     The caller is the server's line thread, which touches no Qt object: it calls `call` (a plain Python function),
     which puts the request in a queue that this object drains on the GUI thread (a timer, while a server runs),
-    where the model thread's queue lives; the job's `finished` is heard directly on the model thread, so the caller
-    wakes as soon as the work ends. (Calling into a Qt object from the line thread crashed now and then when a
-    restart ran at the same time.) A job that cannot run (the app is closing), or whose cancel is set before the
+    where the model thread's queue lives; the work itself sets a plain threading.Event when it ends, on the model
+    thread, so the caller wakes as soon as it does. No Qt signal is connected to anything the line thread owns:
+    calling into a Qt object from the line thread crashed now and then when a restart ran at the same time, and so
+    did a `finished` connected to the event's bound method (PySide keeps such a method by a weak reference, and
+    the line thread freeing the event disconnected it there, while the model thread was still emitting). A job that cannot run (the app is closing), or whose cancel is set before the
     model thread takes it (the server is stopping while the chat's reply holds the model thread), raises Closing at
     once: the caller never waits for a model thread busy with something else."""
 
@@ -75,8 +77,7 @@ class ModelThreadRunner(QObject):
                 run, done = self._requests.get_nowait()
             except queue.Empty:
                 return
-            job = FunctionWorker(run)
-            job.finished.connect(done.set, Qt.ConnectionType.DirectConnection)
+            job = FunctionWorker(run)  # run sets `done` itself, in every case
             try:
                 self.model_thread.submit(job)
             except RuntimeError:  # the model thread has been stopped: nothing will run
@@ -88,14 +89,16 @@ def _call_on_model_thread(requests: queue.SimpleQueue, work, cancel: threading.E
     done, box, claim = threading.Event(), {}, threading.Lock()
 
     def run():
-        with claim:
-            if "abandoned" in box:
-                return
-            box["started"] = True
         try:
+            with claim:
+                if "abandoned" in box:
+                    return
+                box["started"] = True
             box["value"] = work()
         except Exception as error:  # the server answers it (500 with the message); not a window error
             box["error"] = error
+        finally:
+            done.set()  # the last thing the model thread does with this call's objects
 
     requests.put((run, done))
     while not done.wait(WAIT_POLL_S):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 
-from .run_book import ReplyContext
+from ..chats.run_book import ReplyContext
 from .workers import GenerationWorker
 
 

@@ -11,7 +11,8 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from ..engine.hub_download import Progress, format_size
+from ..engine.hub_download import Progress
+from ..formatting import format_duration, format_size
 from .workers import FunctionWorker, JobThread
 
 REPORT_EVERY_S = 0.2  # progress crosses to the GUI thread at most this often (a chunk arrives far more often)
@@ -61,14 +62,6 @@ class TransferRate:
         return None if not speed else remaining_bytes / speed
 
 
-def format_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{max(seconds, 1):.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:02.0f} min"
-
-
 @dataclass
 class DownloadState:
     """One download as the window shows it."""
@@ -104,7 +97,7 @@ class DownloadState:
         speed, left = self.rate.speed(), self.rate.seconds_left(self.total_bytes - self.done_bytes)
         if speed is None:
             return f"{amount} · measuring the speed…"
-        return f"{amount} · {format_size(speed)}/s · about {format_duration(left)} left"
+        return f"{amount} · {format_size(speed)}/s · about {format_duration(left, estimate=True)} left"
 
 
 class Downloads(QObject):
@@ -125,9 +118,6 @@ class Downloads(QObject):
 
     def state(self, repo_id: str) -> DownloadState | None:
         return self._states.get(repo_id)
-
-    def active(self) -> list[DownloadState]:
-        return [state for state in self._states.values() if state.active]
 
     def start(self, repo_id: str) -> DownloadState:
         """Queues a download (or returns the one already under way for that model)."""

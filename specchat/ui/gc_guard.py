@@ -1,11 +1,11 @@
 """Python's cyclic garbage collector runs on the GUI thread only.
 
-The collector runs in whichever thread happens to allocate when a generation's threshold is crossed: often the
-model thread, which allocates all the time. If the garbage then holds Qt objects (a closed dialog and the lambdas
+The collector runs in whichever thread happens to allocate when a generation's threshold is crossed: often the model
+thread, which allocates all the time. If the garbage then holds Qt objects (a closed dialog and the lambdas
 connected to its signals form a cycle), they are destroyed on the model thread, and Qt objects destroyed outside
-their own thread crash the process (a segmentation fault in a test that loaded a tokenizer while the collector ran).
-So automatic collection is turned off and a timer on the GUI thread collects instead, each generation when its
-count passes the same threshold the automatic collector would use (as pyqtgraph's GarbageCollector does).
+their own thread crash the process (a segmentation fault, at whatever moment the collector happens to run). So
+automatic collection is turned off and a timer on the GUI thread collects instead, each generation when its count
+passes the same threshold the automatic collector would use (as pyqtgraph's GarbageCollector does).
 """
 
 from __future__ import annotations

@@ -13,10 +13,9 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLi
                                QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
+from ..chats import StorageError, stopped_by_user
 from ..engine import Message, SpecchatError
 from ..engine.events import GenerationResult, StepEvent
-from ..storage import StorageError
-from ..storage.records import STREAMING
 from .banner import ActiveReply, ErrorBanner
 from .composer import Composer
 from .session import ChatSession
@@ -34,11 +33,15 @@ SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
 
 
 class MainWindow(QMainWindow):
+    """The chat window: it reads and writes its chats through session.conversations and saves the streaming reply
+    through session.replies (specchat/chats); it never touches the Store itself."""
+
     reply_finished = Signal()  # for tests: a reply (finished, stopped or failed) is on screen and on disk
 
     def __init__(self, session: ChatSession):
         super().__init__()
         self.session = session
+        self.conversations = session.conversations
         self.setWindowTitle("specchat")
         self.conversation_id: int | None = None
         self.active: ActiveReply | None = None
@@ -193,7 +196,7 @@ class MainWindow(QMainWindow):
         current = self.conversation_id
         self.conversation_list.blockSignals(True)
         self.conversation_list.clear()
-        for info in self.session.store.list_conversations(self.search.text().strip() or None):
+        for info in self.conversations.find(self.search.text().strip() or None):
             item = QListWidgetItem(info.title)
             item.setData(Qt.ItemDataRole.UserRole, info.id)
             item.setToolTip(info.title)
@@ -215,7 +218,7 @@ class MainWindow(QMainWindow):
         if self._editing is not None and self._editing[0] != conversation_id:
             self._end_edit()
         self.conversation_id = conversation_id
-        views = [self._message_view(m) for m in self.session.store.messages(conversation_id)]
+        views = [self._message_view(m) for m in self.conversations.messages(conversation_id)]
         self.transcript.set_messages(views)
         self.session.include_in_history(conversation_id)  # an imported chat, now seen: its replies may be drafted from
         self._refresh_session_stats()
@@ -249,7 +252,7 @@ class MainWindow(QMainWindow):
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         new_title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=title)
         if ok and new_title.strip():
-            self.session.store.rename_conversation(conversation_id, new_title.strip())
+            self.conversations.rename(conversation_id, new_title.strip())
             self.refresh_conversations()
 
     def delete_conversation(self, conversation_id: int, title: str, confirm: bool = True) -> None:
@@ -258,19 +261,19 @@ class MainWindow(QMainWindow):
         if confirm and QMessageBox.question(self, "Delete chat", f"Delete “{title}” and all its messages?"
                                             ) != QMessageBox.StandardButton.Yes:
             return
-        self.session.store.delete_conversation(conversation_id)
+        self.conversations.delete(conversation_id)
         if self.conversation_id == conversation_id:
             self.new_conversation()
         self.refresh_conversations()
 
     def edit_system_prompt(self) -> None:
         if self.conversation_id is None:
-            self.conversation_id = self.session.store.create_conversation("New chat").id
+            self.conversation_id = self.conversations.create("New chat").id
             self.refresh_conversations()
-        current = self.session.system_prompt(self.conversation_id) or ""
+        current = self.conversations.system_prompt(self.conversation_id) or ""
         text, ok = QInputDialog.getMultiLineText(self, "System prompt", "Instructions for this chat:", current)
         if ok:
-            self.session.store.set_system_prompt(self.conversation_id, text.strip() or None)
+            self.conversations.set_system_prompt(self.conversation_id, text.strip() or None)
 
     # -- sending and streaming ------------------------------------------------------------------------------------
 
@@ -285,15 +288,13 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("A race or benchmark is using the model; your message stays in the box "
                                          "until it ends.", 5000)
             return
-        store = self.session.store
         try:
             if self.conversation_id is None:
-                title = text.splitlines()[0][:48] + ("…" if len(text.splitlines()[0]) > 48 else "")
-                self.conversation_id = store.create_conversation(title).id
+                self.conversation_id = self.conversations.start(text).id
             if self._editing is not None and self._editing[0] == self.conversation_id:
-                store.delete_messages_from(self.conversation_id, self._editing[1])
+                self.conversations.delete_messages_from(self.conversation_id, self._editing[1])
             self._editing = None
-            store.add_message(self.conversation_id, "user", text)
+            self.conversations.add_user_message(self.conversation_id, text)
         except StorageError as error:  # the message is not saved: it stays in the box, to send again
             self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "
                              "when the database is free.")
@@ -311,12 +312,11 @@ class MainWindow(QMainWindow):
             self._show_error(f"The reply could not start: {error}")
 
     def _start_reply_or_raise(self) -> None:
-        store = self.session.store
-        history = [Message(m.role, m.text) for m in store.messages(self.conversation_id)]
+        history = [Message(m.role, m.text) for m in self.conversations.messages(self.conversation_id)]
         config = self.session.settings.generation_config()
         try:
             source = reply_source(self.session, self.remote_target, history,
-                                  self.session.system_prompt(self.conversation_id), config.max_new_tokens)
+                                  self.conversations.system_prompt(self.conversation_id), config.max_new_tokens)
         except SpecchatError as error:
             self._show_error(str(error))
             return
@@ -325,18 +325,15 @@ class MainWindow(QMainWindow):
                 " left out of what the model reads: the chat is longer than its context window. They stay saved."
                 if left_out else "")
         config = replace(config, seed=random.SystemRandom().randrange(2**31))  # known now: the run is recorded now
-        # On disk at once, the reply and its run, both marked streaming until they end (a kill leaves them so, and
-        # the next start marks them interrupted).
-        placeholder = store.add_message(self.conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
-        run_id = self.session.begin_run(self.conversation_id, placeholder.id, len(source.prompt_ids), config.seed,
-                                        context)
+        # On disk at once, the reply and its run, both marked streaming until they end (ReplyRecorder.begin).
+        reply = self.session.replies.begin(self.conversation_id, len(source.prompt_ids), config.seed, context)
         cancel = threading.Event()
         worker = GenerationWorker(source.make_engine, source.prompt_ids, config, cancel, on_result=source.on_result)
         worker.yielded.connect(self._on_steps)
         worker.returned.connect(self._on_finished)
         worker.errored.connect(self._on_failed)
-        self.active = ActiveReply(self.conversation_id, placeholder.id, cancel, worker, time.perf_counter(),
-                                  note=note, context=context, run_id=run_id)
+        self.active = ActiveReply(reply.conversation_id, reply.message_id, cancel, worker, time.perf_counter(),
+                                  note=note, context=reply.context, run_id=reply.run_id)
         self.transcript.begin_reply(note)
         if note:
             self.statusBar().showMessage(note, 15000)
@@ -360,8 +357,7 @@ class MainWindow(QMainWindow):
             self.active.last_saved = now  # a failed save is retried at the next save time, not every frame
             text, spans = self.transcript.streaming_text()
             try:
-                self.session.store.save_partial_reply(self.active.message_id, text, spans.to_json(),
-                                                      self.active.run_id, events[-1].stats.to_dict())
+                self.session.replies.partial(self.active, text, spans.to_json(), events[-1].stats.to_dict())
             except StorageError as error:
                 if not self.active.save_failed:
                     self._show_error(f"The reply so far could not be saved ({error}); it keeps streaming, and "
@@ -376,17 +372,10 @@ class MainWindow(QMainWindow):
         spans.add_tokens(result.spans, result.origins)
         _, streamed = self.transcript.streaming_text()
         self._rejected[active.message_id] = streamed.rejected
-        stopped = result.finish_reason == "cancelled"
         try:
-            self.session.store.update_message(active.message_id, text=result.text, spans=spans.to_json(),
-                                              stopped=stopped, finish_reason=result.finish_reason)
-            if result.token_ids:
-                self.session.record_run(active.conversation_id, active.message_id, result, active.context,
-                                        active.run_id)
-            else:  # a reply stopped before it started measured nothing
-                self.session.store.delete_run(active.run_id)
+            self.session.replies.finish(active, result, spans.to_json())
         except StorageError as error:
-            self._end_unsaved_reply(active, result.text, spans, stopped, error)
+            self._end_unsaved_reply(active, result.text, spans, stopped_by_user(result), error)
             return
         self._end_reply()
         self._show_saved_reply(active)
@@ -396,15 +385,10 @@ class MainWindow(QMainWindow):
         active = self.active
         text, spans = self.transcript.streaming_text()
         try:
-            self.session.store.update_message(active.message_id, text=text, spans=spans.to_json(), stopped=True,
-                                              finish_reason="error")
+            self.session.replies.fail(active, text, spans.to_json())
         except StorageError as error:
             self._end_unsaved_reply(active, text, spans, True, error, also=message)
             return
-        try:
-            self.session.store.update_run(active.run_id, {"finish_reason": "error"})
-        except StorageError:
-            pass  # the reply is saved; its run stays "streaming" and the next start marks it interrupted
         self._end_reply()
         self._show_saved_reply(active)
         self._show_error(message)
@@ -447,15 +431,13 @@ class MainWindow(QMainWindow):
     def regenerate(self) -> None:
         if self._busy() or self.conversation_id is None or not self.session.ready:
             return
-        messages = self.session.store.messages(self.conversation_id)
-        if messages and messages[-1].role == "assistant":
-            self.session.store.delete_messages_from(self.conversation_id, messages[-1].position)
+        if self.conversations.remove_last_reply(self.conversation_id):
             self.open_conversation(self.conversation_id)
-        if self.session.store.messages(self.conversation_id):
+        if self.conversations.messages(self.conversation_id):
             self._start_reply()
 
     def _on_transcript_action(self, action: str, message_id: int) -> None:
-        message = next((m for m in self.session.store.messages(self.conversation_id or -1) if m.id == message_id), None)
+        message = self.conversations.message(self.conversation_id, message_id)
         if action == "regenerate":
             self.regenerate()
         elif message is None:
@@ -485,8 +467,7 @@ class MainWindow(QMainWindow):
             self.race_window = RaceWindow(self.session, self)  # its own window, deleted with this one
         prompt = self.composer.toPlainText().strip()
         if not prompt and self.conversation_id is not None:
-            asked = [m.text for m in self.session.store.messages(self.conversation_id) if m.role == "user"]
-            prompt = asked[-1] if asked else ""
+            prompt = self.conversations.last_question(self.conversation_id)
         if prompt and not self.race_window.running():
             self.race_window.prompt.setPlainText(prompt)
         self.race_window.show()

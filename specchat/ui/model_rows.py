@@ -12,7 +12,8 @@ from pathlib import Path
 from ..engine import catalog as cat
 from ..engine.catalog import Catalog, CatalogEntry, CostTable, Fit
 from ..engine.catalog_gguf import gguf_spec, split_gguf_spec
-from ..engine.catalog_here import SHIPS, Machine, machine_here, offer, run_format  # noqa: F401 - re-exported
+from ..engine.catalog_here import Machine, machine_here, run_here  # noqa: F401 - machine_here: re-exported
+from ..formatting import format_size
 
 ALPHA = 0.7  # the acceptance rate the predicted speedups are stated at (docs/catalog.md)
 GATED_HINT = "gated: accept the licence on huggingface.co and log in with `hf auth login`"
@@ -71,18 +72,19 @@ def catalog_rows(catalog: Catalog, costs: CostTable | None, machine: Machine, pr
 
 def _catalog_row(catalog: Catalog, entry: CatalogEntry, costs: CostTable | None, machine: Machine,
                  precision: str) -> ModelRow:
-    dtype = run_format(entry, precision, machine)
-    fit = cat.fits_in_memory(entry, dtype, machine.available_bytes)
+    """A catalog model's row: how it runs here (catalog_here.run_here, as `specchat models catalog` says it),
+    with its sizes as the dialog shows them and its best predicted speedup."""
+    here = run_here(entry, machine, precision)
+    offered = here.offer  # on a CPU with llama.cpp: the entry's GGUF file, else the checkpoint
     speedup, basis = best_speedup(catalog, entry, costs)
-    offered = offer(entry, dtype)  # on a CPU with llama.cpp: the entry's GGUF file, else the checkpoint
-    download = "—" if offered.download_bytes is None else cat.format_bytes(offered.download_bytes)
-    if offered.quant:  # "~": the catalog gives no size for the file, so it is estimated from bits per weight
-        download = f"{'~' if entry.gguf.get(offered.quant).size is None else ''}{download} ({offered.quant})"
-    role = "/".join(entry.roles)
+    download = offered.size_text() or "—"
+    if offered.quant:
+        download = f"{download} ({offered.quant})"
     return ModelRow(spec=offered.spec, hub_id=offered.download, entry=entry, name=entry.name,
-                    family=entry.family, role=role, licence=entry.licence + (" (gated)" if entry.gated else ""),
+                    family=entry.family, role="/".join(entry.roles),
+                    licence=entry.licence + (" (gated)" if entry.gated else ""),
                     parameters=cat.format_params(cat.parameter_count(entry)), download=download,
-                    memory=f"{cat.format_bytes(fit.needed_bytes)} ({format_label(dtype)})", fit=fit,
+                    memory=f"{format_size(here.fit.needed_bytes)} ({format_label(here.format)})", fit=here.fit,
                     speedup=speedup, speedup_basis=basis, quant=offered.quant)
 
 
@@ -212,7 +214,7 @@ def draft_choices(catalog: Catalog, target: CatalogEntry, is_local, machine: Mac
         verdict = cat.compatibility(target, draft)
         through_text = draft.tokenizer != target.tokenizer
         mark = "✖" if not verdict.compatible else "✔ through text:" if through_text else "✔"
-        spec = offer(draft, run_format(draft, "auto", machine)).spec if machine is not None else draft.load_spec
+        spec = run_here(draft, machine).offer.spec if machine is not None else draft.load_spec
         where = "" if is_local(spec) else ", not downloaded"
         choices.append(DraftChoice(spec, f"{mark} {draft.name} ({spec}{where})", verdict.compatible, through_text,
                                    verdict.explanation))

@@ -13,7 +13,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QHBoxLayou
                                QProgressBar, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout)
 
 from ..engine import catalog as cat
-from ..engine.hub_download import downloaded_models, format_size, hub_endpoint
+from ..engine.catalog_here import memory_rule_text
+from ..engine.hub_download import downloaded_models, hub_endpoint
+from ..formatting import format_size
 from .downloads import DownloadsLink, DownloadState
 from .offline_pair_panel import OfflinePairPanel
 from .model_rows import (ALPHA, NO_DRAFT, ModelRow, catalog_rows, draft_choices, local_rows, machine_here,
@@ -61,6 +63,8 @@ class ModelsDialog(QDialog):
     # -- layout -------------------------------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        """The dialog's widgets, top to bottom: the network note, the search, this computer's memory, the table,
+        the selected model's details and draft, the download's progress, the offline pair, the buttons."""
         host = urlparse(hub_endpoint()).netloc or hub_endpoint()
         self.network_note = QLabel(f"Downloading uses the network ({host}); nothing else in specchat does.")
         self.network_note.setObjectName("networkNote")
@@ -69,10 +73,37 @@ class ModelsDialog(QDialog):
         self.search = QLineEdit(placeholderText="Search by name, family, licence…", clearButtonEnabled=True)
         self.search.textChanged.connect(self._apply_search)
         here = QLabel(f"This computer: {self.machine.describe()}. Memory is what the model needs at the format it "
-                      f"would run in (Precision: {self.precision}): its "
-                      "weights, a 4096-token chat and 0.5 GiB; it fits with 20% to spare, tight without.")
+                      f"would run in (Precision: {self.precision}): {memory_rule_text()}.")
         here.setWordWrap(True)
         here.setEnabled(False)
+        self._build_table()
+        self.details = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse,
+                              textFormat=Qt.TextFormat.PlainText)
+        self.draft = QComboBox()
+        self.draft.currentIndexChanged.connect(self._show_compatibility)
+        self.compat = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)
+        draft_row = QHBoxLayout()
+        draft_row.addWidget(QLabel("Draft:"))
+        draft_row.addWidget(self.draft, 1)
+        progress_row, buttons = self._build_buttons()
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.network_note)
+        layout.addWidget(self.search)
+        layout.addWidget(here)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.details)
+        layout.addLayout(draft_row)
+        layout.addWidget(self.compat)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.progress_label)
+        self.offline_pair = OfflinePairPanel(lambda: getattr(self.link.downloads, "thread", None))
+        self.offline_pair.installed.connect(self.refresh)
+        self.offline_pair.use_requested.connect(self._use_offline_pair)
+        layout.addWidget(self.offline_pair)
+        layout.addLayout(buttons)
+
+    def _build_table(self) -> None:
+        """The table of models (self.table): one row selected at a time, read-only, a double click uses it."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -84,14 +115,10 @@ class ModelsDialog(QDialog):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selected)
         self.table.itemDoubleClicked.connect(lambda _item: self.use_selected())
-        self.details = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse,
-                              textFormat=Qt.TextFormat.PlainText)
-        self.draft = QComboBox()
-        self.draft.currentIndexChanged.connect(self._show_compatibility)
-        self.compat = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)
-        draft_row = QHBoxLayout()
-        draft_row.addWidget(QLabel("Draft:"))
-        draft_row.addWidget(self.draft, 1)
+
+    def _build_buttons(self) -> tuple[QHBoxLayout, QHBoxLayout]:
+        """The progress bar with Cancel, and the buttons: another Hub id to download, Download, Use as target and
+        Close; returns (the progress row, the buttons' row)."""
         self.progress = QProgressBar(textVisible=False)
         self.progress_label = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)  # the Hub's errors
         self.other_id = QLineEdit(placeholderText="Another Hub model: org/name")
@@ -121,21 +148,7 @@ class ModelsDialog(QDialog):
         buttons.addStretch(1)
         for button in (self.download_button, self.use_button, close):
             buttons.addWidget(button)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.network_note)
-        layout.addWidget(self.search)
-        layout.addWidget(here)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.details)
-        layout.addLayout(draft_row)
-        layout.addWidget(self.compat)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.progress_label)
-        self.offline_pair = OfflinePairPanel(lambda: getattr(self.link.downloads, "thread", None))
-        self.offline_pair.installed.connect(self.refresh)
-        self.offline_pair.use_requested.connect(self._use_offline_pair)
-        layout.addWidget(self.offline_pair)
-        layout.addLayout(buttons)
+        return progress_row, buttons
 
     # -- rows ----------------------------------------------------------------------------------------------------------
 

@@ -21,13 +21,14 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QMainWindow, QMenu,
                                QMessageBox, QVBoxLayout)
 
+from ..chats.run_book import ReplyContext
 from ..engine import Message
 from ..engine.chat import build_fitting_prompt
 from ..remote import RemoteEndpoint
 from ..remote.engine import EndpointInfo, RemoteEngine, RemoteError, plain_http_key_warning
 from ..remote.transport import _without_credentials
+from ..run_kind import RunKind, remote_device
 from .plain import plain_label, plain_tip
-from .run_book import ReplyContext
 from .workers import FunctionWorker, JobThread
 
 
@@ -82,9 +83,9 @@ class RemoteConnection:
     def reply_context(self, session) -> ReplyContext:
         """A remote reply is recorded under the remote model's name, with the drafter the server names ("remote"
         otherwise), and no K of ours: the server chooses its own."""
-        pair = SimpleNamespace(target=SimpleNamespace(name=self.info.name, device=f"remote ({self.info.kind})"),
+        pair = SimpleNamespace(target=SimpleNamespace(name=self.info.name, device=remote_device(self.info.kind)),
                                draft_name=lambda _drafter: None)
-        drafter = f"remote {self.info.drafter}" if self.info.drafter else "remote"
+        drafter = str(RunKind.remote(self.info.drafter))
         settings = dataclasses.replace(session.settings, drafter=drafter, k=0, adaptive_k=False)
         return ReplyContext(settings, pair, drafter)
 

@@ -12,6 +12,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
+from ..chats import Conversations, ReplyContext, ReplyRecorder, RunBook, StorageError
 from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
 from ..engine.events import GenerationResult
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
@@ -19,10 +20,8 @@ from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
-from ..storage import StorageError
 from ..storage.records import RunRecord
 from .downloads import Downloads
-from .run_book import ReplyContext, RunBook
 from .settings import AppSettings
 from .workers import FunctionWorker, JobThread
 
@@ -39,6 +38,8 @@ MAX_IMPORT_BYTES = 50_000_000  # read on the GUI thread: bounded, so that a wron
 class ChatSession(QObject):
     """Loads models in the background and keeps the plain-decoding calibration fresh; runs are recorded by its RunBook.
 
+    The chat window reads and writes its chats through `conversations` and saves its replies through `replies`
+    (specchat/chats, no Qt); the race and the dashboard still use `store` directly.
     model_thread runs all model work, the windows' included: loading, calibration, replies, races, benchmarks."""
 
     status_changed = Signal()
@@ -58,6 +59,10 @@ class ChatSession(QObject):
         self._load_generation = 0  # counts load_models calls: only the newest one's result is taken
         self.error: str | None = None
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
+        self.conversations = Conversations(store)
+        # A finished reply's run goes through record_run, which tells the windows; looked up at each call, so that
+        # replacing record_run on this session (tests/faults) replaces it for the replies too.
+        self.replies = ReplyRecorder(store, self.runs, complete_run=lambda *run: self.record_run(*run))
         self.model_thread = JobThread("specchat-model")
         # Downloads are network I/O, not model work: they run on a thread of their own.
         self.downloads = Downloads(JobThread("specchat-downloads"))
@@ -315,7 +320,7 @@ class ChatSession(QObject):
     def device_busy(self, besides: str | None = None) -> bool:
         return bool(self._device_users - {besides})
 
-    # -- runs and statistics (run_book.py) ------------------------------------------------------------------------
+    # -- runs and statistics (chats/run_book.py) ------------------------------------------------------------------
 
     @property
     def plain_tokens_per_s(self) -> float | None:
@@ -326,27 +331,26 @@ class ChatSession(QObject):
     def plain_tokens_per_s(self, value: float | None) -> None:
         self.runs.plain_tokens_per_s = value
 
-    def begin_run(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
-                  context: ReplyContext) -> int:
-        return self.runs.begin(conversation_id, message_id, prompt_tokens, seed, context)
-
     def record_run(self, conversation_id: int, message_id: int, result: GenerationResult,
                    context: ReplyContext | None = None, run_id: int | None = None) -> None:
+        """Records a finished chat reply's statistics (completing its run `run_id`, or as a new run) with what it
+        ran with (context; what a reply starting now would run with when None), then tells the windows
+        (stats_changed). Raises StorageError. ReplyRecorder.finish calls it for every reply that has tokens."""
         self.runs.complete(conversation_id, message_id, result, context or self.reply_context(), run_id)
         self.stats_changed.emit()
 
     def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
                    **extra) -> RunRecord:
+        """A run for the Store (RunBook.record) from the engine's figures; the loaded pair unless `pair` is given."""
         return self.runs.record(stats, drafter, seed, settings, pair or self.pair, **extra)
 
     def run_footer(self, message_id: int) -> str:
+        """The line under the reply `message_id`: its run's figures and how it ended (RunBook.footer)."""
         return self.runs.footer(message_id)
 
     def stats_text(self, conversation_id: int | None) -> str:
+        """The status bar's figures for this chat (None: none open) and this app session (RunBook.status_text)."""
         return self.runs.status_text(conversation_id)
-
-    def system_prompt(self, conversation_id: int) -> str | None:
-        return self.store.conversation(conversation_id).system_prompt
 
     def export(self, conversation_id: int, path: str, kind: str) -> None:
         """Writes the chat to `path`, readable by the user only, all at once (a failed export leaves no half file

@@ -159,11 +159,35 @@ class SettingsDialog(QDialog):
     download_requested = Signal(str)
 
     def __init__(self, settings: AppSettings, check_pair, parent=None):
+        """settings: the values the fields start with; check_pair(target, draft) -> (ok, message): the pair check,
+        which may be slow, so it runs on edits only (and once now)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setMinimumWidth(660)  # room for the model pickers' hints
-        self._check_pair = check_pair  # (target, draft) -> message; may be slow, so it runs on edits only
-        form = QFormLayout()
+        self._check_pair = check_pair
+        target_row = self._build_model_fields(settings)
+        self._build_generation_fields(settings)
+        self._build_runtime_fields(settings)
+        self._build_layout(target_row)
+        # Checking a pair reads two tokenizers: wait until the user stops typing.
+        self._recheck_timer = QTimer(self, singleShot=True, interval=500)
+        self._recheck_timer.timeout.connect(self.recheck)
+        for signal in (self.target.changed, self.draft.changed, self.drafter.currentIndexChanged):
+            signal.connect(self._recheck_timer.start)
+        self.recheck()
+
+    def exec(self) -> int:
+        """Runs the dialog modally, as QDialog.exec, and schedules its deletion: the caller reads settings() before
+        it returns to the event loop, and then the dialog, its Models dialog and their connections to the
+        session's downloads go (a dialog per opening would otherwise live as long as the window)."""
+        try:
+            return super().exec()
+        finally:
+            self.deleteLater()
+
+    def _build_model_fields(self, settings: AppSettings) -> QHBoxLayout:
+        """The target and draft pickers, the drafter, the pair's verdict and the Models… button; returns the
+        target's row (the picker and the button)."""
         self.target = SourcePicker(allow_empty=False)
         self.target.set_text("" if settings.target == "embedded" else settings.target)
         self.draft = SourcePicker(allow_empty=True)
@@ -175,6 +199,26 @@ class SettingsDialog(QDialog):
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
         self.compat = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.compat.setWordWrap(True)
+        self.from_history = QCheckBox("Draft from my past replies")
+        self.from_history.setToolTip(
+            "Prompt lookup also proposes text from the replies in your saved chats (imported chats only once you "
+            "have opened them). The model checks every proposal, so replies are exactly the same with it on or "
+            "off; only the speed changes. The index stays in memory on this computer and is dropped when you turn "
+            "this off.")
+        self.from_history.setChecked(settings.draft_from_history)
+        self.download_progress = DownloadsLink(self)  # the name the window passes on (download_requested)
+        self.models_dialog = None
+        models = QPushButton("Models…")
+        models.setToolTip("The model catalog and the models on this computer: sizes, whether each fits in memory "
+                          "here, compatible drafts, and downloads")
+        models.clicked.connect(self.open_models)
+        target_row = QHBoxLayout()
+        target_row.addWidget(self.target, 1)
+        target_row.addWidget(models)
+        return target_row
+
+    def _build_generation_fields(self, settings: AppSettings) -> None:
+        """K and its adaptation, the sampling parameters and the reply's length."""
         self.k = QSpinBox()
         self.k.setRange(1, 16)
         self.k.setValue(settings.k)
@@ -189,6 +233,9 @@ class SettingsDialog(QDialog):
         self.max_new = QSpinBox()
         self.max_new.setRange(1, 8192)
         self.max_new.setValue(settings.max_new_tokens)
+
+    def _build_runtime_fields(self, settings: AppSettings) -> None:
+        """Where and how the models run: the device, packed weights, the float format and the exactness."""
         self.device = QComboBox()
         self.device.addItems(["auto", "cpu", "cuda", "mps"])
         self.device.setCurrentText(settings.device)
@@ -198,13 +245,6 @@ class SettingsDialog(QDialog):
                                "embedded model, none on a GPU). Turn off to save memory; changing it reloads the "
                                "models.")
         self.packed.setChecked(settings.packed_weights)
-        self.from_history = QCheckBox("Draft from my past replies")
-        self.from_history.setToolTip(
-            "Prompt lookup also proposes text from the replies in your saved chats (imported chats only once you "
-            "have opened them). The model checks every proposal, so replies are exactly the same with it on or "
-            "off; only the speed changes. The index stays in memory on this computer and is dropped when you turn "
-            "this off.")
-        self.from_history.setChecked(settings.draft_from_history)
         self.precision = QComboBox()
         for key in PRECISIONS:
             self.precision.addItem(PRECISION_LABELS[key], key)
@@ -215,16 +255,10 @@ class SettingsDialog(QDialog):
             self.exactness.addItem(EXACTNESS_LABELS[key], key)
         self.exactness.setCurrentIndex(max(self.exactness.findData(settings.exactness), 0))
         self.exactness.setToolTip(EXACTNESS_TIP)
-        self.download_progress = DownloadsLink(self)  # the name the window passes on (download_requested)
-        self.models_dialog = None
-        models = QPushButton("Models…")
-        models.setToolTip("The model catalog and the models on this computer: sizes, whether each fits in memory "
-                          "here, compatible drafts, and downloads")
-        models.clicked.connect(self.open_models)
-        target_row = QHBoxLayout()
-        target_row.addWidget(self.target, 1)
-        target_row.addWidget(models)
 
+    def _build_layout(self, target_row: QHBoxLayout) -> None:
+        """The fields in a form, the hint on greedy decoding, and OK and Cancel (self.ok_button)."""
+        form = QFormLayout()
         form.addRow("Target model", target_row)
         form.addRow("Drafter", self.drafter)
         form.addRow("Draft model", self.draft)
@@ -251,12 +285,6 @@ class SettingsDialog(QDialog):
         layout.addWidget(hint)
         layout.addWidget(buttons)
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
-        # Checking a pair reads two tokenizers: wait until the user stops typing.
-        self._recheck_timer = QTimer(self, singleShot=True, interval=500)
-        self._recheck_timer.timeout.connect(self.recheck)
-        for signal in (self.target.changed, self.draft.changed, self.drafter.currentIndexChanged):
-            signal.connect(self._recheck_timer.start)
-        self.recheck()
 
     def recheck(self) -> None:
         uses_draft = self.drafter.currentData() in MODEL_DRAFTERS

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DRAFT = "draft"
-TARGET = "target"
-INFERRED = "inferred"  # a remote engine's token that came in one streamed step with others (engine/events.py)
-NAMES = {0: TARGET, 1: DRAFT, 2: INFERRED}  # by engine.events.Origin value
+from ..run_kind import DRAFT_ORIGIN as DRAFT, INFERRED_ORIGIN as INFERRED, ORIGIN_NAMES as NAMES, origin_name
+
+__all__ = ["DRAFT", "INFERRED", "NAMES", "ReplySpans", "align_rendered", "runs"]  # the origin names: run_kind's
 
 
 @dataclass
@@ -20,7 +19,7 @@ class ReplySpans:
 
     def add_tokens(self, spans, origins) -> None:
         for (start, end), origin in zip(spans, origins):
-            name = NAMES.get(int(origin), TARGET)
+            name = origin_name(origin)
             if end <= start:
                 continue
             if self.spans and self.spans[-1][2] == name and self.spans[-1][1] == start:

@@ -54,8 +54,9 @@ class ModelJob(QObject):
     that waits for a job always hears back exactly once, through `returned` or `errored`.
 
     The work is a function: its value is what the job returns (FunctionWorker); GeneratorWorker's function makes a
-    generator, whose values it yields and whose return value it returns. Jobs are not moved to the thread that runs them: they stay in the thread that made them (the GUI thread), so
-    their signals reach that thread queued, whether connected to a window's method or to a plain function."""
+    generator, whose values it yields and whose return value it returns. Jobs are not moved to the thread that runs
+    them: they stay in the thread that made them (the GUI thread), so their signals reach that thread queued,
+    whether connected to a window's method or to a plain function."""
 
     started = Signal()
     yielded = Signal(object)
@@ -128,10 +129,10 @@ def batched_reply(make_engine: Callable[[], SpeculativeEngine], prompt_ids: list
                   batch_s: float = 0.02) -> Generator[list, None, GenerationResult | None]:
     """Streams one reply in batches of steps, at most one batch every batch_s, and returns the reply.
 
-    Why batches: on llama.cpp a step takes a few milliseconds, and a queued signal per step woke the GUI thread (and
-    took the GIL) ~150 times a second on the cores the model's threads use; the window draws at most ~30 frames a
-    second anyway. make_engine and on_result run here, on the model thread: building an engine is torch work kept
-    off the GUI thread, and on_result sees the finished reply before the window hears of it."""
+    Why batches: on llama.cpp a step is short, and a queued signal per step would wake the GUI thread (and take the
+    GIL) far more often than the window can draw, on the cores the model's threads use (docs/performance.md, "The
+    window against the engine"). make_engine and on_result run here, on the model thread: building an engine is
+    torch work kept off the GUI thread, and on_result sees the finished reply before the window hears of it."""
     batch: list = []
     sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
     for event in make_engine().stream(prompt_ids, config, cancel):

@@ -5,13 +5,14 @@ float32 uses the same memory rule, and `specchat models catalog` shows the quant
 network, no model loads."""
 
 import json
+import math
 
 import pytest
 
 from specchat.cli import main
 from specchat.engine import catalog as cat
 from specchat.engine.catalog import CatalogError, parse_catalog
-from specchat.engine.catalog_here import Machine, offer, run_format
+from specchat.engine.catalog_here import Machine, offer, run_format, run_here
 
 CODER = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 CODER_DRAFT = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
@@ -111,7 +112,7 @@ def test_memory_of_a_quantized_model_is_its_file_and_a_bfloat16_cache(catalog):
     assert cat.fits_in_memory(coder, "Q4_K_M", needed * 12 // 10 + 1).verdict == "fits"
     assert cat.fits_in_memory(coder, "Q4_K_M", needed).verdict == "tight"
     assert cat.fits_in_memory(coder, "Q4_K_M", needed - 1).verdict == "too big"
-    assert cat.fits_in_memory(coder, "Q4_K_M", GIB).explain().startswith("too big: needs 1.6 GiB at Q4_K_M")
+    assert cat.fits_in_memory(coder, "Q4_K_M", GIB).explain().startswith("too big: needs 1.8 GB at Q4_K_M")
     # a type the catalog gives no file size for: parameters x its average bits per weight
     draft, qwen3 = catalog.get(CODER_DRAFT), catalog.get("Qwen/Qwen3-0.6B")  # Qwen3-0.6B's file has no size here
     for entry, quant, bits in ((draft, "Q5_K_M", 5.69), (draft, "Q6_K", 6.56), (draft, "Q8_0", 8.5),
@@ -151,11 +152,17 @@ def test_the_cpus_float_format_follows_the_one_memory_rule(catalog):
         expected = cat.memory_verdict(parameters * 4 + cat.RUNTIME_BYTES, available) == "fits"
         assert fits_at_float32(parameters, available) is expected
     assert fits_at_float32(parameters, None)  # unknown memory keeps the exact format
+    # where the weights fit at float32 with the headroom but not with a chat's KV cache too, the loader keeps
+    # float32 (it cannot know the chat's length), and the catalog says what the loader does
+    edge = math.ceil((parameters * 4 + cat.RUNTIME_BYTES) * cat.HEADROOM)
+    assert fits_at_float32(parameters, edge) and cat.fits_in_memory(qwen7, "fp32", edge).verdict == "tight"
+    assert run_format(qwen7, "auto", Machine("cpu", edge, native_bf16=True)) == "fp32"
+    assert run_format(qwen7, "auto", Machine("cpu", edge - 2**20, native_bf16=True)) == "bf16"
 
 
 def test_the_terminal_and_the_models_dialog_judge_every_model_alike(catalog):
-    from specchat.catalog_report import _record
-    from specchat.ui.model_rows import catalog_rows
+    from specchat.catalog_report import _download_cell, _record
+    from specchat.ui.model_rows import catalog_rows, format_label
 
     for machine in (CPU_LLAMA, Machine("cpu", 3 * GIB, native_bf16=True), Machine("cuda", 20 * GIB, False)):
         rows = catalog_rows(catalog, None, machine, "auto")
@@ -163,6 +170,12 @@ def test_the_terminal_and_the_models_dialog_judge_every_model_alike(catalog):
             record = _record(catalog, entry, machine, None, None, 0.7)["here"]
             assert (record["verdict"], record["needed_bytes"]) == (row.fit.verdict, row.fit.needed_bytes)
             assert (record["load_as"], record["download"], record["quant"]) == (row.spec, row.hub_id, row.quant)
+            here = run_here(entry, machine)  # the one judgement both show
+            assert (here.fit, here.offer.spec) == (row.fit, row.spec)
+            assert row.memory.endswith(f"({format_label(here.format)})")
+            if here.offer.download_bytes is not None:  # one size, one unit, in the row and the table's cell
+                assert row.download.startswith(here.offer.size_text()) and \
+                    _download_cell({"here": record}).startswith(here.offer.size_text())
 
 
 def run(capsys, *argv):
@@ -178,7 +191,7 @@ def test_the_cli_shows_the_quantization_and_the_download(capsys, monkeypatch):
     header, *lines = out.splitlines()
     assert "gguf" in header.split() and "download here" in header
     coder = next(line for line in lines if line.startswith(CODER + " "))
-    assert "Q4_K_M 1.0 GiB" in coder and "fits Q4_K_M" in coder and "Qwen2.5-Coder-0.5B, SmolLM2-135M" in coder
+    assert "Q4_K_M 1.1 GB" in coder and "fits Q4_K_M" in coder and "Qwen2.5-Coder-0.5B, SmolLM2-135M" in coder
     code, out, _ = run(capsys, "models", "catalog", "--json", "--search", "coder")
     record = next(m for m in json.loads(out)["models"] if m["id"] == CODER)
     assert record["here"]["load_as"] == CODER_FILE and record["here"]["download_bytes"] == CODER_BYTES

@@ -9,6 +9,7 @@ import torch
 
 from specchat.engine import GenerationConfig, Message, build_prompt_ids
 from specchat.engine import llama_kernels
+from specchat.engine.divergence import divergence_margins
 from specchat.engine.llama_kernels import KernelVerdict, choose, verdicts_for
 
 QUANTS = {"Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7, "Q4_0": 2, "IQ4_XS": 30}  # llama_ftype values
@@ -103,32 +104,6 @@ def test_every_common_quantization_stays_on_llama_cpp_with_a_cap_that_holds(quan
     native.close()
 
 
-def _margins(runner, prompt: list[int], reply: list[int]) -> list[float]:
-    """Plain decoding's top-2 logit margin at each step of `reply` (one-token passes, as plain decoding runs)."""
-    cache = runner.new_cache(len(prompt) + len(reply) + 1)
-    logits = runner.forward(torch.tensor([prompt]), cache, keep=1, prefill=True)[0]
-    margins = []
-    for token in reply:
-        top = torch.topk(logits, 2).values
-        margins.append(float(top[0] - top[1]))
-        logits = runner.forward(torch.tensor([[token]]), cache, keep=1)[0]
-    return margins
-
-
-def _divergence_margins(engine_plain, engine_drafted, runner, prompts, config) -> tuple[int, list[float]]:
-    """(replies identical, plain's margin where each other reply first parts from plain decoding)."""
-    identical, margins = 0, []
-    for ids in prompts:
-        plain = list(engine_plain.generate(ids, config).token_ids)
-        drafted = list(engine_drafted.generate(ids, config).token_ids)
-        if drafted == plain:
-            identical += 1
-            continue
-        first = next((i for i, (a, b) in enumerate(zip(plain, drafted)) if a != b), min(len(plain), len(drafted)))
-        margins.append(_margins(runner, ids, plain)[first] if first < len(plain) else 0.0)
-    return identical, margins
-
-
 NEAR_TIE = 1.0  # logits: above the largest deviation between llama.cpp's kernel paths measured in this test
 
 
@@ -158,7 +133,7 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
                 speculative.SpeculativeEngine(native.runner(), tokenizer, PromptLookupDrafter(), eos_token_ids=eos))
 
     plain, drafted = engines()
-    identical, margins = _divergence_margins(plain, drafted, native.runner(), prompts, config)
+    identical, margins = divergence_margins(plain, drafted, native.runner(), prompts, config)
     assert all(m < NEAR_TIE for m in margins), margins
     assert drafted.generate(prompts[0], config).stats.draft_accepted > 0  # the drafts were really verified
 
@@ -172,7 +147,7 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
 
     monkeypatch.setattr(speculative, "verify_greedy", top2_rule)
     plain, drafted = engines()
-    _, wrong = _divergence_margins(plain, drafted, native.runner(), prompts, config)
+    _, wrong = divergence_margins(plain, drafted, native.runner(), prompts, config)
     assert any(m >= NEAR_TIE for m in wrong), wrong
     native.close()
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
+from local_http import start_server, stop_server
 
 from specchat.engine import ModelLoadError
 from specchat.engine.hub_download import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
@@ -58,14 +58,10 @@ class HostileHub:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = start_server(Handler)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)
 
 
 def listing(sha=GOOD_COMMIT, weights_name="model.safetensors", weights_blob=None, config_name="config.json",

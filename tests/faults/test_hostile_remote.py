@@ -17,9 +17,10 @@ import ssl
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from local_http import start_server, stop_server
 from PySide6.QtCore import Qt
 
 from specchat.engine import GenerationConfig, Message, SpecchatError
@@ -65,23 +66,11 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
                     pass  # the client went away, as it should
 
-        class Quiet(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass  # a refused TLS handshake, a client that hung up
-
-        self.server = Quiet(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        scheme = "https" if tls is not None else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = start_server(Handler, tls)
 
     def close(self):
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)
 
 
 def send(handler, status: int, body: bytes, headers: dict | None = None) -> None:

@@ -11,16 +11,18 @@ import os
 import re
 import shutil
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import torch
 from huggingface_hub import constants, scan_cache_dir
+from local_http import start_server, stop_server
 from PySide6.QtCore import Qt
 
 from specchat.engine import LoadedModel, ModelSource, SpecchatError
 from specchat.engine.catalog import load_catalog
-from specchat.engine.hub_download import cached_snapshot, format_size, kept_bytes, network_for_this_thread
+from specchat.engine.hub_download import cached_snapshot, kept_bytes, network_for_this_thread
+from specchat.formatting import format_size
 from specchat.ui.downloads import DownloadState, TransferRate
 from specchat.ui.model_rows import GATED_HINT, Machine
 from specchat.ui.session import ChatSession
@@ -28,7 +30,7 @@ from specchat.ui.settings import AppSettings, SettingsDialog
 
 SMOLLM2_17B = "HuggingFaceTB/SmolLM2-1.7B-Instruct"
 COMMIT = "1234567890abcdef1234567890abcdef12345678"
-MACHINE = Machine("cpu", 8 * 2**30, native_bf16=False)  # 8 GiB free: SmolLM2-1.7B at float32 (8.4 GiB) is too big
+MACHINE = Machine("cpu", 8 * 2**30, native_bf16=False)  # 8.6 GB free: SmolLM2-1.7B at float32 (9.0 GB) is too big
 
 
 class FakeHub:
@@ -57,14 +59,7 @@ class FakeHub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away (a cancelled download)
 
-        class QuietServer(ThreadingHTTPServer):
-            def handle_error(self, request, client_address):
-                pass  # a client that went away mid-response (a cancel) is expected here
-
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = start_server(Handler)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
         path = handler.path.split("?")[0]
@@ -108,8 +103,7 @@ class FakeHub:
 
     def close(self) -> None:
         self.resume.set()
-        self.server.shutdown()
-        self.server.server_close()
+        stop_server(self.server)
 
 
 def _sibling(name: str, content: bytes) -> dict:
@@ -179,15 +173,15 @@ def test_the_dialog_lists_the_catalog_with_verdicts_and_search_filters_rows(qtbo
     catalog = load_catalog()
     assert [row.spec for row in models.rows] == [entry.load_spec for entry in catalog.entries]
     assert "network" in models.network_note.text() and "nothing else in specchat" in models.network_note.text()
-    # verdicts for an 8 GiB machine, at the format each would run in
+    # verdicts for a machine with 8 GiB (8.6 GB) free, at the format each would run in
     assert cell(models, "HuggingFaceTB/SmolLM2-360M-Instruct", "Fits here") == "fits"
     assert cell(models, SMOLLM2_17B, "Fits here") == "too big"
-    assert cell(models, SMOLLM2_17B, "Memory here") == "8.4 GiB (float32)"
+    assert cell(models, SMOLLM2_17B, "Memory here") == "9.0 GB (float32)"
     assert cell(models, "embedded", "Memory here").endswith("(GGUF Q4)")
     assert cell(models, "embedded", "State") == "ships with specchat"
     assert models.selected_row().spec == "embedded"  # Settings' target, selected at the start
     assert cell(models, SMOLLM2_17B, "State") == "not downloaded"
-    assert cell(models, SMOLLM2_17B, "Download") == "3.2 GiB"
+    assert cell(models, SMOLLM2_17B, "Download") == "3.4 GB"
     assert cell(models, SMOLLM2_17B, "Speedup α=0.7").startswith("1.11×")
     index = [row.spec for row in models.rows].index("meta-llama/Llama-3.1-8B-Instruct")
     assert cell(models, "meta-llama/Llama-3.1-8B-Instruct", "Licence") == "llama3.1 (gated)"
@@ -519,9 +513,28 @@ def test_no_banner_for_float32(make_window, tiny_pair):
     assert not window.banner.isVisible()
 
 
-def test_format_size():
-    assert [format_size(n) for n in (512, 120_000_000, 3_400_000_000, 1_000_000)] == \
-        ["512 bytes", "120 MB", "3.4 GB", "1.0 MB"]
+def test_the_settings_dialog_and_its_models_dialog_go_once_settings_has_run(qtbot, make_window, machine):
+    """main_window.open_settings runs the dialog with exec: its settings are read after, then it is deleted, with
+    the Models dialog it opened (which follows the session's downloads while it lives)."""
+    import shiboken6
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    window = make_window(drafter="pld")
+    opened = []
+
+    def answer():
+        dialog = QApplication.activeModalWidget()
+        dialog.open_models()
+        opened.extend((dialog, dialog.models_dialog))
+        dialog.k.setValue(7)
+        dialog.accept()
+
+    QTimer.singleShot(0, answer)
+    window.open_settings()
+    assert isinstance(opened[0], SettingsDialog) and window.session.settings.k == 7  # read before it went
+    qtbot.waitUntil(lambda: not any(shiboken6.isValid(widget) for widget in opened))
+    assert not window.findChildren(SettingsDialog)
 
 
 def test_a_model_counts_as_downloaded_once_refs_main_says_so(hf_cache):

@@ -64,7 +64,7 @@ def test_the_cpu_is_offered_the_gguf_file_and_downloads_only_it(qtbot, models, h
     assert models.select(SMOLLM2_17B)  # found by its Hub id too
     row = models.selected_row()
     assert (row.spec, row.hub_id, row.quant) == (SPEC, SPEC, "Q4_K_M")
-    assert cell(models, SPEC, "Download") == "~989.5 MiB (Q4_K_M)"  # no size in the catalog: 1.71B at 4.85 bits
+    assert cell(models, SPEC, "Download") == "~1.0 GB (Q4_K_M)"  # no size in the catalog: 1.71B at 4.85 bits
     assert cell(models, SPEC, "Memory here").endswith("(GGUF Q4_K_M)") and cell(models, SPEC, "Fits here") == "fits"
     assert f"Download: {SPEC}, Q4_K_M for llama.cpp" in models.details.text()
     assert models.draft.currentData().spec == "embedded"  # the curated draft, as without GGUF
@@ -86,7 +86,7 @@ def test_a_qwen_coder_row_offers_the_pinned_file_with_its_real_size(models):
     models.select("Qwen/Qwen2.5-Coder-1.5B-Instruct")
     row = models.selected_row()
     assert row.spec == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-    assert row.download == "1.0 GiB (Q4_K_M)"
+    assert row.download == "1.1 GB (Q4_K_M)"
     labels = [models.draft.itemText(i) for i in range(models.draft.count())]
     assert labels[0].startswith("✔ Qwen2.5 Coder 0.5B Instruct (Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/")
     assert labels[1] == "✔ through text: SmolLM2 135M Instruct (embedded)"  # the universal draft, second

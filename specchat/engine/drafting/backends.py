@@ -1,8 +1,8 @@
 """Where a draft model runs: its own llama.cpp context for a GGUF file, the lean Llama forward, or transformers'.
 
 A draft model is called token by token between target passes, so what it costs per token decides whether drafting
-pays. A GGUF draft on llama.cpp runs on its quantized weights (several times faster than a float32 copy on
-torch on a CPU), in a context of its own beside the target's, on the same threads (the two never run at once).
+pays. A GGUF draft on llama.cpp runs on its quantized weights (a fraction of the bytes a float32 copy on torch
+reads per token), in a context of its own beside the target's, on the same threads (the two never run at once).
 
 Every backend offers one small interface to the drafters (model.py, universal.py): `reset()`, `length`,
 `crop(keep)` and `forward(tokens) -> logits of the last position` (and, on the lean forward only,

@@ -24,7 +24,8 @@ class EagleDrafter(Drafter):
     The engine hands over the states of the newly verified positions after every target pass
     (`accept_target_states`); a stateless head keeps the last one, an attending head queues them and feeds them
     through its attention block (one batched pass) when it next drafts, so a step drafted by prompt lookup costs the
-    head nothing. A proposal of k tokens costs k passes of the head (a few percent of a target pass each).
+    head nothing. A proposal of k tokens costs k passes of the head, each much smaller than a target pass but not
+    free: the draft-length policy times them and weighs them against what the drafts save.
     """
 
     name = "eagle"

@@ -1,6 +1,6 @@
 """The draft-model drafter: a small causal LM with the target's vocabulary, drafting from its own KV cache, on
 llama.cpp for a GGUF draft, else the lean Llama runner where it applies and transformers' forward otherwise
-(drafting/backends.py)."""
+(drafting/backends.py); and RunnerDrafter, the draft model's runner setup it shares with the universal drafter."""
 
 from __future__ import annotations
 
@@ -12,44 +12,36 @@ from ..sampling import Sampler
 from .backends import TransformersRunner, can_cut_output_rows, draft_runner
 from .base import Capabilities, Draft, Drafter, over_vocabulary
 
-__all__ = ["ModelDrafter", "TransformersRunner"]
+__all__ = ["ModelDrafter", "RunnerDrafter", "TransformersRunner"]
 
 
-class ModelDrafter(Drafter):
-    """A small causal LM with the target's vocabulary, drafting autoregressively from its own KV cache.
+class RunnerDrafter(Drafter):
+    """What every drafter with a draft model shares (ModelDrafter here, UniversalDrafter in universal.py): the
+    draft's runner (drafting/backends.py), its proposal vocabulary, and the count of its forwards."""
 
-    The cache holds the draft's view of the sequence. After verification, positions past the last token both
-    sides agree on are cropped, so the next proposal only feeds the tokens the draft has not seen yet.
-    """
-
-    name = "model"
     capabilities = Capabilities(uses_model=True)
 
     def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
-        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp."""
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp; `lean`: whether to use the
+        lean Llama runner (None: where it applies); `vocab_ids`: the draft folder's proposal vocabulary (draft ids).
+
+        Proposing only from the tokens the target's replies mostly use: for a small draft the output head is most
+        of the work per token (49152 x 192 of the shipped draft's 10.6M weights), and a token outside them is
+        rarely accepted anyway. A runner that can cut its output head computes only those rows (then self._vocab
+        holds them, and row i of the logits is token self._vocab[i]); other runners ignore the vocabulary."""
         self.model = model
         self._runner = draft_runner(model, lean)
         self.device = self._runner.device
         use_lean = can_cut_output_rows(self._runner)
-        # Proposing only from the tokens the target's replies mostly use (the draft folder's proposal vocabulary):
-        # for a small draft the output head is most of the work per token (49152 x 192 of the shipped draft's
-        # 10.6M weights), and a token outside them is rarely accepted anyway. The lean runner computes only those
-        # rows; q is zero outside them, so sampling stays exact.
         self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
-        self._draft_vocab = self._runner.vocab_rows
         if self._vocab is not None:
             self._runner.keep_output_rows(self._vocab)
-        self._seen = 0  # context tokens in the cache
-        self._last_context_len = 0
-        self._last_k = 0
         self._forwards = 0
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        """A new generation: the draft's cache emptied and its forwards counted from zero."""
         self._runner.reset()
-        self._seen = 0
         self._forwards = 0
-        self._sampler = sampler
-        self._target_vocab = target_vocab_size
 
     @property
     def forward_count(self) -> int:
@@ -59,6 +51,41 @@ class ModelDrafter(Drafter):
     def cached_tokens(self) -> int:
         return self._runner.length
 
+    def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Feeds `tokens` to the draft after its cache; returns the logits for the token after them."""
+        self._forwards += 1
+        return self._runner.forward(tokens)
+
+    def _argmax_token(self, logits: torch.Tensor) -> int:
+        """The draft id of the most likely token (the logits' rows are the proposal vocabulary's where it is cut)."""
+        index = int(torch.argmax(logits))
+        return int(self._vocab[index]) if self._vocab is not None else index
+
+
+class ModelDrafter(RunnerDrafter):
+    """A small causal LM with the target's vocabulary, drafting autoregressively from its own KV cache.
+
+    The cache holds the draft's view of the sequence. After verification, positions past the last token both
+    sides agree on are cropped, so the next proposal only feeds the tokens the draft has not seen yet. q is zero
+    outside the proposal vocabulary (RunnerDrafter), so sampling stays exact.
+    """
+
+    name = "model"
+
+    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp (see RunnerDrafter)."""
+        super().__init__(model, lean, vocab_ids)
+        self._draft_vocab = self._runner.vocab_rows
+        self._seen = 0  # context tokens in the cache
+        self._last_context_len = 0
+        self._last_k = 0
+
+    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        super().begin(prompt, sampler, target_vocab_size)
+        self._seen = 0
+        self._sampler = sampler
+        self._target_vocab = target_vocab_size
+
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
         logits = self._forward(context[self._seen :])
@@ -66,8 +93,7 @@ class ModelDrafter(Drafter):
         dists: list[torch.Tensor] = []
         for i in range(k):
             if self._sampler.greedy:
-                index = int(torch.argmax(logits))
-                token = int(self._vocab[index]) if self._vocab is not None else index
+                token = self._argmax_token(logits)
             else:
                 q = self._sampler.probs(logits if self._vocab is None
                                         else over_vocabulary(logits, self._vocab, self._draft_vocab))
@@ -86,10 +112,6 @@ class ModelDrafter(Drafter):
         agreed = self._last_context_len + min(n_accepted, self._last_k - 1)
         self._runner.crop(agreed)
         self._seen = agreed
-
-    def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        self._forwards += 1
-        return self._runner.forward(tokens)
 
     def _stack_padded(self, dists: list[torch.Tensor]) -> torch.Tensor:
         """[K, target vocab]: a draft with a smaller (unpadded) embedding puts no mass on the extra ids."""

@@ -31,31 +31,25 @@ from typing import Sequence
 import torch
 
 from ..sampling import Sampler
-from .backends import can_cut_output_rows, draft_runner
-from .base import Capabilities, Draft, Drafter
+from .base import Draft
+from .model import RunnerDrafter
 from .retokenize import CONTEXT_CHARS, CONTEXT_TOKENS, REPLACEMENT, DraftView, PrefixIndex, TextCodec
 
 MAX_HEALED = 3  # draft tokens at most written again at the end of the context (token healing)
 
 
-class UniversalDrafter(Drafter):
+class UniversalDrafter(RunnerDrafter):
     """A draft model with its own tokenizer, drafting for a target with another through text."""
 
     name = "universal"
-    capabilities = Capabilities(uses_model=True)
 
     def __init__(self, model, target_tokenizer, draft_tokenizer, lean: bool | None = None,
                  vocab_ids: torch.Tensor | None = None, lookbehind: int = 6):
-        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp."""
-        self.model = model
-        self._runner = draft_runner(model, lean)
-        self.device = self._runner.device
-        use_lean = can_cut_output_rows(self._runner)
-        # The draft folder's proposal vocabulary (draft ids), as for ModelDrafter: only those output rows computed.
-        self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp; `vocab_ids`: the draft
+        folder's proposal vocabulary in draft ids (model.RunnerDrafter); `lookbehind`: retokenize.DraftView's."""
+        super().__init__(model, lean, vocab_ids)
         self._row_of = None  # draft id -> its row in the logits (-1: not proposed)
         if self._vocab is not None:
-            self._runner.keep_output_rows(self._vocab)
             rows = self._runner.vocab_rows
             self._row_of = torch.full((rows,), -1, dtype=torch.long, device=self.device)
             self._row_of[self._vocab] = torch.arange(len(self._vocab), device=self.device)
@@ -66,26 +60,11 @@ class UniversalDrafter(Drafter):
         self._target_prefixes, self._draft_prefixes = PrefixIndex(target_tokenizer), PrefixIndex(draft_tokenizer)
         self._window = self._runner.window
         self._cached: list[int] = []  # the draft ids in the runner's cache
-        self._forwards = 0
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
-        self._runner.reset()
+        super().begin(prompt, sampler, target_vocab_size)
         self._view.reset()
         self._cached = []
-        self._forwards = 0
-
-    @property
-    def forward_count(self) -> int:
-        return self._forwards
-
-    @property
-    def cached_tokens(self) -> int:
-        return self._runner.length
-
-    @property
-    def draft_ids(self) -> list[int]:
-        """The draft tokenizer's ids for the context's text as of the last proposal."""
-        return self._view.draft_ids
 
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
@@ -159,18 +138,13 @@ class UniversalDrafter(Drafter):
     def _greedy(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
         """The draft's most likely token, among `allowed` (draft ids) when given."""
         if allowed is None:
-            index = int(torch.argmax(logits))
-            return int(self._vocab[index]) if self._vocab is not None else index
+            return self._argmax_token(logits)
         ids = allowed.to(self.device)
         rows = ids if self._row_of is None else self._row_of[ids]
         ids, rows = ids[rows >= 0], rows[rows >= 0]
         if ids.numel() == 0:  # none of them in the proposal vocabulary: unconstrained (the proposal is then dropped)
             return self._greedy(logits)
         return int(ids[torch.argmax(logits[rows])])
-
-    def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        self._forwards += 1
-        return self._runner.forward(tokens)
 
     def _target_proposal(self, before: list[int], healed: list[int], proposal: list[int], stop: int | None,
                          k: int) -> list[int]:

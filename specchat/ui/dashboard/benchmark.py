@@ -18,8 +18,8 @@ from ...bench import BenchRunner, BenchSettings, bench_run_values, load_prompts
 from ...engine import PromptError, SpecchatError
 from ...engine.drafting import drafter_info
 from ...engine.pair import ModelPair
-from ...engine.race import REMOTE
 from ...resources import default_prompt_suite
+from ...run_kind import PLAIN, REMOTE, RunKind
 from ...storage import StorageError
 from ..workers import FunctionWorker
 from .stats import _count
@@ -59,7 +59,7 @@ def _suite_description() -> str:
 def benchmark_modes(drafter: str, remote: bool = False) -> list[str]:
     """Plain decoding (the baseline of every speedup), the drafter chosen in Settings, and the remote engine the
     chat uses, if any (API menu)."""
-    return (["none"] if drafter == "none" else ["none", drafter]) + ([REMOTE] if remote else [])
+    return ([PLAIN] if RunKind.parse(drafter).is_plain else [PLAIN, drafter]) + ([REMOTE] if remote else [])
 
 
 class BenchmarkDialog(QDialog):
@@ -68,8 +68,8 @@ class BenchmarkDialog(QDialog):
     def __init__(self, modes: list[str], where: str, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Run a benchmark — specchat")
-        names = " and ".join("the remote engine (another machine: compared for text, not speed)" if m == REMOTE
-                             else drafter_info(m).phrase for m in modes)
+        names = " and ".join("the remote engine (another machine: compared for text, not speed)"
+                             if RunKind.parse(m).is_remote else drafter_info(m).phrase for m in modes)
         intro = QLabel(f"Each prompt is decoded greedily with <b>{html.escape(names)}</b>, one after the other on "
                        f"<b>{html.escape(where)}</b>. The speedup is measured against plain decoding of the same "
                        "prompt; the results are stored as benchmark runs.")

@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsSimpleTextItem, QLabel, QToolTip
 
 from ...engine.drafting import drafter_info
+from ...run_kind import RunKind
 from ...storage.records import GroupStats, RunRow
 from ..plain import plain_tip
 from ..theme import current_theme
@@ -143,7 +144,7 @@ class TimelineChart(ChartView):
             self.chart().setTitle("Speedup and speed per run over time")
 
     def _add_drafter(self, drafter: str, runs: list[RunRow]) -> None:
-        colour = _colour(drafter_info(drafter).colour or OTHER_COLOURS[0])
+        colour = _colour(drafter_info(RunKind.parse(drafter).colour_key).colour or OTHER_COLOURS[0])
         measured = [r for r in runs if r.speedup is not None]
         line = QLineSeries(name=drafter_info(drafter).chart_label)
         line.setPen(QPen(colour, 2))

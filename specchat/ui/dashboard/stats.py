@@ -14,6 +14,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Iterable, Sequence
 
 from ...engine.drafting import DRAFTER_KEYS, DRAFTERS, drafter_info
+from ...formatting import format_duration  # noqa: F401 - re-exported: the dashboard's cards use it
+from ...run_kind import RunKind
 from ...storage.records import GroupStats, RunRow
 
 # --- what the filters offer ---------------------------------------------------------------------------------------
@@ -105,7 +107,7 @@ def group_colours(groups: Sequence[GroupStats]) -> dict[str, str]:
     spare = list(dict.fromkeys([*OTHER_COLOURS, *(d.colour for d in DRAFTERS)]))
     used: set[str] = set()
     for group in groups:
-        colour = drafter_info(drafter_of_group(group.key) or "").colour
+        colour = drafter_info(RunKind.parse(drafter_of_group(group.key) or "").colour_key).colour
         if not colour or colour in used:
             colour = next((c for c in spare if c not in used), spare[len(colours) % len(spare)])
         colours[group.key] = colour
@@ -183,16 +185,6 @@ def short_label(text: str, limit: int = LABEL_CHARS) -> str:
 def local_day_start(day: date) -> datetime:
     """Local midnight of `day`, timezone-aware: the dashboard's dates are the user's calendar days."""
     return datetime.combine(day, time()).astimezone()
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
 
 
 def _local(moment: datetime | None) -> str:

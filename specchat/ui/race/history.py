@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QMenu, QMessageBox
 
 from ...engine import SpecchatError
-from ...engine.race import REMOTE, Track, all_identical, lane_results
+from ...engine.race import Track, all_identical, lane_results
+from ...run_kind import RunKind
 
 
 class ComparisonHistory(QListWidget):
@@ -99,7 +100,7 @@ class ComparisonHistory(QListWidget):
             self.session.stats_changed.emit()
 
     def _run_values(self, track: Track, result, plain: Track, race_settings: dict, settings) -> dict:
-        remote = self.session.remote if track.drafter == REMOTE else None  # recorded under the remote model
+        remote = self.session.remote if RunKind.parse(track.drafter).is_remote else None  # under the remote model
         return self.session.run_values(
             track.stats, track.drafter, race_settings["seed"], settings,
             pair=remote.reply_context(self.session).pair if remote is not None else None, speedup=result.speedup,

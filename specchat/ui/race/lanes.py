@@ -12,7 +12,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QTextBrowser, QVBoxLayout
 
 from ...engine.drafting import drafter_info
 from ...engine.events import Origin
-from ...engine.race import PLAIN, REMOTE, Track
+from ...engine.race import Track
+from ...run_kind import RunKind
 from ..plain import plain_label
 from ..spans import DRAFT
 from ..theme import current_theme
@@ -23,9 +24,11 @@ LANE_COLOURS = ("#6b7280", "#2e8b57", "#3b6ea8", "#c2185b", "#e69500")
 
 
 def lane_label(drafter: str) -> str:
-    if drafter == REMOTE:
+    """A lane's name in full (its tooltip, the diff dialog's title), from its run name `drafter`."""
+    kind = RunKind.parse(drafter)
+    if kind.is_remote:
         return "Remote engine (another machine)"
-    return "Plain decoding (target alone)" if drafter == PLAIN else drafter_info(drafter).label
+    return "Plain decoding (target alone)" if kind.is_plain else drafter_info(drafter).label
 
 
 def short_label(drafter: str) -> str:

@@ -9,7 +9,8 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout)
 
-from ...engine.race import PLAIN, REMOTE, Track, word_diff
+from ...engine.race import Track, word_diff
+from ...run_kind import RunKind
 from .lanes import lane_label, short_label
 
 RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
@@ -53,7 +54,8 @@ class ResultsTable(QTableWidget):
 def _speedup_cell(result) -> str:
     if result.speedup:
         return f"{result.speedup:.2f}×"
-    return {PLAIN: "baseline", REMOTE: "other machine"}.get(result.drafter, "–")
+    kind = RunKind.parse(result.drafter)
+    return "baseline" if kind.is_plain else "other machine" if kind.is_remote else "–"
 
 
 DISTRIBUTION_NOTE = (" The target verified on llama.cpp's fastest kernels, whose rounding depends on how many tokens a "

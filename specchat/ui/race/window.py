@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 from ...engine import Message, SpecchatError, build_prompt_ids
 from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
-from ...engine.race import PLAIN, REMOTE, RaceRunner, Track, all_identical, lane_results, lanes_for
+from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
+from ...run_kind import PLAIN, REMOTE, RunKind
 from ..remote_target import MessagesEngine
 from ..plain import plain_label, plain_tip
 from ..theme import current_theme
@@ -171,7 +172,7 @@ class RaceWindow(QWidget):
         for drafter, box in self.drafter_boxes.items():
             info = drafter_info(drafter)
             usable = (not info.needs_model or has_draft) and (not info.needs_head or has_head)
-            if drafter == REMOTE:
+            if RunKind.parse(drafter).is_remote:
                 usable = self.session.remote is not None
                 box.setEnabled(usable)
                 box.setToolTip(plain_tip(REMOTE_TIP.format(self.session.remote.info.describe())) if usable else
@@ -187,7 +188,7 @@ class RaceWindow(QWidget):
                 box.setChecked(False)
         if not any(box.isChecked() for box in self.drafter_boxes.values()):
             choice = self.session.settings.drafter
-            box = self.drafter_boxes.get(choice) if choice != PLAIN else None
+            box = self.drafter_boxes.get(choice) if not RunKind.parse(choice).is_plain else None
             (box if box is not None and box.isEnabled() else self.drafter_boxes["pld"]).setChecked(True)
         self._update_settings_label()
         self._update_buttons()
@@ -262,10 +263,11 @@ class RaceWindow(QWidget):
             pair, session = self.session.pair, self.session
 
             def engine_for(drafter: str):
-                if drafter == REMOTE:  # the remote engine reads the race's prompt as a chat message
+                kind = RunKind.parse(drafter)
+                if kind.is_remote:  # the remote engine reads the race's prompt as a chat message
                     return MessagesEngine(remote.engine, lambda: [Message("user", self._race_prompt)])
                 # the history lane drafts from the chat's past replies (an empty index while the setting is off)
-                return pair.engine(drafter, history=session.history if drafter == "history" else None)
+                return pair.engine(drafter, history=session.history if kind.needs_history else None)
 
             self._runner = RaceRunner(engine_for)
             self._runner_pair, self._runner_remote = self.session.pair, remote
@@ -278,7 +280,7 @@ class RaceWindow(QWidget):
         self.lanes[lane].view.show_tokens(track, len(track.token_ids))
         stats = event.stats
         figures = f"{stats.new_tokens} tokens · {stats.tokens_per_s:.1f} tok/s"
-        if track.drafter != PLAIN and stats.draft_proposed:
+        if not RunKind.parse(track.drafter).is_plain and stats.draft_proposed:
             figures += f" · α {stats.alpha:.2f} · τ {stats.tau:.2f}"
         self.lanes[lane].status.setText("● " + figures)
         for later in self.lanes[lane + 1:]:

@@ -1,18 +1,17 @@
 """Recording runs: a chat reply's run begun as it starts and completed as it ends, its footer, the status bar's
 figures, and the plain-decoding baseline that every chat reply's speedup is measured against. No Qt: ChatSession
-(session.py) owns one and tells the windows when the statistics change."""
+(ui/session.py) owns one and tells the windows when the statistics change."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..engine.events import GenerationResult, GenerationStats
 from ..storage.records import INTERRUPTED, STREAMING, RunRecord
 
 if TYPE_CHECKING:
     from ..engine.pair import ModelPair
-    from .settings import AppSettings
 
 ENDINGS = {"context": "reached the model's context window: start a new chat to go on",
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
@@ -22,16 +21,31 @@ ENDINGS = {"context": "reached the model's context window: start a new chat to g
 EXACTNESS_WORDS = {"bit-identical": "bit-identical to plain", "distribution": "same distribution as plain"}
 
 
+class RunSettings(Protocol):
+    """What a run's record reads of the app's settings (ui/settings.py's AppSettings has it all): the drafter and
+    the decoding settings the reply ran with."""
+
+    drafter: str
+    k: int
+    adaptive_k: bool
+    temperature: float
+    top_p: float
+    top_k: int
+
+
 @dataclass(frozen=True)
 class ReplyContext:
     """The settings, models and drafter name a reply ran with (ChatSession.reply_context), kept for its record."""
 
-    settings: AppSettings
+    settings: RunSettings
     pair: ModelPair | None
     drafter: str
 
 
 class RunBook:
+    """The chat replies' runs of one app session in the Store (app_session_id), and the plain-decoding baseline
+    their speedups are measured against."""
+
     def __init__(self, store, app_session_id: int):
         self.store, self.app_session_id = store, app_session_id
         self.plain_tokens_per_s: float | None = None  # set by the calibration at load, refreshed by plain replies
@@ -39,7 +53,7 @@ class RunBook:
     def begin(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
               context: ReplyContext) -> int:
         """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
-        up to the last partial save (MainWindow saves them with the text); complete() finishes it."""
+        up to the last partial save (ReplyRecorder.partial saves them with the text); complete() finishes it."""
         return self.store.record_run(self.record(
             GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
             context.pair, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
@@ -68,7 +82,7 @@ class RunBook:
         else:
             self.store.update_run(run_id, values)
 
-    def record(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair,
+    def record(self, stats: dict, drafter: str, seed: int, settings: RunSettings, pair: ModelPair,
                **extra) -> RunRecord:
         """A generation run for the Store: the engine's figures (picked from GenerationStats.to_dict()), the models
         and settings that produced them, and `extra` fields of RunRecord."""
@@ -114,8 +128,10 @@ class RunBook:
 
 
 def is_remote(drafter: str) -> bool:
-    """Runs of a remote engine are recorded under "remote" or "remote <its drafter>" (ui/remote_target.py)."""
-    return drafter == "remote" or drafter.startswith("remote ")
+    """Whether runs recorded under the name `drafter` came from a remote engine (run_kind.RunKind reads it)."""
+    from ..run_kind import RunKind
+
+    return RunKind.parse(drafter).is_remote
 
 
 def _replies(count: int) -> str:

@@ -1,0 +1,84 @@
+"""The chats the window lists and opens: their titles, system prompts and messages in the Store. No Qt.
+
+Every method is one unit of work on the Store (one short database session) and raises StorageError when the
+database refuses it or the chat is gone."""
+
+from __future__ import annotations
+
+from ..storage.records import ConversationInfo, MessageInfo
+
+TITLE_CHARS = 48  # a new chat is titled with the first line of its first message, cut to this length
+
+
+def title_for(first_message: str) -> str:
+    """The title of a chat started with `first_message`: its first line, cut to TITLE_CHARS with an ellipsis."""
+    line = first_message.splitlines()[0] if first_message.strip() else ""
+    return line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")
+
+
+class Conversations:
+    """The conversation operations of the chat window, over a Store (store)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def find(self, search: str | None = None) -> list[ConversationInfo]:
+        """All chats, most recently updated first; a non-empty `search` keeps those whose title or messages
+        contain it (any case)."""
+        return self.store.list_conversations(search)
+
+    def create(self, title: str = "New chat") -> ConversationInfo:
+        """A new, empty chat titled `title`."""
+        return self.store.create_conversation(title)
+
+    def start(self, first_message: str) -> ConversationInfo:
+        """A new, empty chat titled after the message it is about to get (title_for); the message is not added."""
+        return self.store.create_conversation(title_for(first_message))
+
+    def rename(self, conversation_id: int, title: str) -> ConversationInfo:
+        """Renames the chat (it keeps its place in the list); returns it as renamed."""
+        return self.store.rename_conversation(conversation_id, title)
+
+    def delete(self, conversation_id: int) -> bool:
+        """Deletes the chat and its messages (its runs stay in the statistics); False when it was already gone."""
+        return self.store.delete_conversation(conversation_id)
+
+    def system_prompt(self, conversation_id: int) -> str | None:
+        """The chat's system prompt, or None when it has none."""
+        return self.store.conversation(conversation_id).system_prompt
+
+    def set_system_prompt(self, conversation_id: int, text: str | None) -> ConversationInfo:
+        """Sets the chat's system prompt; None or blank text clears it."""
+        return self.store.set_system_prompt(conversation_id, text)
+
+    def messages(self, conversation_id: int) -> list[MessageInfo]:
+        """The chat's messages in order."""
+        return self.store.messages(conversation_id)
+
+    def message(self, conversation_id: int | None, message_id: int) -> MessageInfo | None:
+        """The message `message_id` of the chat, or None when the chat (None: no chat open) has no such message."""
+        if conversation_id is None:
+            return None
+        return next((m for m in self.store.messages(conversation_id) if m.id == message_id), None)
+
+    def last_question(self, conversation_id: int) -> str:
+        """The text of the chat's last user message ("" when it has none): what the race window is primed with."""
+        asked = [m.text for m in self.store.messages(conversation_id) if m.role == "user"]
+        return asked[-1] if asked else ""
+
+    def add_user_message(self, conversation_id: int, text: str) -> MessageInfo:
+        """Appends the user's message to the chat (which moves to the top of the list); returns it as stored."""
+        return self.store.add_message(conversation_id, "user", text)
+
+    def delete_messages_from(self, conversation_id: int, position: int) -> int:
+        """Deletes the chat's messages at `position` and after (editing a message replaces it and what followed);
+        returns how many went."""
+        return self.store.delete_messages_from(conversation_id, position)
+
+    def remove_last_reply(self, conversation_id: int) -> bool:
+        """Deletes the chat's last message if it is a reply (regenerating it); returns whether one was deleted."""
+        messages = self.store.messages(conversation_id)
+        if not messages or messages[-1].role != "assistant":
+            return False
+        self.store.delete_messages_from(conversation_id, messages[-1].position)
+        return True
