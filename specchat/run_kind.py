@@ -13,7 +13,7 @@ unchanged (`str(RunKind.parse(text)) == text` for every string), so stored names
 
 Also here, as names only, what must be known without importing torch (`specchat --help`): the drafter kinds (the
 registry in engine/drafting/registry.py stays the source of their behaviour; tests/test_run_kind.py checks that
-the two agree), the random-weight shapes of `specchat costs` (costs.SHAPES), and the one mapping from a token's
+the two agree), the random-weight shapes of `specchat costs` (commands/measure_costs.SHAPES), and the one mapping from a token's
 origin (engine.events.Origin) to the name shown and stored for it. Imports neither torch nor Qt.
 """
 
@@ -30,8 +30,8 @@ PLAIN = "none"  # plain decoding: the target alone
 HISTORY = "history"  # prompt lookup over the prompt and past replies: the only kind that needs them
 REMOTE = "remote"  # a remote engine whose server names no drafter (the race's remote lane)
 HF_MODES = ("hf-none", "hf-pld", "hf-model")  # transformers' generate(): plain, its prompt lookup, assisted
-LLAMA_CPP_MODES = ("llama-cpp", "llama-cpp-pld")  # llama-cpp-python (peers.PEER_MODES)
-LLAMA_SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")  # peer_server.SERVER_MODES
+LLAMA_CPP_MODES = ("llama-cpp", "llama-cpp-pld")  # llama-cpp-python (bench.peers.PEER_MODES)
+LLAMA_SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")  # bench.peer_server.SERVER_MODES
 SHAPE_NAMES = ("llama-3.1-8b", "llama-3.2-1b", "smollm2-1.7b", "smollm2-360m", "smollm2-135m", "tiny")  # costs
 
 # -- token origins ------------------------------------------------------------------------------------------------
@@ -192,3 +192,19 @@ class RunKind:
     def needs_history(self) -> bool:
         """Ours, the history drafter: it drafts from past replies always, so its engine needs their index."""
         return self.engine == OURS and self.drafter == HISTORY
+
+
+# -- speedups -------------------------------------------------------------------------------------------------------
+
+def speedup(tokens_per_s: float, plain_tokens_per_s: float | None, run: str | RunKind | None = None) -> float | None:
+    """A run's speedup over plain decoding: its tokens/s over the baseline's (plain_tokens_per_s, measured in the
+    same race or benchmark, or calibrated at load for chat replies). Takes the run's name or RunKind (run) when
+    known. Returns None when there is no baseline (None or 0), when the run has no speed (nothing decoded), and
+    for a remote engine, whose speed is another machine's and says nothing against plain decoding here. The one
+    reading of a speedup for the chat footer (chats/run_book.py), the race (engine/race.py) and the benchmark
+    (bench/runner.py)."""
+    if run is not None and (run if isinstance(run, RunKind) else RunKind.parse(run)).is_remote:
+        return None
+    if not plain_tokens_per_s or not tokens_per_s:
+        return None
+    return tokens_per_s / plain_tokens_per_s

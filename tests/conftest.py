@@ -89,6 +89,6 @@ def fixed_step_costs(request, monkeypatch):
 
     def with_fixed_costs(self, *args, **kwargs):
         made(self, *args, **kwargs)
-        self.step_costs = StepCosts.fixed(self.drafter.uses_model)
+        self.step_costs = StepCosts.fixed(self.drafter.capabilities.uses_model)
 
     monkeypatch.setattr(SpeculativeEngine, "__init__", with_fixed_costs)

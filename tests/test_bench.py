@@ -59,7 +59,8 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
 def test_leviathan_prediction_from_steps_and_the_cost_curve():
     """alpha = 0.5 (2 accepted of 4 trials), two steps with k = 2: E = 1 + .5 + .25 = 1.75 tokens each; verifying
     3 tokens costs 2 plain steps each (t1 = 0.1 s), no drafting cost: predicted = 0.1 * 3.5 / 0.4 = 0.875."""
-    from specchat.bench import ModeRecord, _engine_figures
+    from specchat.bench import ModeRecord
+    from specchat.bench.report import _engine_figures
 
     record = ModeRecord(question_id=1, category="c", mode="pld", new_tokens=7, wall_s=0.5, target_passes=3,
                         draft_proposed=4, draft_accepted=2, draft_forwards=0, draft_s=0.0, verify_s=0.4,

@@ -145,9 +145,9 @@ def test_download_rejects_a_malformed_id(capsys):
 
 
 def test_the_cli_knows_the_engines_drafters():
-    """cli.py takes the drafter names from run_kind so that `specchat --help` does not import torch; they must
+    """The CLI takes the drafter names from run_kind so that `specchat --help` does not import torch; they must
     not drift from the registry's."""
-    from specchat import cli
+    from specchat.commands import options as cli
     from specchat.engine import drafting as drafters
 
     assert cli.DRAFTER_KINDS == drafters.DRAFTER_KINDS

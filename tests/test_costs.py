@@ -2,7 +2,8 @@
 
 import json
 
-from specchat import cli, costs
+from specchat.commands import costs as cli
+from specchat.commands import measure_costs as costs
 from specchat.cli import main
 
 

@@ -6,7 +6,7 @@ import io
 import pytest
 from huggingface_hub import constants
 
-from specchat.catalog_report import partial_downloads, print_local_models
+from specchat.commands.catalog_report import partial_downloads, print_local_models
 from specchat.cli import main
 
 COMMIT = "1234567890abcdef1234567890abcdef12345678"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from specchat import peer_server
+from specchat.bench import peer_server
+from specchat.bench.peer_server import LlamaServerPeer, server_flags
 from specchat.engine import SpecchatError
-from specchat.peer_server import LlamaServerPeer, server_flags
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
 

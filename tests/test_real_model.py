@@ -109,7 +109,7 @@ def test_prompt_lookup_accepts_tokens_when_the_reply_copies_the_prompt(embedded_
 def test_self_test_passes_on_the_default_pair():
     import io
 
-    from specchat.selftest import run_self_test
+    from specchat.commands.selftest import run_self_test
 
     out = io.StringIO()
     assert run_self_test(out) == 0
@@ -120,7 +120,7 @@ def test_self_test_passes_on_the_default_pair():
 def test_self_test_failure_is_one_line_and_exit_code_1(monkeypatch):
     import io
 
-    from specchat import selftest
+    from specchat.commands import selftest
 
     def broken():
         raise RuntimeError("no model here")

@@ -90,7 +90,8 @@ def test_the_names_agree_with_the_drafter_registry():
 
 
 def test_the_peer_and_shape_names_agree_with_their_modules():
-    from specchat import costs, peer_server, peers
+    from specchat.commands import measure_costs as costs
+    from specchat.bench import peer_server, peers
 
     assert run_kind.LLAMA_CPP_MODES == peers.PEER_MODES
     assert run_kind.LLAMA_SERVER_MODES == peer_server.SERVER_MODES

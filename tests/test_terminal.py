@@ -7,7 +7,7 @@ import torch
 from specchat.engine import GenerationConfig, LoadedModel, ModelSource, Origin, StepEvent
 from specchat.engine.events import GenerationStats
 from specchat.engine.pair import ModelPair
-from specchat.terminal import DRAFT_STYLE, RESET, StreamPrinter, TerminalChat
+from specchat.commands.terminal import DRAFT_STYLE, RESET, StreamPrinter, TerminalChat
 
 
 def test_chat_session_in_the_terminal(tokenizer, target):

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..engine.events import GenerationResult, GenerationStats
-from ..storage.records import INTERRUPTED, STREAMING, RunRecord
+from ..run_kind import speedup as speedup_over_plain
+from ..storage.records import INTERRUPTED, STREAMING, RunContext, RunRecord, run_record
 
 if TYPE_CHECKING:
     from ..engine.pair import ModelPair
@@ -70,9 +71,8 @@ class RunBook:
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
         # Decode speed against decode speed: the baseline leaves the prompt's processing out, so the reply must too
         # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
-        speedup = (stats.decode_tokens_per_s / self.plain_tokens_per_s
-                   if self.plain_tokens_per_s and stats.decode_tokens_per_s and not is_remote(context.drafter)
-                   else None)  # a remote engine's speed says nothing against this machine's plain decoding
+        # None for a remote engine: its speed says nothing against this machine's plain decoding.
+        speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
         values = self.record(
             stats.to_dict(), context.drafter, result.seed, settings, context.pair, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
@@ -84,12 +84,16 @@ class RunBook:
 
     def record(self, stats: dict, drafter: str, seed: int, settings: RunSettings, pair: ModelPair,
                **extra) -> RunRecord:
-        """A generation run for the Store: the engine's figures (picked from GenerationStats.to_dict()), the models
-        and settings that produced them, and `extra` fields of RunRecord."""
-        return RunRecord(**RunRecord.figures(stats), app_session_id=self.app_session_id, target=pair.target.name,
-                         draft=pair.draft_name(drafter), drafter=drafter, k=settings.k, adaptive=settings.adaptive_k,
-                         temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k, seed=seed,
-                         device=str(pair.target.device), exactness=getattr(pair.target, "exactness", None), **extra)
+        """A chat reply's (or a race lane's) generation run for the Store, made by storage's run_record: the
+        engine's figures (stats: a GenerationStats.to_dict()), the drafter's name, seed, app settings and model pair
+        that produced them, and `extra` fields of RunRecord. Source "chat" (Store.save_comparison stores a race's
+        runs as "race")."""
+        context = RunContext(
+            target=pair.target.name, draft=pair.draft_name(drafter), drafter=drafter, k=settings.k,
+            adaptive=settings.adaptive_k, temperature=settings.temperature, top_p=settings.top_p,
+            top_k=settings.top_k, seed=seed, device=str(pair.target.device),
+            exactness=getattr(pair.target, "exactness", None), app_session_id=self.app_session_id)
+        return run_record(stats, context, "chat", **extra)
 
     def footer(self, message_id: int) -> str:
         """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended."""

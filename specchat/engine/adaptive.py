@@ -6,6 +6,22 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+CONTEXT = "context"  # an AcceptanceClass source: prompt lookup in the context (prompt + reply so far)
+HISTORY = "history"  # an AcceptanceClass source: lookup in the user's past replies (engine/history.py)
+
+
+@dataclass(frozen=True)
+class AcceptanceClass:
+    """A class of proposals with similar acceptance, which the policy learns apart (its key in `acceptance`).
+
+    `source`: where a model-free proposal came from (CONTEXT or HISTORY); `length`: how many tokens of the
+    context's end it matched (a longer match is likelier to go on), None where the source has no such measure. A
+    proposal with no class (Draft.acceptance_class None: a draft model's or head's) is in its drafter's one class.
+    The priors of each class: _Acceptance.with_prior."""
+
+    source: str
+    length: int | None = None
+
 
 def expected_tokens(alpha: float, k: int) -> float:
     """Tokens produced by one verification of k draft tokens if each is accepted with probability alpha
@@ -180,8 +196,8 @@ class _Acceptance:
     gain: float = 0.0  # plain steps saved against plain decoding, decayed
 
     @classmethod
-    def with_prior(cls, key: int | tuple[str, int] | None, factor: float = 1.0) -> _Acceptance:
-        """Prior alpha: 0.5 without a confidence; for a match of length c, c / (c + 2) from the context (a longer
+    def with_prior(cls, key: AcceptanceClass | None, factor: float = 1.0) -> _Acceptance:
+        """Prior alpha: 0.5 without a class; for a match of length c, c / (c + 2) from the context (a longer
         n-gram match is likelier to continue: 0.33 for one token, 0.75 for six) and c / (c + 1) from past replies
         (0.89 for eight tokens). Where checking two tokens costs about two passes, only the latter starts above the
         break-even: a long match in an earlier reply is most often the same request again, whose whole reply then
@@ -190,10 +206,12 @@ class _Acceptance:
         at most 1) scales the prior by how this drafter's proposals have fared. That holds back even a long match
         in past replies after the short ones failed; if it is the same request again, its unused proposals' trials
         (DraftLengthPolicy.observe_shadow) bring it back within a few tokens."""
-        if isinstance(key, tuple):
-            prior = key[1] / (key[1] + 1)
+        if key is None or key.length is None:
+            prior = 0.5
+        elif key.source == HISTORY:
+            prior = key.length / (key.length + 1)
         else:
-            prior = 0.5 if key is None else key / (key + 2)
+            prior = key.length / (key.length + 2)
         return cls(successes=3.0 * prior * factor, prior=prior)
 
     @property
@@ -229,7 +247,7 @@ class _Pool:
         self.trials = self.DECAY * self.trials + trials
 
 
-POOL = "pool"  # the key of the _Pool in a policy's acceptance dict (class keys are ints, tuples and None)
+POOL = "pool"  # the key of the _Pool in a policy's acceptance dict (class keys are AcceptanceClass and None)
 
 
 @dataclass
@@ -241,7 +259,7 @@ class DraftLengthPolicy:
     against throughput(0) = 1 / plain step, all measured on this machine (StepCosts): the step costs include the
     step's own work, a draft model's or a head's passes are timed as they ran, and the baseline is the plain steps
     this policy itself ran (it runs some before drafting at all, and one every StepCosts.PLAIN_REFRESH drafting
-    steps). alpha is estimated from recent steps, separately for each confidence class a drafter reports (prompt
+    steps). alpha is estimated from recent steps, separately for each acceptance class a drafter reports (prompt
     lookup: the length of the n-gram it matched, since a longer match is far likelier to continue); a class seen for
     the first time starts from its prior discounted by how all classes' proposals have fared (_Pool). K = 0 (plain
     decoding) wins when drafts keep failing. A free proposal that was not drafted still counts as a trial of its
@@ -271,7 +289,7 @@ class DraftLengthPolicy:
     probe_backoff: int = 3
     floor_tokens: float = 2.0
     gain_decay: float = 0.8
-    acceptance: dict = field(default_factory=dict)  # acceptance class (Draft.acceptance_class) -> _Acceptance
+    acceptance: dict = field(default_factory=dict)  # AcceptanceClass (Draft.acceptance_class) or None -> _Acceptance
     costs: StepCosts = field(default_factory=StepCosts)
 
     ALPHA_CAP = 0.95
@@ -287,20 +305,22 @@ class DraftLengthPolicy:
             raise ValueError("K must be at least 1")
         self.k_max = max(self.k_max, self.k)
 
-    def alpha(self, confidence=None) -> float:
-        return self._class(confidence).alpha
+    def alpha(self, acceptance_class: AcceptanceClass | None = None) -> float:
+        """The estimated acceptance rate of a draft token of this class (None: the drafter's one class)."""
+        return self._class(acceptance_class).alpha
 
-    def choose(self, limit: int, confidence=None, free: bool = False) -> int:
+    def choose(self, limit: int, acceptance_class: AcceptanceClass | None = None, free: bool = False) -> int:
         """Draft length for the next step, never more than `limit` (tokens left to generate minus the target's own).
-        `confidence`: the proposal's acceptance class. `free`: the proposal is already made and cost nothing (prompt
-        lookup), so only verification is charged, and a trial of it comes from observe_shadow while K = 0."""
+        `acceptance_class`: the proposal's (None: the drafter's one class). `free`: the proposal is already made and
+        cost nothing (prompt lookup), so only verification is charged, and a trial of it comes from observe_shadow
+        while K = 0."""
         if limit <= 0:
             return 0
         if not self.adaptive:
             return min(self.k, limit)
         if self.costs.needs_plain_step():
             return 0
-        acceptance = self._class(confidence)
+        acceptance = self._class(acceptance_class)
         best_k, _ = self._best(limit, acceptance, free)
         in_the_red = acceptance.gain < -self.floor_tokens
         if best_k and not in_the_red:
@@ -334,13 +354,13 @@ class DraftLengthPolicy:
         wait = max(self.probe_every, math.ceil(extra / self.probe_budget))
         return wait * 2 ** min(misses, self.probe_backoff)
 
-    def free_beats_model(self, limit: int, confidence) -> bool:
-        """For a drafter with both: is a free proposal of this confidence class worth more tokens per second than
+    def free_beats_model(self, limit: int, acceptance_class: AcceptanceClass | None) -> bool:
+        """For a drafter with both: is a free proposal of this acceptance class worth more tokens per second than
         running the draft model? Compares the best expected rate of each (alpha per class, measured costs)."""
         if limit <= 0 or not self.adaptive or not self.costs.verify:
-            length = confidence[1] if isinstance(confidence, tuple) else confidence
+            length = acceptance_class.length if acceptance_class is not None else None
             return length is not None and length >= 3  # before any measurement: long matches only
-        free_k, free_rate = self._best(limit, self._class(confidence), free=True)
+        free_k, free_rate = self._best(limit, self._class(acceptance_class), free=True)
         _, model_rate = self._best(limit, self._class(None), free=False)
         return free_k > 0 and free_rate >= model_rate
 
@@ -359,7 +379,7 @@ class DraftLengthPolicy:
         return best_k, best_rate
 
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
-                confidence=None, free: bool = False, overhead_s: float = 0.0) -> None:
+                acceptance_class: AcceptanceClass | None = None, free: bool = False, overhead_s: float = 0.0) -> None:
         """Record one verified step: k proposed, n accepted, and what it cost: the target pass, the draft model's
         (or head's) own time, and the rest of the step's work (overhead_s: a lookup, acceptance, rollback, the
         policy), which a plain step pays too and so belongs with the pass."""
@@ -369,7 +389,7 @@ class DraftLengthPolicy:
         pool.idle = 0 if k and free else pool.idle + 1
         if not k:
             return
-        acceptance = self._class(confidence)
+        acceptance = self._class(acceptance_class)
         pool.add(acceptance.prior, n_accepted + (1 if n_accepted < k else 0), n_accepted)
         acceptance.add(k, n_accepted, self.decay)
         if n_accepted == k:  # a probe with every draft accepted undoes a miss (choose() counted one for it)
@@ -381,21 +401,22 @@ class DraftLengthPolicy:
             saved = n_accepted + 1 - (verify_s + overhead_s + (0.0 if free else draft_s)) / plain
             acceptance.gain = self.gain_decay * acceptance.gain + max(saved, -self.floor_tokens)
 
-    def observe_shadow(self, confidence, hit: bool) -> None:
+    def observe_shadow(self, acceptance_class: AcceptanceClass | None, hit: bool) -> None:
         """A free proposal that was not drafted, its first token compared with the token the target produced in its
         place: one trial of that class at no cost. For greedy decoding the token is the one a draft would have been
         checked against; for sampling, the token is drawn from p, so it matches with probability p(x), which is
         the acceptance probability of a point-mass draft x."""
-        acceptance = self._class(confidence)
+        acceptance = self._class(acceptance_class)
         self._pool().add(acceptance.prior, 1, int(hit))
         acceptance.add(1, int(hit), self.decay)
         if hit:
             self._pool().idle = 0
 
-    def _class(self, confidence) -> _Acceptance:
-        if confidence not in self.acceptance:
-            self.acceptance[confidence] = _Acceptance.with_prior(confidence, self._pool().factor)
-        return self.acceptance[confidence]
+    def _class(self, acceptance_class: AcceptanceClass | None) -> _Acceptance:
+        """The estimates of a class, made from its prior (discounted by the pool) the first time it is seen."""
+        if acceptance_class not in self.acceptance:
+            self.acceptance[acceptance_class] = _Acceptance.with_prior(acceptance_class, self._pool().factor)
+        return self.acceptance[acceptance_class]
 
     def _pool(self) -> _Pool:
         pool = self.acceptance.get(POOL)

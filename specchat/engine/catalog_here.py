@@ -1,5 +1,5 @@
 """Where a catalog model would run on this machine, in what format, whether it fits, and what the catalog offers to
-download for it: the one judgement (run_here) that `specchat models catalog` (catalog_report.py) and Settings →
+download for it: the one judgement (run_here) that `specchat models catalog` (commands/catalog_report.py) and Settings →
 Models… (ui/model_rows.py) share, so that the terminal and the window never disagree on a model's format, size or
 verdict. The memory rule itself is catalog.memory_verdict; the CPU's choice of float32 is engine/precision.py's,
 the one the loader makes. No Qt; torch only to find the device and through engine/precision.py.

@@ -30,7 +30,7 @@ SEPARATOR = -1  # between documents: no token id is negative, so no n-gram runs 
 
 @dataclass(frozen=True)
 class HistoryMatch:
-    length: int  # tokens of the context's end that matched (the proposal's confidence)
+    length: int  # tokens of the context's end that matched (the length of its acceptance class)
     tokens: list[int]  # what followed the match, at most k tokens
 
 

@@ -487,3 +487,24 @@ def _check_disk_space(folder: Path, needed: int) -> None:
     if needed > free:
         raise ModelLoadError(f"not enough disk space: the download needs {format_size(needed)} more, and "
                              f"{folder.parent} has {format_size(free)} free")
+
+
+@contextlib.contextmanager
+def terminal_progress(repo_id: str):
+    """A byte bar on stderr for `specchat models download`, drawn from the first report on (a download that
+    fails before any byte arrives prints only its error)."""
+    from tqdm.auto import tqdm
+
+    bars = []
+
+    def report(progress) -> None:
+        if not bars:
+            bars.append(tqdm(desc=repo_id, total=progress.total_bytes, initial=progress.done_bytes, unit="B",
+                             unit_scale=True, unit_divisor=1000))
+        bars[0].update(progress.done_bytes - bars[0].n)
+
+    try:
+        yield report
+    finally:
+        for bar in bars:
+            bar.close()

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .packed import packed_weights_for
 
 
-def lean_runner_supported(model) -> bool:
+def lean_forward_supported(model) -> bool:
     """Plain Llama only: default RoPE, no biases, SiLU MLP; anything else uses transformers' forward."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) != "llama":
@@ -162,9 +162,9 @@ class LeanLlama:
         return rope_tables(self.inv_freq, capacity, self.dtype)
 
 
-class LeanLlamaRunner:
-    """A draft model's runner: forward(tokens) appends tokens to its one cached sequence and returns the logits
-    after the last one."""
+class LeanDraftForward:
+    """A draft model through the lean forward (drafting/backends.py's torch backend): forward(tokens) appends
+    tokens to its one cached sequence and returns the logits after the last one."""
 
     def __init__(self, model, capacity: int = 1024):
         self.model = model

@@ -4,7 +4,6 @@ Hugging Face Hub repositories (downloaded only when the user asks). Nothing here
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import json
@@ -506,7 +505,8 @@ def download_from_hub(repo_id: str, on_progress=None, cancel=None) -> str:
     follows it (None: a bar on the terminal); setting `cancel` stops it at the next chunk with DownloadCancelled,
     keeping what arrived for the next call to continue."""
     from .catalog_gguf import split_gguf_spec
-    from .hub_download import DownloadCancelled, download_snapshot, hub_endpoint, network_for_this_thread
+    from .hub_download import (DownloadCancelled, download_snapshot, hub_endpoint, network_for_this_thread,
+                               terminal_progress)
     from .hub_gguf import download_gguf_spec
 
     one_gguf = split_gguf_spec(repo_id) is not None  # "org/name/file.gguf": that one file
@@ -517,7 +517,7 @@ def download_from_hub(repo_id: str, on_progress=None, cancel=None) -> str:
         with network_for_this_thread():
             if on_progress is not None:
                 return str(fetch(repo_id, on_progress, cancel))
-            with _terminal_progress(repo_id) as report:
+            with terminal_progress(repo_id) as report:
                 return str(fetch(repo_id, report, cancel))
     except (DownloadCancelled, ModelLoadError):
         raise
@@ -546,27 +546,6 @@ def _download_failure(repo_id: str, error: Exception, endpoint: str) -> str:
     if isinstance(error, OSError):
         return f"could not save {repo_id} to the Hugging Face cache: {message}"
     return f"could not download {repo_id}: {message}"
-
-
-@contextlib.contextmanager
-def _terminal_progress(repo_id: str):
-    """A byte bar on stderr for `specchat models download`, drawn from the first report on (a download that
-    fails before any byte arrives prints only its error)."""
-    from tqdm.auto import tqdm
-
-    bars = []
-
-    def report(progress) -> None:
-        if not bars:
-            bars.append(tqdm(desc=repo_id, total=progress.total_bytes, initial=progress.done_bytes, unit="B",
-                             unit_scale=True, unit_divisor=1000))
-        bars[0].update(progress.done_bytes - bars[0].n)
-
-    try:
-        yield report
-    finally:
-        for bar in bars:
-            bar.close()
 
 
 def list_local_models() -> list[tuple[str, str, str]]:

@@ -63,9 +63,9 @@ class ModelPair:
         eos = self.target.eos_token_ids()
         native = self.target.native
         if native is not None:
-            return SpeculativeEngine(native.runner(keeps_features=made.wants_target_features),
+            return SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
                                      self.target.tokenizer, made, eos_token_ids=eos)
-        runner = runner_for(self.target.model, keeps_features=made.wants_target_features,
+        runner = runner_for(self.target.model, keeps_features=made.capabilities.reads_target_states,
                             packed_weights=self.packed_weights if packed_weights is None else packed_weights)
         return SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
 

@@ -8,13 +8,11 @@ A Track records what a replay needs: each token's character span, origin and the
 from __future__ import annotations
 
 import bisect
-import difflib
-import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
-from ..run_kind import PLAIN, RunKind
+from ..run_kind import PLAIN, RunKind, speedup
 from .events import GenerationResult, StepEvent, origin_runs
 from .speculative import GenerationConfig
 
@@ -103,14 +101,7 @@ class Track:
             points.append((t, i + 1))
         return points
 
-    # -- storage --------------------------------------------------------------------------------------------------
-
-    def to_row(self) -> dict:
-        """comparison_tracks columns."""
-        return {"drafter": self.drafter, "text": self.text, "finish_reason": self.finish_reason,
-                "token_ids": list(self.token_ids), "token_spans": [list(s) for s in self.spans],
-                "token_origins": list(self.origins), "token_times": list(self.times),
-                "stats": dict(self.stats)}
+    # -- storage (its columns: storage.records.track_row) ---------------------------------------------------------
 
     @classmethod
     def from_row(cls, row) -> Track:
@@ -128,7 +119,7 @@ class LaneResult:
     new_tokens: int
     wall_s: float
     tokens_per_s: float
-    speedup: float | None  # tokens/s over the plain lane's (None for the plain lane itself)
+    speedup: float | None  # tokens/s over the plain lane's (run_kind.speedup; None for the plain lane itself)
     alpha: float | None
     tau: float | None
     acceptance_by_position: tuple[float, ...]
@@ -146,8 +137,7 @@ def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
         results.append(LaneResult(
             drafter=track.drafter, new_tokens=track.new_tokens, wall_s=track.wall_s,
             tokens_per_s=track.tokens_per_s,
-            speedup=(track.tokens_per_s / plain.tokens_per_s
-                     if i and plain.tokens_per_s and not kind.is_remote else None),
+            speedup=speedup(track.tokens_per_s, plain.tokens_per_s, kind) if i else None,
             alpha=stats.get("alpha") if drafted else None, tau=stats.get("tau"),
             acceptance_by_position=tuple(stats.get("acceptance_by_position") or ()) if drafted else (),
             identical=track.same_output(plain) if i and greedy else None))
@@ -156,24 +146,6 @@ def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
 
 def all_identical(tracks: Sequence[Track]) -> bool:
     return all(track.same_output(tracks[0]) for track in tracks[1:])
-
-
-WORD = re.compile(r"\s+|\w+|[^\w\s]")
-
-
-def word_diff(a: str, b: str) -> list[tuple[str, str]]:
-    """[(op, text)] with op "equal", "delete" (only in a) or "insert" (only in b), word by word."""
-    left, right = WORD.findall(a), WORD.findall(b)
-    pieces: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, left, right, autojunk=False).get_opcodes():
-        if op == "equal":
-            pieces.append(("equal", "".join(left[i1:i2])))
-            continue
-        if i2 > i1:
-            pieces.append(("delete", "".join(left[i1:i2])))
-        if j2 > j1:
-            pieces.append(("insert", "".join(right[j1:j2])))
-    return pieces
 
 
 class RaceRunner:

@@ -19,6 +19,7 @@ from the model, the device and the options (static_cache, compile_steps, tuned_h
 - `StaticCacheRunner`: transformers' forward over a static cache, its verification steps compiled with CUDA graphs
   (the GPU path).
 A GGUF file runs on llama.cpp's own kernels through `LlamaCppRunner` (engine/llamacpp.py), with the same interface.
+"Runner" names these, the target's forward paths, only: a draft model runs on a draft backend (drafting/backends.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 from .cache import cache_argument, new_cache, new_static_cache, rollback
 from .errors import PrefillCancelled
 from .head import tuned_head_for
-from .lean import LeanCache, LeanLlama, lean_runner_supported
+from .lean import LeanCache, LeanLlama, lean_forward_supported
 
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill pass: a Stop is heard between passes, so a long prompt can be stopped
@@ -66,7 +67,7 @@ def runner_for(model: torch.nn.Module, keeps_features: bool = False, static_cach
     static = on_gpu if static_cache is None else static_cache
     compiled = compile_steps if compile_steps is not None else (on_gpu and static)
     if lean is None:
-        lean = not static and not compiled and lean_runner_supported(model)
+        lean = not static and not compiled and lean_forward_supported(model)
     head = tuned_head is None or bool(tuned_head)
     if lean:
         if static or compiled:

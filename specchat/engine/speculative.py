@@ -9,6 +9,7 @@ Structure: `SpeculativeEngine` runs the target through a TargetRunner (engine/ru
 transformers model's forward path, and the engine holds no options of its own). `stream` runs the prefill, then one
 `_step` per target pass: propose (`_propose`: the drafter and the draft-length policy), verify, accept, roll back,
 emit. Each phase is timed by a timing.Profile, and `GenerationStats.record_step` adds the step's counts and seconds.
+What the drafter is beyond propose and update the engine reads once, from its Capabilities (drafting/base.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from .adaptive import DraftLengthPolicy, StepCosts
-from .drafting.base import Draft, Drafter, NoDrafter
+from .drafting.base import Draft, Drafter, NoDrafter, check_capabilities
 from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
@@ -56,11 +57,12 @@ class SpeculativeEngine:
         """target: a TargetRunner (engine/runners.py: `runner_for(model, keeps_features=..., **options)` makes one
         for a transformers model with options), or a transformers model, run through `runner_for` with its
         defaults. A drafter that reads the target's hidden states gets them from every pass, the prefill included,
-        so its runner must keep them."""
+        so its runner must keep them. TypeError for a drafter whose capabilities promise what it lacks."""
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
-        self._keeps_features = self.drafter.wants_target_features
-        self._reads_context = self._keeps_features and self.drafter.reads_context
+        self.capabilities = check_capabilities(self.drafter)
+        self._keeps_features = self.capabilities.reads_target_states
+        self._reads_context = self._keeps_features and self.capabilities.reads_context
         if isinstance(target, torch.nn.Module):
             target = runner_for(target, keeps_features=self._keeps_features)
         if self._keeps_features and not target.keeps_features:
@@ -78,7 +80,7 @@ class SpeculativeEngine:
         self.max_draft = rows - 1 if rows else 1 << 30
         self.vocab_size = self.runner.vocab_size
         self.step_costs = StepCosts()  # measured per engine, reused by every generation
-        self.acceptance: dict = {}  # the draft-length policy's acceptance per confidence class, kept likewise
+        self.acceptance: dict = {}  # the draft-length policy's acceptance per acceptance class, kept likewise
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -134,7 +136,7 @@ class SpeculativeEngine:
 
     def _policy(self, config: GenerationConfig, greedy: bool) -> DraftLengthPolicy:
         # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
-        costs = self.step_costs if greedy else StepCosts.fixed(self.drafter.uses_model)
+        costs = self.step_costs if greedy else StepCosts.fixed(self.capabilities.uses_model)
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
         # on the replies before it.
         acceptance = self.acceptance if greedy else {}
@@ -151,7 +153,10 @@ class SpeculativeEngine:
         return sampler.next_token(logits)
 
     def _begin_drafting(self, prompt: list[int], first: int, sampler: Sampler) -> None:
-        self.drafter.begin(prompt, sampler, self.vocab_size)
+        """Before the first proposal: a drafter with state per generation begins one, and one that reads the
+        target's hidden states gets the prefill's."""
+        if self.capabilities.has_generation_state:
+            self.drafter.begin(prompt, sampler, self.vocab_size)
         if self._keeps_features:  # row i produced token i + 1 of the context
             features = self.runner.features
             self.drafter.accept_target_states(features, (prompt[1:] + [first])[-len(features):])
@@ -198,34 +203,40 @@ class SpeculativeEngine:
 
     def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy, profile: Profile) -> _Proposed:
         """The draft for this step, cut to the length the policy chose (None: none), with what the policy needs to
-        learn from the step. A model drafter first offers its free proposal (prompt lookup), which wins when its
-        class is expected to yield more tokens per second than running the draft model; a model-free drafter's
-        proposal is always free. Either lookup is skipped on steps where the policy expects it to be useless
-        (DraftLengthPolicy.wants_lookup). The policy's time is its phase; the draft model's passes are timed apart
-        from the rest of the phase (the lookup, which a plain step pays too)."""
-        forwards_before = self.drafter.forward_count
+        learn from the step. A drafter can offer two kinds of proposal: a free one (a model-free drafter's, or the
+        lookup hybrid's prompt lookup), whose K is chosen after seeing its acceptance class, and a paid one (a
+        model's passes), whose K is chosen before it is made. Where it has both, the free one wins when its class is
+        expected to yield more tokens per second than running the model. The free proposal is skipped on steps
+        where the policy expects it to be useless (DraftLengthPolicy.wants_lookup). The policy's time is its phase;
+        the model's passes are timed apart from the rest of the phase (the lookup, which a plain step pays too)."""
         model_s = 0.0
+        paid = self.capabilities.uses_model
         look = limit > 0 and policy.wants_lookup()
-        if self.drafter.uses_model:
-            lookup = self.drafter.free_proposal(context, min(limit, policy.k_max)) if look else None
-            with profile.phase("policy"):
-                free = lookup is not None and policy.free_beats_model(limit, lookup.acceptance_class)
-                k_wanted = policy.choose(limit, lookup.acceptance_class, free=True) if free else policy.choose(limit)
-            draft = lookup if free else None
-            if not free and k_wanted > 0:
-                started = time.perf_counter()
-                draft = self.drafter.propose(context, k_wanted)
-                model_s = time.perf_counter() - started
-        else:
-            draft = lookup = self.drafter.propose(context, min(limit, policy.k_max)) if look else None
-            free = True
-            with profile.phase("policy"):
-                k_wanted = policy.choose(limit, draft.acceptance_class, free=True) if draft is not None else 0
+        lookup = self._free_proposal(context, min(limit, policy.k_max)) if look else None
+        with profile.phase("policy"):
+            free = lookup is not None and (not paid or policy.free_beats_model(limit, lookup.acceptance_class))
+            if free:
+                k_wanted = policy.choose(limit, lookup.acceptance_class, free=True)
+            else:
+                k_wanted = policy.choose(limit) if paid else 0
+        draft = lookup if free else None
+        if not free and k_wanted > 0:
+            started = time.perf_counter()
+            draft = self.drafter.propose(context, k_wanted)
+            model_s = time.perf_counter() - started
         unused = lookup if lookup is not None and lookup.tokens and (draft is not lookup or k_wanted == 0) else None
         if draft is None or k_wanted == 0:
             return _Proposed(None, free, model_s, unused)
-        return _Proposed(_Proposal(draft.tokens[:k_wanted], draft.probs, draft.acceptance_class,
-                                   self.drafter.forward_count - forwards_before), free, model_s, unused)
+        return _Proposed(replace(draft, tokens=draft.tokens[:k_wanted]), free, model_s, unused)
+
+    def _free_proposal(self, context: list[int], k: int) -> Draft | None:
+        """Up to k tokens that cost no model pass: a model-free drafter's proposal, a FreeProposer's free one (the
+        lookup hybrid's prompt lookup), or None for a drafter whose every proposal runs its model."""
+        if not self.capabilities.uses_model:
+            return self.drafter.propose(context, k)
+        if self.capabilities.offers_free_proposals:
+            return self.drafter.free_proposal(context, k)
+        return None
 
     @staticmethod
     def _observe(policy: DraftLengthPolicy, proposed: _Proposed, k: int, accepted: list[int],
@@ -236,7 +247,7 @@ class SpeculativeEngine:
         draft = proposed.draft
         overhead = sum(seconds.get(phase, 0.0) for phase in ("draft", "accept", "rollback", "policy"))
         policy.observe(k, len(accepted) - 1, verify_s=seconds["verify"], draft_s=proposed.model_s,
-                       confidence=draft.confidence if draft else None, free=proposed.free,
+                       acceptance_class=draft.acceptance_class if draft else None, free=proposed.free,
                        overhead_s=overhead - proposed.model_s)
         if proposed.unused is not None:
             policy.observe_shadow(proposed.unused.acceptance_class, proposed.unused.tokens[0] == accepted[0])
@@ -277,26 +288,17 @@ class SpeculativeEngine:
 
 @dataclass
 class _Proposed:
-    """What _propose chose: the draft (None: a plain step), whether it was the free proposal, the draft model's
-    seconds, and a free proposal left unused (its first token is checked against the target's, for free)."""
+    """What _propose chose: the draft cut to the chosen length (None: a plain step), whether it was the free
+    proposal, the draft model's seconds, and a free proposal left unused (its first token is checked against the
+    target's, for free)."""
 
-    draft: _Proposal | None
+    draft: Draft | None
     free: bool
     model_s: float
     unused: Draft | None
 
 
-@dataclass
-class _Proposal:
-    """A draft cut to the chosen length, with how many draft-model forwards it took."""
-
-    tokens: list[int]
-    probs: torch.Tensor | None
-    confidence: int | tuple[str, int] | None  # the acceptance class
-    forwards: int
-
-
-def _verify(logits: torch.Tensor, tokens: list[int], draft: _Proposal | None, sampler: Sampler) -> tuple[int, int]:
+def _verify(logits: torch.Tensor, tokens: list[int], draft: Draft | None, sampler: Sampler) -> tuple[int, int]:
     """(n accepted, the target's next token) by the rule of the sampling: greedy or speculative sampling."""
     if sampler.greedy:
         return verify_greedy(logits, tokens)

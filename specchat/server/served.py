@@ -21,7 +21,7 @@ from ..engine.chat import build_prompt_ids
 from ..engine.pair import ModelPair
 from ..engine.speculative import SpeculativeEngine
 from ..storage import StorageError
-from ..storage.records import RunRecord
+from ..storage.records import RunContext, run_record
 from .jobs import Job
 from .protocol import ApiError, ChatCompletionRequest, CompletionRequest, SamplingRequest
 
@@ -135,13 +135,11 @@ class ServedModel:
         if self.store is None:
             return
         pair, sampling = self.pair, config.sampling
-        record = RunRecord(
-            **RunRecord.figures(result.stats.to_dict()), source="api", target=pair.target.name,
-            draft=pair.draft_name(self.drafter), drafter=self.drafter, k=config.k,
+        context = RunContext(
+            target=pair.target.name, draft=pair.draft_name(self.drafter), drafter=self.drafter, k=config.k,
             adaptive=config.adaptive_k, temperature=sampling.temperature, top_p=sampling.top_p,
-            top_k=sampling.top_k, seed=result.seed, device=str(pair.target.device),
-            exactness=pair.target.exactness,
-            finish_reason=result.finish_reason)
+            top_k=sampling.top_k, seed=result.seed, device=str(pair.target.device), exactness=pair.target.exactness)
+        record = run_record(result.stats.to_dict(), context, "api", finish_reason=result.finish_reason)
         try:
             self.store.record_run(record)
         except StorageError as error:  # the client has its reply either way

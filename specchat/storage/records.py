@@ -7,8 +7,9 @@ records hold only ints, floats, strings, datetimes and tuples, so they can be pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any, Mapping
 
 ROLES = ("system", "user", "assistant")
 SPAN_ORIGINS = ("draft", "target", "inferred")  # inferred: a remote engine's, from how it streamed
@@ -112,7 +113,7 @@ class RunRecord:
     """One generation run to store (a row of generation_runs): the settings that produced it and its figures.
 
     Typed, so that a misspelt field is an error where the record is made rather than a value silently lost. Build
-    one with RunRecord(target=..., ..., **RunRecord.figures(stats.to_dict())); Store.record_run also takes a plain
+    one with run_record(stats.to_dict(), RunContext(...), source, ...) (below); Store.record_run also takes a plain
     mapping of these fields and refuses any other key."""
 
     target: str
@@ -157,7 +158,7 @@ class RunRecord:
     exactness: str | None = None
 
     @staticmethod
-    def figures(stats: dict) -> dict:
+    def figures(stats: Mapping[str, Any]) -> dict:
         """The engine's figures among a GenerationStats.to_dict(): the keys that are run fields (the others, such
         as alpha or tau, are derived from these)."""
         return {key: stats[key] for key in FIGURE_FIELDS if key in stats}
@@ -166,6 +167,38 @@ class RunRecord:
 FIGURE_FIELDS = ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed", "draft_accepted", "tokens_per_s",
                  "prefill_s", "draft_s", "verify_s", "wall_s", "acceptance_by_position", "proposed_by_position",
                  "accepted_by_position")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What produced a run, as plain values: the models (names), the drafter's name, the decoding settings, the
+    device and what the reply promised against plain decoding (RunRecord's fields of the same names). The engine's
+    side (chats/run_book.py, server/served.py, bench/report.py) fills it from its pair and settings, so storage
+    never sees an engine object."""
+
+    target: str
+    drafter: str
+    k: int
+    adaptive: bool
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    device: str
+    draft: str | None = None
+    exactness: str | None = None
+    app_session_id: int | None = None
+
+
+def run_record(stats: Mapping[str, Any], context: RunContext, source: str = "chat", **extra: Any) -> RunRecord:
+    """The one way a generation run to store is made: the engine's figures (a GenerationStats.to_dict(), or a
+    mapping of some of its keys; RunRecord.figures picks the run fields), the context that produced them, the
+    source (one of RUN_SOURCES) and `extra` RunRecord fields (message_id, finish_reason, speedup, category, ...).
+    Returns the RunRecord; ValueError for a source not in RUN_SOURCES, TypeError for an extra key that is no
+    RunRecord field or repeats one of the context's."""
+    if source not in RUN_SOURCES:
+        raise ValueError(f"a run's source must be one of {', '.join(RUN_SOURCES)}, not {source!r}")
+    return RunRecord(**RunRecord.figures(stats), **asdict(context), source=source, **extra)
 
 
 @dataclass(frozen=True)
@@ -252,6 +285,16 @@ class TrackRecord:
     token_origins: tuple[int, ...]
     token_times: tuple[float, ...]
     stats: dict
+
+
+def track_row(track: Any) -> dict[str, Any]:
+    """The comparison_tracks columns of one race lane, for Store.save_comparison. Takes an engine.race.Track, or
+    anything with its attributes (drafter, text, finish_reason, token_ids, spans, origins, times, stats: storage
+    reads them, never imports the engine); returns plain lists and dicts, copied, that Track.from_row reads back
+    from the stored TrackRecord."""
+    return {"drafter": track.drafter, "text": track.text, "finish_reason": track.finish_reason,
+            "token_ids": list(track.token_ids), "token_spans": [list(s) for s in track.spans],
+            "token_origins": list(track.origins), "token_times": list(track.times), "stats": dict(track.stats)}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 import random
 
-from specchat.engine.adaptive import DraftLengthPolicy, expected_tokens
+from specchat.engine.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, expected_tokens
+
+ONE, SIX = AcceptanceClass(CONTEXT, 1), AcceptanceClass(CONTEXT, 6)  # prompt lookup's matches of 1 and 6 tokens
 
 
 def run(policy, alpha: float, steps: int, cost=lambda n: 0.040 + 0.006 * (n - 1), draft_cost=0.0):
@@ -55,19 +57,19 @@ def test_fixed_k_never_changes_and_respects_the_limit():
     assert policy.choose(limit=2) == 2 and policy.choose(limit=0) == 0
 
 
-def test_confidence_classes_are_learned_separately():
+def test_acceptance_classes_are_learned_separately():
     policy = DraftLengthPolicy(k=4)
     rng = random.Random(1)
     for _ in range(80):
-        for confidence, alpha in ((1, 0.1), (6, 0.95)):
-            k = policy.choose(limit=100, confidence=confidence)
+        for acceptance_class, alpha in ((ONE, 0.1), (SIX, 0.95)):
+            k = policy.choose(limit=100, acceptance_class=acceptance_class)
             n = 0
             while n < k and rng.random() < alpha:
                 n += 1
-            policy.observe(k, n, verify_s=0.040 + 0.004 * k, draft_s=0.0, confidence=confidence)
-    assert policy.alpha(1) < 0.3 < 0.8 < policy.alpha(6)
-    assert policy.choose(limit=100, confidence=6) >= 6
-    assert policy.choose(limit=100, confidence=1) <= 1
+            policy.observe(k, n, verify_s=0.040 + 0.004 * k, draft_s=0.0, acceptance_class=acceptance_class)
+    assert policy.alpha(ONE) < 0.3 < 0.8 < policy.alpha(SIX)
+    assert policy.choose(limit=100, acceptance_class=SIX) >= 6
+    assert policy.choose(limit=100, acceptance_class=ONE) <= 1
 
 
 def test_a_policy_that_only_measured_long_drafts_still_tries_short_ones():
@@ -105,14 +107,14 @@ def test_one_slow_pass_does_not_move_the_cost_curve():
 
 def test_k_grows_only_a_little_past_the_sizes_measured():
     policy = DraftLengthPolicy(k=4)
-    assert policy.choose(limit=100, confidence=6) == 0  # nothing measured yet: a plain pass first, not a blind draft
+    assert policy.choose(limit=100, acceptance_class=SIX) == 0  # nothing measured yet: a plain pass, not a blind draft
     policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
-    assert policy.choose(limit=100, confidence=6) == 0  # one plain step is not a baseline yet (PLAIN_SAMPLES)
+    assert policy.choose(limit=100, acceptance_class=SIX) == 0  # one plain step is not a baseline yet (PLAIN_SAMPLES)
     policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
-    policy._class(6).successes = 3.0  # alpha 1 (three trials, all accepted)
-    assert policy.choose(limit=100, confidence=6) == 2  # at most 2 past the one size measured
-    policy.observe(2, 2, verify_s=0.041, draft_s=0.0, confidence=6)
-    assert policy.choose(limit=100, confidence=6) == 4
+    policy._class(SIX).successes = 3.0  # alpha 1 (three trials, all accepted)
+    assert policy.choose(limit=100, acceptance_class=SIX) == 2  # at most 2 past the one size measured
+    policy.observe(2, 2, verify_s=0.041, draft_s=0.0, acceptance_class=SIX)
+    assert policy.choose(limit=100, acceptance_class=SIX) == 4
 
 
 def test_a_class_whose_drafts_lose_time_stops_drafting_whatever_the_estimates_say():
@@ -124,10 +126,10 @@ def test_a_class_whose_drafts_lose_time_stops_drafting_whatever_the_estimates_sa
             policy.costs.record(n - 1, verify_s=0.010 + 0.0005 * (n - 1), draft_s=None)
     chosen = []
     for _ in range(200):
-        k = policy.choose(limit=100, confidence=6)
+        k = policy.choose(limit=100, acceptance_class=SIX)
         chosen.append(k)
-        policy.observe(k, k, verify_s=0.010 if k == 0 else 0.200, draft_s=0.0, confidence=6)  # all accepted
-    assert policy.alpha(6) > 0.9  # the estimate still says drafting pays...
+        policy.observe(k, k, verify_s=0.010 if k == 0 else 0.200, draft_s=0.0, acceptance_class=SIX)  # all accepted
+    assert policy.alpha(SIX) > 0.9  # the estimate still says drafting pays...
     tail = chosen[20:]
     assert chosen[:3] != [0, 0, 0] and sum(k > 0 for k in tail) <= len(tail) // 30  # ...but it stopped, but probes
 
@@ -163,5 +165,5 @@ def test_a_long_match_in_past_replies_is_tried_at_once_where_a_context_match_is_
     for n in range(1, 10):
         for _ in range(4):
             policy.costs.record(n - 1, verify_s=steep(n), draft_s=None)
-    assert policy.choose(limit=100, confidence=("history", 8), free=True) >= 3
-    assert policy.choose(limit=100, confidence=6, free=True) == 0
+    assert policy.choose(limit=100, acceptance_class=AcceptanceClass(HISTORY, 8), free=True) >= 3
+    assert policy.choose(limit=100, acceptance_class=SIX, free=True) == 0

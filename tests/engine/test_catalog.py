@@ -216,7 +216,7 @@ def test_predicted_speedup_is_leviathans_formula_on_the_curve():
     assert k >= 5 and speedup == pytest.approx(cat.speedup_at(0.9, k, 0.1, 1.0))
     steep = {n: 10.0 * n for n in range(1, 10)}  # verification as dear as decoding: nothing pays
     assert cat.predicted_speedup(steep, 1.0, 0.9) == (0, 1.0)
-    from specchat.costs import predicted_speedups  # the same math as `specchat costs`
+    from specchat.commands.measure_costs import predicted_speedups  # the same math as `specchat costs`
 
     curve = {1: 8.0, 2: 9.0, 3: 10.5, 4: 11.0, 5: 14.0}
     for row in predicted_speedups(curve, 1.5, [0.5, 0.7, 0.9]):

@@ -161,7 +161,7 @@ def test_the_cpus_float_format_follows_the_one_memory_rule(catalog):
 
 
 def test_the_terminal_and_the_models_dialog_judge_every_model_alike(catalog):
-    from specchat.catalog_report import _download_cell, _record
+    from specchat.commands.catalog_report import _download_cell, _record
     from specchat.ui.model_rows import catalog_rows, format_label
 
     for machine in (CPU_LLAMA, Machine("cpu", 3 * GIB, native_bf16=True), Machine("cuda", 20 * GIB, False)):

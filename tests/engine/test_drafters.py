@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from specchat.engine import ModelDrafter, PromptLookupDrafter
+from specchat.engine.adaptive import CONTEXT, AcceptanceClass
 from specchat.engine.cache import new_cache, rollback
 from specchat.engine.sampling import Sampler, SamplingParams
 
@@ -28,7 +29,7 @@ def _lookup_by_windows(context, k, max_ngram=6, min_ngram=1):
         starts = [s for s in range(len(context) - n) if context[s:s + n] == suffix]
         if starts:
             end = starts[-1] + n
-            return context[end:end + k], n
+            return context[end:end + k], AcceptanceClass(CONTEXT, n)
     return None
 
 
@@ -43,7 +44,7 @@ def test_prompt_lookup_finds_what_the_definition_finds(alphabet):
         k = rng.randrange(1, 8)
         draft = drafter.propose(context, k)
         expected = _lookup_by_windows(context, k)
-        assert (None if draft is None else (draft.tokens, draft.confidence)) == expected, context
+        assert (None if draft is None else (draft.tokens, draft.acceptance_class)) == expected, context
 
 
 def test_rollback_restores_the_cache_exactly(target, prompt_ids):
@@ -80,14 +81,14 @@ def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target,
     context = [5, 6, 7, 8, 9, 5, 6, 7]
     drafter.begin(context, Sampler(SamplingParams(), 0), target.config.vocab_size)
     free = drafter.free_proposal(context, 2)
-    assert free.tokens == [8, 9] and free.confidence == 3
+    assert free.tokens == [8, 9] and free.acceptance_class == AcceptanceClass(CONTEXT, 3) and free.forwards == 0
     drafter.update(context + [8, 9, 4], 2)  # a lookup step: the model has not run
-    assert drafter.forward_count == 0
+    assert drafter.model_drafter.cached_tokens == 0
     context += [8, 9, 4]
-    drafter.propose(context, 3)  # catches up on all 11 tokens in one pass, then drafts
-    assert drafter.forward_count == 3
+    drafted = drafter.propose(context, 3)  # catches up on all 11 tokens in one pass, then drafts
+    assert drafted.forwards == 3 and drafter.model_drafter.cached_tokens == len(context) + 2
     drafter.update(context + [1, 2], 1)
-    assert drafter.cached_tokens == len(context) + 1  # the one accepted draft token stays cached
+    assert drafter.model_drafter.cached_tokens == len(context) + 1  # the one accepted draft token stays cached
 
 
 def test_policy_prefers_lookup_only_when_it_pays():
@@ -96,9 +97,9 @@ def test_policy_prefers_lookup_only_when_it_pays():
     costs = StepCosts(verify={1: 1.0, 2: 1.05, 3: 1.1, 4: 1.5, 5: 1.8}, draft_per_token=0.1)
     policy = DraftLengthPolicy(costs=costs)
     for _ in range(10):
-        policy.observe(4, 4, 1.5, 0.0, confidence=6, free=True)  # long matches: always right
-        policy.observe(4, 0, 1.5, 0.0, confidence=1, free=True)  # one-token matches: always wrong
-        policy.observe(3, 2, 1.1, 0.3, confidence=None)  # the model: two of three
-    assert policy.free_beats_model(limit=16, confidence=6)
-    assert not policy.free_beats_model(limit=16, confidence=1)
+        policy.observe(4, 4, 1.5, 0.0, acceptance_class=AcceptanceClass(CONTEXT, 6), free=True)  # always right
+        policy.observe(4, 0, 1.5, 0.0, acceptance_class=AcceptanceClass(CONTEXT, 1), free=True)  # always wrong
+        policy.observe(3, 2, 1.1, 0.3, acceptance_class=None)  # the model: two of three
+    assert policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(CONTEXT, 6))
+    assert not policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(CONTEXT, 1))
     assert costs.draft_per_token == pytest.approx(0.1)  # free steps never count as model drafting time

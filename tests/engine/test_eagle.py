@@ -73,11 +73,12 @@ def test_the_attending_heads_cache_holds_only_positions_computed_from_the_target
     """After drafts are rejected (and, with the hybrid, after steps drafted by lookup), the cache must equal the
     head run afresh over the target's own hidden states of the whole context: position p from (f_p, x_{p+1})."""
     drafter = CacheCheckingDrafter(attending_head, target)
+    drafting = drafter
     if kind == "eagle-hybrid":
-        from specchat.engine.drafting import EagleHybridDrafter
+        from specchat.engine.drafting import LookupHybrid, PromptLookupDrafter
 
-        drafter.free_proposal = EagleHybridDrafter(attending_head, target).free_proposal
-    result = SpeculativeEngine(target, tokenizer, drafter).generate(
+        drafting = LookupHybrid(PromptLookupDrafter(), drafter, name="eagle-hybrid")
+    result = SpeculativeEngine(target, tokenizer, drafting).generate(
         prompt_ids, GenerationConfig(max_new_tokens=40, k=3, adaptive_k=False))  # fixed K: not the clock's choice
     assert result.stats.rejected_steps > 0 and len(drafter.seen) > 3
     for context, keys in drafter.seen:

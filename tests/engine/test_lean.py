@@ -1,12 +1,12 @@
-"""The lean draft runner computes what transformers' Llama computes."""
+"""The lean forward (a draft model's, and the target's) computes what transformers' Llama computes."""
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specchat.engine import GenerationConfig, SpeculativeEngine
-from specchat.engine.drafting import ModelDrafter, TransformersRunner
-from specchat.engine.lean import LeanLlamaRunner, lean_runner_supported
+from specchat.engine.drafting import ModelDrafter, TransformersDraftForward
+from specchat.engine.lean import LeanDraftForward, lean_forward_supported
 from specchat.engine.runners import runner_for
 
 
@@ -21,38 +21,38 @@ def gqa_llama(seed: int = 0, dtype=torch.float32) -> LlamaForCausalLM:
 
 def test_logits_match_transformers_through_prefill_steps_and_rollback():
     model = gqa_llama()
-    lean, reference = LeanLlamaRunner(model, capacity=8), TransformersRunner(model)  # small capacity: grows
+    lean, reference = LeanDraftForward(model, capacity=8), TransformersDraftForward(model)  # small capacity: grows
     lean.reset(), reference.reset()
     chunks = [list(range(5, 40)), [7], [8, 9, 10], [11]]
     for chunk in chunks:
         torch.testing.assert_close(lean.forward(chunk), reference.forward(chunk), rtol=1e-4, atol=1e-4)
-    for runner in (lean, reference):
-        runner.crop(36)  # drop [8, 9, 10, 11] as if rejected
+    for forward in (lean, reference):
+        forward.crop(36)  # drop [8, 9, 10, 11] as if rejected
     torch.testing.assert_close(lean.forward([12, 13]), reference.forward([12, 13]), rtol=1e-4, atol=1e-4)
 
 
 def test_only_plain_llamas_take_the_lean_path():
-    assert lean_runner_supported(gqa_llama())
+    assert lean_forward_supported(gqa_llama())
     scaled = gqa_llama()
     scaled.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
-    assert not lean_runner_supported(scaled)
+    assert not lean_forward_supported(scaled)
 
 
 @pytest.mark.parametrize("lean", [True, False])
 @pytest.mark.parametrize("draft_name", ["close", "self"])
-def test_speculative_output_is_identical_with_either_runner(target, close_draft, tokenizer, prompt_ids, lean,
+def test_speculative_output_is_identical_with_either_draft_forward(target, close_draft, tokenizer, prompt_ids, lean,
                                                             draft_name):
     config = GenerationConfig(max_new_tokens=40, k=4)
     draft = close_draft if draft_name == "close" else target
     plain = SpeculativeEngine(target, tokenizer).generate(prompt_ids, config)
     drafted = SpeculativeEngine(target, tokenizer, ModelDrafter(draft, lean=lean)).generate(prompt_ids, config)
     assert drafted.token_ids == plain.token_ids
-    if draft_name == "self":  # the target drafting for itself through either runner is always right
+    if draft_name == "self":  # the target drafting for itself through either forward is always right
         assert drafted.stats.draft_accepted == drafted.stats.draft_proposed > 0
 
 
 def test_kept_output_rows_give_those_rows_logits(close_draft, prompt_ids):
-    full, part = LeanLlamaRunner(close_draft), LeanLlamaRunner(close_draft)
+    full, part = LeanDraftForward(close_draft), LeanDraftForward(close_draft)
     ids = torch.tensor([5, 1, 9, 2])
     part.keep_output_rows(ids)
     assert torch.allclose(part.forward(prompt_ids), full.forward(prompt_ids)[ids], atol=1e-5)
@@ -107,8 +107,8 @@ def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_dr
     results = []
     for lean in (True, False):
         drafter = make_drafter(drafter_kind, close_draft, head, target)
-        engine = SpeculativeEngine(runner_for(target, keeps_features=drafter.wants_target_features, lean=lean),
-                                   tokenizer, drafter)
+        runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, lean=lean)
+        engine = SpeculativeEngine(runner, tokenizer, drafter)
         assert (engine.runner._lean is not None) == lean
         results.append(engine.generate(prompt_ids, config))
     assert results[0].token_ids == results[1].token_ids

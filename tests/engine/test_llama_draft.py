@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specchat.engine import GenerationConfig, Message, build_prompt_ids
-from specchat.engine.drafting.backends import LlamaCppDraftRunner, draft_runner
+from specchat.engine.drafting.backends import LlamaCppDraftBackend, draft_backend
 from specchat.engine.llamacpp import CONTEXT_STEP
 
 pytestmark = pytest.mark.model
@@ -19,28 +19,28 @@ def draft_model(native_pair):
 
 
 def test_rollback_gives_the_logits_of_a_fresh_run(draft_model):
-    runner = draft_runner(draft_model)
-    assert isinstance(runner, LlamaCppDraftRunner)
-    runner.reset()
-    runner.forward(TOKENS[:40])
+    backend = draft_backend(draft_model)
+    assert isinstance(backend, LlamaCppDraftBackend)
+    backend.reset()
+    backend.forward(TOKENS[:40])
     for token in TOKENS[40:46]:
-        runner.forward([token])  # six drafted tokens
-    runner.crop(42)  # two of them accepted
-    assert runner.length == 42
-    after = runner.forward([7, 8, 9])
-    fresh = LlamaCppDraftRunner(draft_model)
+        backend.forward([token])  # six drafted tokens
+    backend.crop(42)  # two of them accepted
+    assert backend.length == 42
+    after = backend.forward([7, 8, 9])
+    fresh = LlamaCppDraftBackend(draft_model)
     fresh.reset()
     assert torch.equal(after, fresh.forward(TOKENS[:42] + [7, 8, 9]))
 
 
 def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model):
-    runner = LlamaCppDraftRunner(draft_model)
-    runner.reset()
-    runner.forward(TOKENS[:CONTEXT_STEP - 4])
+    backend = LlamaCppDraftBackend(draft_model)
+    backend.reset()
+    backend.forward(TOKENS[:CONTEXT_STEP - 4])
     for token in TOKENS[CONTEXT_STEP - 4:CONTEXT_STEP + 8]:  # across the context's first end
-        last = runner.forward([token])
-    assert runner.length == CONTEXT_STEP + 8
-    fresh = LlamaCppDraftRunner(draft_model)
+        last = backend.forward([token])
+    assert backend.length == CONTEXT_STEP + 8
+    fresh = LlamaCppDraftBackend(draft_model)
     fresh.reset()
     assert torch.equal(last, fresh.forward(TOKENS[:CONTEXT_STEP + 8]))
 
@@ -53,7 +53,7 @@ def test_drafting_on_llama_cpp_keeps_replies_identical(native_pair, drafter):
     target = native_pair.target
     tokenizers = (target.tokenizer, target.tokenizer)
     made = make_drafter(drafter, draft_model=target.native, tokenizers=tokenizers)
-    assert isinstance(made._runner, LlamaCppDraftRunner)
+    assert isinstance(made._backend, LlamaCppDraftBackend)
     ids = build_prompt_ids(target.tokenizer, [Message("user", "List the days of the week, one per line.")])
     config = GenerationConfig(max_new_tokens=40, k=4, adaptive_k=False)
     eos = target.eos_token_ids()

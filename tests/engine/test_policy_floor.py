@@ -13,10 +13,12 @@ import time
 import pytest
 
 from specchat.engine import GenerationConfig, NoDrafter, SpeculativeEngine
-from specchat.engine.adaptive import DraftLengthPolicy, StepCosts, expected_tokens
+from specchat.engine.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, StepCosts, expected_tokens
 from specchat.engine.drafting.base import Capabilities, Draft, Drafter
 
 UNIT = 0.010  # seconds of one plain step in the cost models below
+ONE, SIX = AcceptanceClass(CONTEXT, 1), AcceptanceClass(CONTEXT, 6)  # prompt lookup's matches of 1 and 6 tokens
+LONG_PAST_MATCH = AcceptanceClass(HISTORY, 16)  # a match of 16 tokens or more in past replies
 
 
 def losing(n: int) -> float:
@@ -37,16 +39,16 @@ def simulate(policy: DraftLengthPolicy, alphas, verify, draft: float = 0.0, free
     rng = random.Random(seed)
     chosen, seconds, tokens = [], 0.0, 0
     for i, alpha in enumerate(alphas):
-        confidence = classes[i % len(classes)]
+        acceptance_class = classes[i % len(classes)]
         looked = not free or policy.wants_lookup()
-        k = policy.choose(limit=100, confidence=confidence, free=free) if looked else 0
+        k = policy.choose(limit=100, acceptance_class=acceptance_class, free=free) if looked else 0
         n = 0
         while n < k and rng.random() < alpha:
             n += 1
         verify_s, draft_s = UNIT * verify(k + 1), 0.0 if free else UNIT * draft * k
-        policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, confidence=confidence, free=free)
+        policy.observe(k, n, verify_s=verify_s, draft_s=draft_s, acceptance_class=acceptance_class, free=free)
         if free and looked and k == 0:
-            policy.observe_shadow(confidence, rng.random() < alpha)
+            policy.observe_shadow(acceptance_class, rng.random() < alpha)
         chosen.append(k)
         seconds += verify_s + draft_s
         tokens += n + 1
@@ -100,7 +102,8 @@ def test_free_proposals_that_are_never_accepted_cost_at_most_one_check():
     every class on its prior and ran a first reply of 46 steps at 0.66x plain. Now: at most one drafting step in
     all (the first check, before any trial of a proposal; each later class starts from its prior discounted by
     how the drafter's proposals have fared, and unused proposals are checked against the target's tokens)."""
-    classes = tuple(range(1, 7)) + tuple(("history", c) for c in (1, 2, 3, 4, 5, 6, 7, 8, 12, 16))
+    classes = (tuple(AcceptanceClass(CONTEXT, c) for c in range(1, 7))
+               + tuple(AcceptanceClass(HISTORY, c) for c in (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)))
     for steps in (46, 1000):
         chosen, speed = simulate(DraftLengthPolicy(), [0.0] * steps, losing, free=True, classes=classes)
         assert sum(k > 0 for k in chosen) <= 1
@@ -110,7 +113,7 @@ def test_free_proposals_that_are_never_accepted_cost_at_most_one_check():
 def test_a_free_class_on_an_optimistic_prior_backs_off_after_one_check():
     """A long match in past replies starts at a prior of 0.89 (most often the same request again); when the reply
     goes elsewhere, one rejected check brings it to K = 0."""
-    chosen, _ = simulate(DraftLengthPolicy(), [0.0] * 200, losing, free=True, classes=(("history", 8),))
+    chosen, _ = simulate(DraftLengthPolicy(), [0.0] * 200, losing, free=True, classes=(AcceptanceClass(HISTORY, 8),))
     assert sum(k > 0 for k in chosen) == 1
 
 
@@ -126,18 +129,19 @@ def test_the_same_request_again_drafts_within_a_few_steps_after_many_failures(se
     long checks pay: its class starts from a prior cut down by those failures, the lookup (idle all that time)
     looks once in LOOKUP_EVERY steps until a proposal's first token is right, and its unused proposals' trials
     then bring it to drafting: within 16 steps, and the 100 steps run at 1.25x plain or better."""
-    classes = tuple(range(1, 7)) + tuple(("history", c) for c in (1, 2, 3, 4, 5, 6, 7, 8, 12))
+    classes = (tuple(AcceptanceClass(CONTEXT, c) for c in range(1, 7))
+               + tuple(AcceptanceClass(HISTORY, c) for c in (1, 2, 3, 4, 5, 6, 7, 8, 12)))
     policy = DraftLengthPolicy()
     failing, _ = simulate(policy, [0.0] * 300, llama_cpp_like, free=True, classes=classes, seed=seed)
     assert sum(k > 0 for k in failing) <= 1
-    repeat, speed = simulate(policy, [0.95] * 100, llama_cpp_like, free=True, classes=(("history", 16),), seed=seed)
+    repeat, speed = simulate(policy, [0.95] * 100, llama_cpp_like, free=True, classes=(LONG_PAST_MATCH,), seed=seed)
     assert any(repeat[:16]) and speed >= 1.25
 
 
 def test_free_proposals_that_start_being_copied_are_drafted_at_once():
     """After 300 steps of rejected proposals the text starts copying (acceptance 0.95): the trials of the unused
     proposals bring drafting back within 10 steps, at no cost before."""
-    chosen, _ = simulate(DraftLengthPolicy(), [0.0] * 300 + [0.95] * 100, losing, free=True, classes=(6,))
+    chosen, _ = simulate(DraftLengthPolicy(), [0.0] * 300 + [0.95] * 100, losing, free=True, classes=(SIX,))
     assert sum(k > 0 for k in chosen[:300]) <= 1
     assert any(chosen[300:310]) and sum(k > 0 for k in chosen[310:]) >= 80
 
@@ -156,7 +160,7 @@ def test_drafting_that_pays_keeps_drafting(free):
     """(c): cheap verification (1 + 0.05 (n - 1)), a draft token 0.02, acceptance 0.9: K > 0 at all but the plain
     steps that measure the baseline (2 at first, then one in StepCosts.PLAIN_REFRESH)."""
     steps = 400
-    chosen, speed = simulate(DraftLengthPolicy(), [0.9] * steps, cheap, draft=0.02, free=free, classes=(6,))
+    chosen, speed = simulate(DraftLengthPolicy(), [0.9] * steps, cheap, draft=0.02, free=free, classes=(SIX,))
     assert chosen[:2] == [0, 0]
     plain_steps = chosen[10:].count(0)
     assert plain_steps <= (steps - 10) // StepCosts.PLAIN_REFRESH + 1
@@ -170,14 +174,14 @@ def test_the_baseline_is_the_plain_step_measured_here_not_its_first_outlier():
     it again every PLAIN_REFRESH steps."""
     policy = DraftLengthPolicy()
     policy.observe(0, 0, verify_s=3 * UNIT, draft_s=0.0)
-    assert policy.choose(limit=100, confidence=("history", 16), free=True) == 0
+    assert policy.choose(limit=100, acceptance_class=LONG_PAST_MATCH, free=True) == 0
     policy.observe(0, 0, verify_s=UNIT, draft_s=0.0)
     assert policy.costs.plain() == UNIT
-    chosen = [policy.choose(limit=100, confidence=("history", 16), free=True)]
+    chosen = [policy.choose(limit=100, acceptance_class=LONG_PAST_MATCH, free=True)]
     for _ in range(2 * StepCosts.PLAIN_REFRESH):
         k = chosen[-1]
-        policy.observe(k, k, verify_s=UNIT * cheap(k + 1), draft_s=0.0, confidence=("history", 16), free=True)
-        chosen.append(policy.choose(limit=100, confidence=("history", 16), free=True))
+        policy.observe(k, k, verify_s=UNIT * cheap(k + 1), draft_s=0.0, acceptance_class=LONG_PAST_MATCH, free=True)
+        chosen.append(policy.choose(limit=100, acceptance_class=LONG_PAST_MATCH, free=True))
     assert chosen[0] > 0 and 1 <= chosen[1:].count(0) <= 2
 
 
@@ -204,8 +208,8 @@ def test_a_check_cheaper_than_the_baseline_has_it_measured_again():
     policy = DraftLengthPolicy()
     for _ in range(2):
         policy.observe(0, 0, verify_s=10 * UNIT, draft_s=0.0)
-    policy.observe(3, 3, verify_s=3 * UNIT, draft_s=0.0, confidence=6, free=True)
-    assert [policy.choose(limit=100, confidence=6, free=True) for _ in range(1)] == [0]
+    policy.observe(3, 3, verify_s=3 * UNIT, draft_s=0.0, acceptance_class=SIX, free=True)
+    assert [policy.choose(limit=100, acceptance_class=SIX, free=True) for _ in range(1)] == [0]
     for _ in range(2):
         policy.observe(0, 0, verify_s=UNIT, draft_s=0.0)
     assert policy.costs.plain() == UNIT
@@ -217,10 +221,10 @@ def test_a_one_off_slow_check_is_measured_again_rather_than_trusted():
     policy = DraftLengthPolicy()
     for _ in range(2):
         policy.observe(0, 0, verify_s=UNIT, draft_s=0.0)
-    policy.observe(4, 4, verify_s=40 * UNIT, draft_s=0.0, confidence=6, free=True)
+    policy.observe(4, 4, verify_s=40 * UNIT, draft_s=0.0, acceptance_class=SIX, free=True)
     assert policy.costs.verify_estimate(5) < 2 * UNIT  # guessed from the plain step
-    assert policy.choose(limit=100, confidence=6, free=True) > 0
-    policy.observe(4, 4, verify_s=1.2 * UNIT, draft_s=0.0, confidence=6, free=True)
+    assert policy.choose(limit=100, acceptance_class=SIX, free=True) > 0
+    policy.observe(4, 4, verify_s=1.2 * UNIT, draft_s=0.0, acceptance_class=SIX, free=True)
     assert policy.costs.verify_estimate(5) == pytest.approx(1.2 * UNIT)
 
 
@@ -233,11 +237,11 @@ def test_an_idle_lookup_looks_one_step_in_four_until_a_proposal_is_right():
         looked.append(policy.wants_lookup())
         policy.observe(0, 0, verify_s=UNIT, draft_s=0.0, free=True)
         if looked[-1]:
-            policy.observe_shadow(1, hit=False)
+            policy.observe_shadow(ONE, hit=False)
     assert all(looked[:DraftLengthPolicy.LOOKUP_IDLE])
     tail = looked[DraftLengthPolicy.LOOKUP_IDLE:]
     assert sum(tail) == len(tail) // DraftLengthPolicy.LOOKUP_EVERY
-    policy.observe_shadow(1, hit=True)
+    policy.observe_shadow(ONE, hit=True)
     assert policy.wants_lookup()
     fixed = DraftLengthPolicy(adaptive=False, acceptance=policy.acceptance)
     for _ in range(DraftLengthPolicy.LOOKUP_IDLE + 1):
@@ -270,7 +274,7 @@ class _Wrong(Drafter):
 
     def propose(self, context, k):
         time.sleep(self.seconds_per_token * k)
-        return Draft(tokens=[self.token] * k, confidence=1 if not self.uses_model else None)
+        return Draft(tokens=[self.token] * k, acceptance_class=ONE if not self.capabilities.uses_model else None)
 
 
 class _Oracle(Drafter):
@@ -284,7 +288,7 @@ class _Oracle(Drafter):
 
     def propose(self, context, k):
         done = len(context) - self.prompt_length
-        return Draft(tokens=list(self.reply[done: done + k]), confidence=6) if done < len(self.reply) else None
+        return Draft(tokens=list(self.reply[done: done + k]), acceptance_class=SIX) if done < len(self.reply) else None
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
-"""Races without Qt: lanes run one after the other with one seed, tracks replay by their clocks, diffs by word."""
+"""Races without Qt: lanes run one after the other with one seed, tracks replay by their clocks and are stored
+and read back (the word diff is the UI's: tests/ui/test_race_window.py)."""
 
 import threading
 
 from specchat.engine import GenerationConfig, SamplingParams
 from specchat.engine.drafting import make_drafter
-from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for, word_diff
+from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
 from specchat.engine.speculative import SpeculativeEngine
+from specchat.storage.records import track_row
 
 
 def runner_for(target, close_draft, tokenizer):
@@ -48,7 +50,7 @@ def test_track_times_rise_and_replay_shows_prefixes(target, close_draft, tokeniz
     curve = track.curve()
     assert curve[0] == (0.0, 0) and curve[-1][1] == len(track.token_ids)
     assert len(curve) - 1 == track.stats["target_passes"]  # one point per step: drafts land together
-    assert Track.from_row(type("Row", (), track.to_row())) == track
+    assert Track.from_row(type("Row", (), track_row(track))) == track
 
 
 def test_sampled_lanes_share_the_seed(target, close_draft, tokenizer, prompt_ids):
@@ -66,9 +68,3 @@ def test_cancel_ends_the_race_after_the_running_lane(target, close_draft, tokeni
     cancel.set()
     tracks, order = run_race(runner, prompt_ids, ["pld", "model"], GenerationConfig(max_new_tokens=50), cancel)
     assert set(order) == {0} and tracks[0].finish_reason == "cancelled" and tracks[1].finish_reason is None
-
-
-def test_word_diff_marks_what_changed():
-    assert word_diff("the cat sat", "the cat sat") == [("equal", "the cat sat")]
-    assert word_diff("the cat sat down", "the dog sat down") == [
-        ("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat down")]

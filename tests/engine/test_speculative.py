@@ -183,8 +183,8 @@ def test_static_cache_is_lossless_and_rolls_back_by_its_counter(target, tokenize
     static_plain = SpeculativeEngine(runner_for(target, static_cache=True), tokenizer, NoDrafter()).generate(
         prompt_ids, GenerationConfig(max_new_tokens=48))
     drafter = drafters(drafter_name, target, close_draft, unrelated_draft)
-    engine = SpeculativeEngine(runner_for(target, keeps_features=drafter.wants_target_features, static_cache=True),
-                               tokenizer, drafter)
+    runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, static_cache=True)
+    engine = SpeculativeEngine(runner, tokenizer, drafter)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=48, k=4, adaptive_k=False))
     assert static_plain.token_ids == reference.token_ids  # same model, another cache: the same greedy reply
     assert result.token_ids == reference.token_ids
@@ -215,7 +215,8 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
     head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,
                                                             vocab=vocab), seed=0)
     drafter = make_drafter(drafter_kind, head=head, target=target)
-    runner = runner_for(target, keeps_features=drafter.wants_target_features, static_cache=True, compile_steps=True)
+    runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, static_cache=True,
+                        compile_steps=True)
     engine = SpeculativeEngine(runner, tokenizer, drafter)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3))
     assert result.token_ids == reference.token_ids

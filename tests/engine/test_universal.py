@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerFast
 import specchat.engine.speculative as speculative
 from specchat.engine import GenerationConfig, SamplingParams, SpeculativeEngine
 from specchat.engine.compat import check_pair, shares_token_ids
-from specchat.engine.drafting import LookupHybrid, ModelDrafter, UniversalDrafter, make_drafter
+from specchat.engine.drafting import LookupHybrid, ModelDrafter, PromptLookupDrafter, UniversalDrafter, make_drafter
 from specchat.engine.drafting.retokenize import DraftView, PrefixIndex, TextCodec
 from tiny_models import build_byte_tokenizer, build_tiny_llama
 
@@ -154,7 +154,8 @@ def test_greedy_output_is_the_targets_token_for_token(tokenizer_pairs, direction
     draft = build_tiny_llama(len(draft_tokenizer), seed=5, hidden=32, layers=1)
     plain = SpeculativeEngine(target, target_tokenizer, eos_token_ids=[])
     drafters = {"universal": UniversalDrafter(draft, target_tokenizer, draft_tokenizer),
-                "hybrid": LookupHybrid(UniversalDrafter(draft, target_tokenizer, draft_tokenizer)),
+                "hybrid": LookupHybrid(PromptLookupDrafter(),
+                                       UniversalDrafter(draft, target_tokenizer, draft_tokenizer)),
                 "transformers' forward": UniversalDrafter(draft, target_tokenizer, draft_tokenizer, lean=False),
                 # proposing from every other draft token only, as a draft folder's proposal vocabulary does
                 "proposal vocabulary": UniversalDrafter(draft, target_tokenizer, draft_tokenizer,
@@ -312,7 +313,7 @@ def test_the_model_kinds_draft_through_text_when_the_tokenizers_differ(byte_leve
     draft = build_tiny_llama(len(sentencepiece), seed=5, hidden=32, layers=1)
     assert isinstance(make_drafter("model", draft, tokenizers=(byte_level, sentencepiece)), UniversalDrafter)
     hybrid = make_drafter("hybrid", draft, tokenizers=(byte_level, sentencepiece))
-    assert isinstance(hybrid, LookupHybrid) and isinstance(hybrid.inner, UniversalDrafter)
+    assert isinstance(hybrid, LookupHybrid) and isinstance(hybrid.model_drafter, UniversalDrafter)
     assert isinstance(make_drafter("model", draft, tokenizers=(byte_level, build_byte_tokenizer())), ModelDrafter)
     assert isinstance(make_drafter("universal", draft, tokenizers=(byte_level, sentencepiece)), UniversalDrafter)
     with pytest.raises(ValueError, match="tokenizers"):
@@ -334,7 +335,7 @@ def test_a_pair_of_two_tokenizers_loads_and_decodes_losslessly(tmp_path, byte_le
     expected = greedy(pair.engine("none"), prompt).token_ids
     for kind in ("model", "hybrid", "universal"):
         engine = pair.engine(kind)
-        assert isinstance(getattr(engine.drafter, "inner", engine.drafter), UniversalDrafter)
+        assert isinstance(getattr(engine.drafter, "model_drafter", engine.drafter), UniversalDrafter)
         assert greedy(engine, prompt).token_ids == expected, kind
 
 

@@ -286,7 +286,7 @@ def test_a_key_over_plain_http_to_another_machine_is_warned_about():
 
 def test_the_keys_on_the_command_line_are_discouraged_in_help_and_read_from_env_or_file(tmp_path, monkeypatch,
                                                                                           capsys):
-    from specchat.serve_cli import secret_from
+    from specchat.commands.options import secret_from
 
     key_file = tmp_path / "key"
     key_file.write_text("from-file\n")
@@ -301,7 +301,7 @@ def test_the_keys_on_the_command_line_are_discouraged_in_help_and_read_from_env_
         secret_from(None, tmp_path / "empty", "SPECCHAT_API_KEY", "--api-key")
     import sys
 
-    from specchat.serve_cli import without_keys
+    from specchat.commands.options import without_keys
 
     assert without_keys(["bench", "--remote-key", "k3y", "--api-key=k3y", "--out", "r.json"]) == [
         "bench", "--remote-key", "…", "--api-key=…", "--out", "r.json"]  # what a bench report records

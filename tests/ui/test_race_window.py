@@ -5,6 +5,7 @@ from PySide6.QtCore import QTimer
 
 from specchat.engine.race import Track
 from specchat.ui.race import RaceWindow
+from specchat.ui.race.table import word_diff
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
 
@@ -122,3 +123,9 @@ def test_sampled_race_says_outputs_are_samples(qtbot, store, tiny_pair):
     assert "different samples of the same distribution" in window.verdict.text()
     assert store.list_comparisons()[0].identical is None
     window.close()
+
+
+def test_word_diff_marks_what_changed():
+    assert word_diff("the cat sat", "the cat sat") == [("equal", "the cat sat")]
+    assert word_diff("the cat sat down", "the dog sat down") == [
+        ("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat down")]

@@ -1,4 +1,5 @@
-"""Where a draft model runs: its own llama.cpp context for a GGUF file, the lean Llama forward, or transformers'.
+"""Where a draft model runs (its backend): its own llama.cpp context for a GGUF file, else torch, through the lean
+Llama forward or transformers'.
 
 A draft model is called token by token between target passes, so what it costs per token decides whether drafting
 pays. A GGUF draft on llama.cpp runs on its quantized weights (a fraction of the bytes a float32 copy on torch
@@ -6,8 +7,9 @@ reads per token), in a context of its own beside the target's, on the same threa
 
 Every backend offers one small interface to the drafters (model.py, universal.py): `reset()`, `length`,
 `crop(keep)` and `forward(tokens) -> logits of the last position` (and, on the lean forward only,
-`keep_output_rows(ids)`: can_cut_output_rows); plus what a drafter
-needs to know of the model: `device`, `vocab_rows` (its output rows), `window` (its context) and `stop_ids`.
+`keep_output_rows(ids)`: can_cut_output_rows); plus what a drafter needs to know of the model: `device`,
+`vocab_rows` (its output rows), `window` (its context) and `stop_ids`. ("Runner" is kept for the target's forward
+paths, engine/runners.py; the llama.cpp backend drives one of those, a LlamaCppRunner, over its own context.)
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from typing import Sequence
 import torch
 
 from ..cache import cache_argument, new_cache, rollback
-from ..lean import LeanLlamaRunner, lean_runner_supported
+from ..lean import LeanDraftForward, lean_forward_supported
 from ..llamacpp import CONTEXT_STEP, LlamaCppModel
 
 
-class LlamaCppDraftRunner:
+class LlamaCppDraftBackend:
     """A GGUF draft model on llama.cpp, with rollback: `crop(keep)` drops the positions from `keep` on, so the next
     forward gives the logits a fresh run over the kept tokens would (llama.cpp's rows do not depend on how the
     tokens were batched: engine/llamacpp.py)."""
@@ -30,7 +32,7 @@ class LlamaCppDraftRunner:
 
     def __init__(self, model: LlamaCppModel):
         self.model = model
-        self._runner = model.runner()
+        self._runner = model.runner()  # llama.cpp's forward path (engine/llamacpp.py), over this draft's context
         self._cache = self._runner.new_cache(CONTEXT_STEP)
         self.vocab_rows = model.vocab_size
         self.window = model.context_window
@@ -67,46 +69,46 @@ class LlamaCppDraftRunner:
             self._runner.forward(torch.tensor([held]), self._cache, keep=1)
 
 
-class TorchDraftRunner:
+class TorchDraftBackend:
     """A torch draft model through the lean Llama forward where it applies, else transformers' forward."""
 
     def __init__(self, model: torch.nn.Module, lean: bool | None = None):
         self.model = model
         self.device = next(model.parameters()).device
-        self.lean = lean_runner_supported(model) if lean is None else lean
-        self._runner = LeanLlamaRunner(model) if self.lean else TransformersRunner(model)
+        self.lean = lean_forward_supported(model) if lean is None else lean
+        self._forward_path = LeanDraftForward(model) if self.lean else TransformersDraftForward(model)
         self.vocab_rows = model.get_output_embeddings().weight.shape[0]
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
         self.stop_ids = _configured_eos(model)
 
     def reset(self) -> None:
-        self._runner.reset()
+        self._forward_path.reset()
 
     @property
     def length(self) -> int:
-        return self._runner.length
+        return self._forward_path.length
 
     def keep_output_rows(self, ids: torch.Tensor) -> None:
-        self._runner.keep_output_rows(ids)
+        self._forward_path.keep_output_rows(ids)
 
     def crop(self, keep: int) -> None:
-        self._runner.crop(keep)
+        self._forward_path.crop(keep)
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        return self._runner.forward(tokens)
+        return self._forward_path.forward(tokens)
 
 
-def draft_runner(model, lean: bool | None = None):
-    """The runner for a draft `model`: a LlamaCppModel (a GGUF draft on llama.cpp) or a torch module."""
+def draft_backend(model, lean: bool | None = None):
+    """The backend for a draft `model`: a LlamaCppModel (a GGUF draft on llama.cpp) or a torch module."""
     if isinstance(model, LlamaCppModel):
-        return LlamaCppDraftRunner(model)
-    return TorchDraftRunner(model, lean)
+        return LlamaCppDraftBackend(model)
+    return TorchDraftBackend(model, lean)
 
 
-def can_cut_output_rows(runner) -> bool:
-    """Whether proposing from a proposal vocabulary saves work on this runner (the lean forward computes only those
-    rows of the output head); elsewhere the whole vocabulary is proposed from."""
-    return isinstance(runner, TorchDraftRunner) and runner.lean
+def can_cut_output_rows(backend) -> bool:
+    """Whether proposing from a proposal vocabulary saves work on this backend (the lean forward computes only
+    those rows of the output head); elsewhere the whole vocabulary is proposed from."""
+    return isinstance(backend, TorchDraftBackend) and backend.lean
 
 
 def _configured_eos(model) -> frozenset[int]:
@@ -116,8 +118,9 @@ def _configured_eos(model) -> frozenset[int]:
     return frozenset(configured or ())
 
 
-class TransformersRunner:
-    """Any causal LM through transformers' forward, with a preallocated cache cropped on rejection."""
+class TransformersDraftForward:
+    """A draft model (any causal LM) through transformers' forward, with a preallocated cache cropped on rejection:
+    forward(tokens) appends tokens to its one cached sequence and returns the logits after the last one."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model

@@ -1,93 +1,128 @@
 """The drafter interface: cheap proposers of the next K tokens, verified by the target in one pass.
 
-The interface follows transformers' candidate generators: `propose` returns a Draft (or None when there is nothing
-worth proposing, which makes the step plain decoding), and `update` tells the drafter how many of its tokens the
-target accepted so that it can keep its own state (a draft model's KV cache) in sync with the accepted text.
+The interface follows transformers' candidate generators: `propose(context, k)` returns a Draft (or None when there
+is nothing worth proposing, which makes the step plain decoding), and `update(context, n_accepted)` tells the drafter
+how many of its tokens the target accepted, so that it can keep its own state (a draft model's KV cache) in sync
+with the accepted text. What a drafter is beyond those two methods is data, its `Capabilities`, which the engine
+reads once; each of the three things only some drafters need is a small protocol of one method, named by a flag:
+
+- `capabilities.has_generation_state`: GenerationState.begin(prompt, sampler, target_vocab_size) before a
+  generation's first proposal (a draft model's cache emptied, the sampler it draws from);
+- `capabilities.reads_target_states`: TargetStateReader.accept_target_states(states, tokens) after every target
+  pass (an EAGLE-style head drafts from the target's own hidden states);
+- `capabilities.offers_free_proposals`: FreeProposer.free_proposal(context, k), a proposal that costs no model
+  pass, which the engine weighs against running the drafter's model (the lookup hybrid).
+
+`check_capabilities` refuses a drafter whose flags promise a protocol it does not implement.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
+from ..adaptive import CONTEXT, HISTORY, AcceptanceClass
 from ..sampling import Sampler
+
+__all__ = ["CONTEXT", "HISTORY", "AcceptanceClass", "Capabilities", "Draft", "Drafter", "FreeProposer",
+           "GenerationState", "NoDrafter", "TargetStateReader", "check_capabilities", "over_vocabulary"]
 
 
 @dataclass
 class Draft:
-    tokens: list[int]
-    # q_i for each proposed token ([K, vocab] processed distributions, padded to the target's vocabulary),
-    # or None for a deterministic proposal (point mass), which is also what greedy decoding needs.
-    probs: torch.Tensor | None = None
-    # A class of proposals with similar acceptance (prompt lookup: the matched n-gram length), so that the draft
-    # length policy can learn each class's acceptance rate separately. None: one class.
-    confidence: int | None = None
-    # Where a model-free proposal came from: "context" (prompt lookup) or "history" (the user's past replies,
-    # engine/history.py). Each source has its own acceptance classes.
-    source: str = "context"
+    """A proposal: `tokens` x_1..x_K; `probs`, q_i for each of them ([K, vocab] processed distributions, padded to
+    the target's vocabulary), or None for a deterministic proposal (a point mass, also what greedy decoding needs);
+    `acceptance_class`, the class the draft-length policy learns its acceptance under (adaptive.AcceptanceClass:
+    prompt lookup's source and match length; None: the drafter's one class); `forwards`, the draft model's (or
+    head's) passes it cost."""
 
-    @property
-    def acceptance_class(self) -> int | tuple[str, int] | None:
-        """The key the draft-length policy keeps this proposal's acceptance under."""
-        return self.confidence if self.source == "context" else (self.source, self.confidence)
+    tokens: list[int]
+    probs: torch.Tensor | None = None
+    acceptance_class: AcceptanceClass | None = None
+    forwards: int = 0
 
 
 @dataclass(frozen=True)
 class Capabilities:
     """What the engine must know about a drafter before it drafts."""
 
-    # True when proposing costs forward passes of a draft model, so K is chosen before proposing. A model-free
-    # drafter is asked for as many tokens as could be used, and K is chosen after seeing its confidence.
+    # True when proposing costs passes of a draft model (or head), so K is chosen before proposing and those passes
+    # are timed. A model-free drafter is asked for as many tokens as could be used, and K is chosen after seeing
+    # its proposal's acceptance class.
     uses_model: bool = False
-    # True for a drafter that reads the target's last hidden states (an EAGLE-style head): the engine then keeps
-    # the hidden states of the newly verified positions and hands them over after every target pass.
-    wants_target_features: bool = False
-    # True when it reads the states of the whole context (an attending head), the prompt's included; otherwise
-    # the prefill hands over only its last one.
+    # True when the drafter keeps state per generation (a draft model's cache, the sampler it draws from): it is a
+    # GenerationState, begun before each generation's first proposal.
+    has_generation_state: bool = False
+    # True for a drafter that reads the target's last hidden states (an EAGLE-style head), a TargetStateReader: the
+    # engine then keeps the hidden states of the newly verified positions and hands them over after every pass.
+    reads_target_states: bool = False
+    # True when it reads the states of the whole context (an attending head), the prompt's included; otherwise the
+    # prefill hands over only its last one.
     reads_context: bool = False
+    # True for a drafter with a model that also offers proposals that cost no model pass: a FreeProposer.
+    offers_free_proposals: bool = False
 
 
 class Drafter(ABC):
+    """Proposes tokens for the target to verify: `propose` and `update`, and what else it is in `capabilities`."""
+
     name: str = "drafter"
     capabilities: Capabilities = Capabilities()
-
-    @property
-    def uses_model(self) -> bool:
-        return self.capabilities.uses_model
-
-    @property
-    def wants_target_features(self) -> bool:
-        return self.capabilities.wants_target_features
-
-    @property
-    def reads_context(self) -> bool:
-        return self.capabilities.reads_context
-
-    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
-        """Called once per generation before the first proposal."""
 
     @abstractmethod
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
         """Up to k tokens that likely follow `context` (prompt + reply so far), or None for no draft."""
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
-        """`context` is the sequence after verification: the old context, n accepted tokens and the target's one."""
+        """After a step that verified this drafter's proposal: `context` is the sequence after verification (the
+        old context, the n_accepted tokens and the target's own one). Nothing to do for a stateless drafter."""
+
+
+@runtime_checkable
+class GenerationState(Protocol):
+    """A drafter with state per generation (Capabilities.has_generation_state)."""
+
+    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        """Called once per generation before the first proposal: `sampler` is the one the target's tokens are drawn
+        with (a model drafter drafts with it), `target_vocab_size` the width its q_i must be padded to."""
+
+
+@runtime_checkable
+class TargetStateReader(Protocol):
+    """A drafter that reads the target's hidden states (Capabilities.reads_target_states)."""
 
     def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
         """The target's last hidden states [n, hidden] at the newly verified positions: row i is the state that
         produced tokens[i], the last row the one that produced the context's newest token."""
 
-    def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
-        """For a drafter with a model: a proposal that costs no model pass (None: none). The engine uses it instead
-        of `propose` when its class of proposals is expected to yield more tokens per second."""
-        return None
 
-    @property
-    def forward_count(self) -> int:
-        return 0
+@runtime_checkable
+class FreeProposer(Protocol):
+    """A drafter with a model that also offers proposals costing no model pass (Capabilities.offers_free_proposals)."""
+
+    def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
+        """Up to k tokens that cost no model pass (None: none). The engine drafts them instead of `propose` when
+        their acceptance class is expected to yield more tokens per second than running the model."""
+
+
+def check_capabilities(drafter: Drafter) -> Capabilities:
+    """The drafter's capabilities; TypeError when a flag promises a protocol the drafter does not implement (the
+    engine would otherwise fail at its first generation, or silently skip what the flag promised)."""
+    capabilities = drafter.capabilities
+    promised = ((capabilities.has_generation_state, GenerationState),
+                (capabilities.reads_target_states, TargetStateReader),
+                (capabilities.offers_free_proposals, FreeProposer))
+    for flag, protocol in promised:
+        if flag and not isinstance(drafter, protocol):
+            raise TypeError(f"the {drafter.name} drafter's capabilities promise {protocol.__name__}, which it lacks")
+    if capabilities.reads_context and not capabilities.reads_target_states:
+        raise TypeError(f"the {drafter.name} drafter reads the context's target states but no target states")
+    if capabilities.offers_free_proposals and not capabilities.uses_model:
+        raise TypeError(f"the {drafter.name} drafter offers free proposals but no paid ones: its proposals are free")
+    return capabilities
 
 
 class NoDrafter(Drafter):

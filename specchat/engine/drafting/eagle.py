@@ -21,8 +21,8 @@ from .base import Capabilities, Draft, Drafter, over_vocabulary
 class EagleDrafter(Drafter):
     """Drafts with an EagleHead from the target's hidden states.
 
-    The engine hands over the states of the newly verified positions after every target pass
-    (`accept_target_states`); a stateless head keeps the last one, an attending head queues them and feeds them
+    The engine hands over the states of the newly verified positions after every target pass (TargetStateReader's
+    `accept_target_states`); a stateless head keeps the last one, an attending head queues them and feeds them
     through its attention block (one batched pass) when it next drafts, so a step drafted by prompt lookup costs the
     head nothing. A proposal of k tokens costs k passes of the head, each much smaller than a target pass but not
     free: the draft-length policy times them and weighs them against what the drafts save.
@@ -32,7 +32,7 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head: EagleHead, target: nn.Module):
         self.head = head
-        self.capabilities = Capabilities(uses_model=True, wants_target_features=True,
+        self.capabilities = Capabilities(uses_model=True, has_generation_state=True, reads_target_states=True,
                                          reads_context=head.shape.attends)
         self.embeddings = target.get_input_embeddings().weight
         # The kept rows of the target's output head, contiguous: one small matrix product per drafted token.
@@ -40,33 +40,33 @@ class EagleDrafter(Drafter):
         self.output_rows = output.weight.detach()[head.vocab_ids].contiguous()
         self.output_bias = output.bias.detach()[head.vocab_ids] if output.bias is not None else None
         self._feature: torch.Tensor | None = None
-        self._forwards = 0
+        self._forwards = 0  # the head's passes since the generation began (Draft.forwards: a proposal's share)
         self._cache: LeanCache | None = None
         self._verified: list[tuple[torch.Tensor, Sequence[int]]] = []  # states not yet fed to the attention block
         self._verified_length = 0  # cached positions computed from the target's own states
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
+        """A new generation (GenerationState): no state kept yet; an attending head's cache sized for the prompt."""
         self._sampler = sampler
         self._target_vocab = target_vocab_size
         self._feature = None
         self._forwards = 0
         self._verified = []
         self._verified_length = 0
-        if self.reads_context:
+        if self.capabilities.reads_context:
             self._cache = self.head.new_cache(len(prompt) + 256)
 
     def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
-        if self.reads_context:
+        """The target's states at the newly verified positions (TargetStateReader): a stateless head keeps the last
+        one, an attending head queues them all for its next proposal."""
+        if self.capabilities.reads_context:
             self._verified.append((states, list(tokens)))
         else:
             self._feature = states[-1]
 
-    @property
-    def forward_count(self) -> int:
-        return self._forwards
-
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        forwards_before = self._forwards
         feature = self._first_predicted_state(context)
         if feature is None:
             return None
@@ -84,12 +84,13 @@ class EagleDrafter(Drafter):
                 token = int(self._sampler.sample(q))
                 dists.append(q)
             tokens.append(token)
-        return Draft(tokens=tokens, probs=torch.stack(dists) if dists else None)
+        return Draft(tokens=tokens, probs=torch.stack(dists) if dists else None,
+                     forwards=self._forwards - forwards_before)
 
     def _first_predicted_state(self, context: Sequence[int]) -> torch.Tensor | None:
         """f^ for the position after the context ([1, hidden]). An attending head first drops the drafted positions
         of its previous proposal and adds the verified ones, in one pass whose last row is that state."""
-        if not self.reads_context:
+        if not self.capabilities.reads_context:
             if self._feature is None:
                 return None
             self._forwards += 1
@@ -108,6 +109,6 @@ class EagleDrafter(Drafter):
     def _next_state(self, feature: torch.Tensor, token: int) -> torch.Tensor:
         self._forwards += 1
         embedding = self.embeddings[token].unsqueeze(0)
-        if self.reads_context:
+        if self.capabilities.reads_context:
             return self.head.extend(feature, embedding, self._cache)
         return self.head(feature, embedding)

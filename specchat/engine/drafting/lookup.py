@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from ..history import SuffixIndex, backward_agreement
-from .base import Draft, Drafter
+from .base import CONTEXT, HISTORY, AcceptanceClass, Draft, Drafter
 
 
 class PromptLookupDrafter(Drafter):
@@ -17,7 +17,7 @@ class PromptLookupDrafter(Drafter):
 
     Replies often copy spans of the prompt (editing, summarising, extracting, code) or of themselves, so the
     continuation of the most recent earlier match of the longest suffix n-gram is a good guess, and costs no model.
-    The longer the match, the likelier the copy goes on: the match length is reported as the draft's confidence.
+    The longer the match, the likelier the copy goes on: the match length is the draft's acceptance class.
     """
 
     name = "pld"
@@ -38,9 +38,9 @@ class PromptLookupDrafter(Drafter):
         if self.history is None or k < 1:
             return draft
         found = self.history.match(context, k)
-        if found is None or not found.tokens or (draft is not None and draft.confidence >= found.length):
+        if found is None or not found.tokens or (draft is not None and draft.acceptance_class.length >= found.length):
             return draft
-        return Draft(tokens=found.tokens, confidence=history_class(found.length), source="history")
+        return Draft(tokens=found.tokens, acceptance_class=history_class(found.length))
 
     def _from_context(self, context: Sequence[int], k: int) -> Draft | None:
         """The tokens after the latest earlier occurrence of the longest suffix n-gram (max_ngram down to
@@ -60,11 +60,11 @@ class PromptLookupDrafter(Drafter):
         if n < self.min_ngram:
             return None
         end = int(ends[agree >= n][-1])  # the latest occurrence of the longest match
-        return Draft(tokens=ids[end + 1 : end + 1 + k].tolist(), confidence=n)
+        return Draft(tokens=ids[end + 1 : end + 1 + k].tolist(), acceptance_class=AcceptanceClass(CONTEXT, n))
 
 
-def history_class(length: int) -> int:
-    """The acceptance class of a match of `length` tokens in past replies: exact up to 8, then 12 (9-15) and 16
-    (16 or more). A match that long is the same request again far more often than a shared phrase, and its own
-    class keeps the phrases' failures (a shared opening, then another answer) from stopping it."""
-    return length if length <= 8 else 12 if length < 16 else 16
+def history_class(length: int) -> AcceptanceClass:
+    """The acceptance class of a match of `length` tokens in past replies: its length exact up to 8, then 12
+    (9-15) and 16 (16 or more). A match that long is the same request again far more often than a shared phrase,
+    and its own class keeps the phrases' failures (a shared opening, then another answer) from stopping it."""
+    return AcceptanceClass(HISTORY, length if length <= 8 else 12 if length < 16 else 16)

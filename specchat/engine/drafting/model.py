@@ -1,6 +1,6 @@
 """The draft-model drafter: a small causal LM with the target's vocabulary, drafting from its own KV cache, on
-llama.cpp for a GGUF draft, else the lean Llama runner where it applies and transformers' forward otherwise
-(drafting/backends.py); and RunnerDrafter, the draft model's runner setup it shares with the universal drafter."""
+llama.cpp for a GGUF draft, else the lean Llama forward where it applies and transformers' forward otherwise
+(drafting/backends.py); and DraftModelBase, the draft model's backend setup it shares with the universal drafter."""
 
 from __future__ import annotations
 
@@ -9,52 +9,48 @@ from typing import Sequence
 import torch
 
 from ..sampling import Sampler
-from .backends import TransformersRunner, can_cut_output_rows, draft_runner
+from .backends import TransformersDraftForward, can_cut_output_rows, draft_backend
 from .base import Capabilities, Draft, Drafter, over_vocabulary
 
-__all__ = ["ModelDrafter", "RunnerDrafter", "TransformersRunner"]
+__all__ = ["DraftModelBase", "ModelDrafter", "TransformersDraftForward"]
 
 
-class RunnerDrafter(Drafter):
+class DraftModelBase(Drafter):
     """What every drafter with a draft model shares (ModelDrafter here, UniversalDrafter in universal.py): the
-    draft's runner (drafting/backends.py), its proposal vocabulary, and the count of its forwards."""
+    draft's backend (drafting/backends.py), its proposal vocabulary, and the count of its forwards."""
 
-    capabilities = Capabilities(uses_model=True)
+    capabilities = Capabilities(uses_model=True, has_generation_state=True)
 
     def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
         """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp; `lean`: whether to use the
-        lean Llama runner (None: where it applies); `vocab_ids`: the draft folder's proposal vocabulary (draft ids).
+        lean Llama forward (None: where it applies); `vocab_ids`: the draft folder's proposal vocabulary (draft ids).
 
         Proposing only from the tokens the target's replies mostly use: for a small draft the output head is most
         of the work per token (49152 x 192 of the shipped draft's 10.6M weights), and a token outside them is
-        rarely accepted anyway. A runner that can cut its output head computes only those rows (then self._vocab
-        holds them, and row i of the logits is token self._vocab[i]); other runners ignore the vocabulary."""
+        rarely accepted anyway. A backend that can cut its output head computes only those rows (then self._vocab
+        holds them, and row i of the logits is token self._vocab[i]); other backends ignore the vocabulary."""
         self.model = model
-        self._runner = draft_runner(model, lean)
-        self.device = self._runner.device
-        use_lean = can_cut_output_rows(self._runner)
+        self._backend = draft_backend(model, lean)
+        self.device = self._backend.device
+        use_lean = can_cut_output_rows(self._backend)
         self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
         if self._vocab is not None:
-            self._runner.keep_output_rows(self._vocab)
-        self._forwards = 0
+            self._backend.keep_output_rows(self._vocab)
+        self._forwards = 0  # the draft's passes since the generation began (Draft.forwards: a proposal's share)
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
-        """A new generation: the draft's cache emptied and its forwards counted from zero."""
-        self._runner.reset()
+        """A new generation (GenerationState): the draft's cache emptied and its forwards counted from zero."""
+        self._backend.reset()
         self._forwards = 0
-
-    @property
-    def forward_count(self) -> int:
-        return self._forwards
 
     @property
     def cached_tokens(self) -> int:
-        return self._runner.length
+        return self._backend.length
 
     def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
         """Feeds `tokens` to the draft after its cache; returns the logits for the token after them."""
         self._forwards += 1
-        return self._runner.forward(tokens)
+        return self._backend.forward(tokens)
 
     def _argmax_token(self, logits: torch.Tensor) -> int:
         """The draft id of the most likely token (the logits' rows are the proposal vocabulary's where it is cut)."""
@@ -62,20 +58,20 @@ class RunnerDrafter(Drafter):
         return int(self._vocab[index]) if self._vocab is not None else index
 
 
-class ModelDrafter(RunnerDrafter):
+class ModelDrafter(DraftModelBase):
     """A small causal LM with the target's vocabulary, drafting autoregressively from its own KV cache.
 
     The cache holds the draft's view of the sequence. After verification, positions past the last token both
     sides agree on are cropped, so the next proposal only feeds the tokens the draft has not seen yet. q is zero
-    outside the proposal vocabulary (RunnerDrafter), so sampling stays exact.
+    outside the proposal vocabulary (DraftModelBase), so sampling stays exact.
     """
 
     name = "model"
 
     def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
-        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp (see RunnerDrafter)."""
+        """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp (see DraftModelBase)."""
         super().__init__(model, lean, vocab_ids)
-        self._draft_vocab = self._runner.vocab_rows
+        self._draft_vocab = self._backend.vocab_rows
         self._seen = 0  # context tokens in the cache
         self._last_context_len = 0
         self._last_k = 0
@@ -88,6 +84,7 @@ class ModelDrafter(RunnerDrafter):
 
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        forwards_before = self._forwards
         logits = self._forward(context[self._seen :])
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
@@ -105,12 +102,13 @@ class ModelDrafter(RunnerDrafter):
         self._last_context_len = len(context)
         self._last_k = k
         self._seen = len(context) + k - 1
-        return Draft(tokens=tokens, probs=self._stack_padded(dists) if dists else None)
+        return Draft(tokens=tokens, probs=self._stack_padded(dists) if dists else None,
+                     forwards=self._forwards - forwards_before)
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         # The cache holds context + draft[:k-1]; of those draft tokens only the accepted ones are still true.
         agreed = self._last_context_len + min(n_accepted, self._last_k - 1)
-        self._runner.crop(agreed)
+        self._backend.crop(agreed)
         self._seen = agreed
 
     def _stack_padded(self, dists: list[torch.Tensor]) -> torch.Tensor:

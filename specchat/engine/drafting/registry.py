@@ -2,8 +2,8 @@
 
 Adding a drafter is one DrafterInfo row in DRAFTERS plus its class. Everything that lists or names drafters
 (the engine's make_drafter, the CLI's and Settings' choices, the race's check boxes, the statistics window's
-names, order and colours, the benchmark's modes) reads it from here. `specchat/cli.py` keeps a copy of the keys,
-because `specchat --help` must not import torch; tests/test_cli.py checks that it matches.
+names, order and colours, the benchmark's modes) reads it from here. `specchat/run_kind.py` keeps a copy of the keys,
+because `specchat --help` must not import torch; tests/test_run_kind.py checks that it matches.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _model(draft_model, draft_vocab=None, tokenizers=None, **_) -> Drafter:
 
 
 def _model_hybrid(draft_model, draft_vocab=None, history=None, tokenizers=None, **_) -> Drafter:
-    return LookupHybrid(_draft_model_drafter(draft_model, draft_vocab, tokenizers), history=history, name="hybrid")
+    drafter = _draft_model_drafter(draft_model, draft_vocab, tokenizers)
+    return LookupHybrid(PromptLookupDrafter(history=history), drafter, name="hybrid")
 
 
 def _draft_model_drafter(draft_model, draft_vocab, tokenizers) -> Drafter:
@@ -76,7 +77,7 @@ def _head(head, target, **_) -> Drafter:
 
 
 def _head_hybrid(head, target, history=None, **_) -> Drafter:
-    return LookupHybrid(EagleDrafter(head, target), history=history, name="eagle-hybrid")
+    return LookupHybrid(PromptLookupDrafter(history=history), EagleDrafter(head, target), name="eagle-hybrid")
 
 
 DRAFTERS: tuple[DrafterInfo, ...] = (  # in display order: the statistics window's, the race's check boxes

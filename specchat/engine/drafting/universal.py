@@ -32,13 +32,13 @@ import torch
 
 from ..sampling import Sampler
 from .base import Draft
-from .model import RunnerDrafter
+from .model import DraftModelBase
 from .retokenize import CONTEXT_CHARS, CONTEXT_TOKENS, REPLACEMENT, DraftView, PrefixIndex, TextCodec
 
 MAX_HEALED = 3  # draft tokens at most written again at the end of the context (token healing)
 
 
-class UniversalDrafter(RunnerDrafter):
+class UniversalDrafter(DraftModelBase):
     """A draft model with its own tokenizer, drafting for a target with another through text."""
 
     name = "universal"
@@ -46,20 +46,20 @@ class UniversalDrafter(RunnerDrafter):
     def __init__(self, model, target_tokenizer, draft_tokenizer, lean: bool | None = None,
                  vocab_ids: torch.Tensor | None = None, lookbehind: int = 6):
         """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp; `vocab_ids`: the draft
-        folder's proposal vocabulary in draft ids (model.RunnerDrafter); `lookbehind`: retokenize.DraftView's."""
+        folder's proposal vocabulary in draft ids (model.DraftModelBase); `lookbehind`: retokenize.DraftView's."""
         super().__init__(model, lean, vocab_ids)
         self._row_of = None  # draft id -> its row in the logits (-1: not proposed)
         if self._vocab is not None:
-            rows = self._runner.vocab_rows
+            rows = self._backend.vocab_rows
             self._row_of = torch.full((rows,), -1, dtype=torch.long, device=self.device)
             self._row_of[self._vocab] = torch.arange(len(self._vocab), device=self.device)
         self._target_codec, self._draft_codec = TextCodec(target_tokenizer), TextCodec(draft_tokenizer)
         self._view = DraftView(self._target_codec, self._draft_codec, lookbehind)
-        self._stops = _draft_stop_ids(self._runner.stop_ids, draft_tokenizer)
+        self._stops = _draft_stop_ids(self._backend.stop_ids, draft_tokenizer)
         self._special_to_target = _shared_special_tokens(draft_tokenizer, target_tokenizer, self._stops)
         self._target_prefixes, self._draft_prefixes = PrefixIndex(target_tokenizer), PrefixIndex(draft_tokenizer)
-        self._window = self._runner.window
-        self._cached: list[int] = []  # the draft ids in the runner's cache
+        self._window = self._backend.window
+        self._cached: list[int] = []  # the draft ids in the backend's cache
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         super().begin(prompt, sampler, target_vocab_size)
@@ -78,6 +78,7 @@ class UniversalDrafter(RunnerDrafter):
         remains of it, and the healed text is cut off the proposal."""
         if k < 1:
             return None
+        forwards_before = self._forwards
         changed = self._view.sync(context)
         draft_ids = self._view.draft_ids
         healed = self._tokens_to_heal(draft_ids)
@@ -103,7 +104,10 @@ class UniversalDrafter(RunnerDrafter):
                 self._cached.append(token)
         tokens = self._target_proposal(draft_ids[max(0, fed - CONTEXT_TOKENS) : fed], draft_ids[fed:], proposal,
                                        stop, k)
-        return Draft(tokens=tokens) if tokens else None  # probs None: a point mass, see the module's docstring
+        if not tokens:
+            return None
+        # probs None: a point mass, see the module's docstring
+        return Draft(tokens=tokens, forwards=self._forwards - forwards_before)
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
         """Nothing to do now: the next proposal re-syncs from the context (the text decides what the draft keeps)."""
@@ -129,7 +133,7 @@ class UniversalDrafter(RunnerDrafter):
         while keep < limit and self._cached[keep] == draft_ids[keep]:
             keep += 1
         keep = min(keep, fed - 1)
-        self._runner.crop(keep)
+        self._backend.crop(keep)
         del self._cached[keep:]
         fresh = draft_ids[keep:fed]
         self._cached.extend(fresh)

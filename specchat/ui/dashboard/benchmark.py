@@ -14,7 +14,9 @@ from PySide6.QtWidgets import (QButtonGroup, QDialog, QDialogButtonBox, QFileDia
                                QLabel, QLineEdit, QProgressBar, QPushButton, QRadioButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from ...bench import BenchRunner, BenchSettings, bench_run_values, load_prompts
+from ...bench.prompts import load_prompts
+from ...bench.report import bench_run_values
+from ...bench.runner import BenchRunner, BenchSettings
 from ...engine import PromptError, SpecchatError
 from ...engine.drafting import drafter_info
 from ...engine.pair import ModelPair

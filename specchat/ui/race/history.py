@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QListWidget, QListWidgetItem, QMenu, QMessageBox
 from ...engine import SpecchatError
 from ...engine.race import Track, all_identical, lane_results
 from ...run_kind import RunKind
+from ...storage.records import track_row
 
 
 class ComparisonHistory(QListWidget):
@@ -92,7 +93,7 @@ class ComparisonHistory(QListWidget):
                  "draft": pair.draft.name if pair.draft else None, "settings": race_settings,
                  "greedy": greedy, "identical": all_identical(tracks) if greedy else None,
                  "app_session_id": self.session.app_session_id},
-                [track.to_row() for track in tracks], runs)
+                [track_row(track) for track in tracks], runs)
         except SpecchatError as error:
             self._report(f"The comparison could not be saved: {error}")
             return None

@@ -3,13 +3,15 @@ the word-by-word diff of two lanes whose outputs differ."""
 
 from __future__ import annotations
 
+import difflib
 import html
+import re
 
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout)
 
-from ...engine.race import Track, word_diff
+from ...engine.race import Track
 from ...run_kind import RunKind
 from .lanes import lane_label, short_label
 
@@ -84,6 +86,25 @@ def verdict_html(tracks: list[Track], greedy: bool, exactness: str | None = None
     return (f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}). "
             "Greedy speculative decoding should be lossless; on some hardware, batched and single-token "
             "forward passes round differently and can flip a near-tie.")
+
+
+WORD = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def word_diff(a: str, b: str) -> list[tuple[str, str]]:
+    """Two lanes' texts compared word by word (whitespace and punctuation are words of their own), for the diff
+    dialog: [(op, text)] in reading order, op "equal", "delete" (only in a) or "insert" (only in b)."""
+    left, right = WORD.findall(a), WORD.findall(b)
+    pieces: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, left, right, autojunk=False).get_opcodes():
+        if op == "equal":
+            pieces.append(("equal", "".join(left[i1:i2])))
+            continue
+        if i2 > i1:
+            pieces.append(("delete", "".join(left[i1:i2])))
+        if j2 > j1:
+            pieces.append(("insert", "".join(right[j1:j2])))
+    return pieces
 
 
 class DiffDialog(QDialog):

@@ -16,6 +16,14 @@ ZERO = sa.text("0")
 
 
 def upgrade() -> None:
+    """Creates the four tables (in this order: their foreign keys point backwards) and their indexes."""
+    _create_conversations()
+    _create_messages()
+    _create_app_sessions()
+    _create_generation_runs()
+
+
+def _create_conversations() -> None:
     op.create_table(
         "conversations",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -26,6 +34,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_conversations"),
     )
     op.create_index("ix_conversations_updated_at", "conversations", ["updated_at"])
+
+
+def _create_messages() -> None:
     op.create_table(
         "messages",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -41,6 +52,9 @@ def upgrade() -> None:
                                 name="fk_messages_conversation_id_conversations"),
         sa.UniqueConstraint("conversation_id", "position", name="uq_messages_conversation_id_position"),
     )
+
+
+def _create_app_sessions() -> None:
     op.create_table(
         "app_sessions",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -49,6 +63,9 @@ def upgrade() -> None:
         sa.Column("app_version", sa.String, nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_app_sessions"),
     )
+
+
+def _create_generation_runs() -> None:
     op.create_table(
         "generation_runs",
         sa.Column("id", sa.Integer, primary_key=True),

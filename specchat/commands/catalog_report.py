@@ -9,16 +9,20 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .formatting import format_size
+from huggingface_hub import constants
+
+from ..engine import catalog as cat
+from ..engine.catalog import CatalogError, catalog_path, dtype_name, format_params, load_catalog, load_costs
+from ..engine.catalog_here import machine_here, memory_rule_text, run_here
+from ..engine.hub_download import downloaded_models
+from ..engine.models import list_local_models
+from ..formatting import format_size
 
 TABLE_DTYPES = ("bf16", "fp32")  # the float memory columns (a GPU, the torch path on a CPU); then the GGUF file's
 
 
 def print_catalog(search: str | None, as_json: bool, alpha: float, dtype: str | None, costs_file: Path | None,
                   out=None) -> int:
-    from .engine.catalog import CatalogError, catalog_path, dtype_name, load_catalog, load_costs
-    from .engine.catalog_here import machine_here
-
     out = out or sys.stdout
     catalog = load_catalog()
     entries = catalog.search(search) if search else list(catalog.entries)
@@ -48,9 +52,6 @@ def print_catalog(search: str | None, as_json: bool, alpha: float, dtype: str | 
 def _record(catalog, entry, machine, dtype: str | None, costs, alpha: float) -> dict:
     """One model's figures: sizes in every format, how it runs here (catalog_here.run_here, as the Models dialog
     judges it: its format, verdict and what the download fetches), and its drafts' predictions."""
-    from .engine import catalog as cat
-    from .engine.catalog_here import run_here
-
     here = run_here(entry, machine, "auto", dtype)
     fit, offered = here.fit, here.offer
     drafts = []
@@ -82,8 +83,6 @@ def _gguf_record(entry) -> dict | None:
     """The entry's GGUF files: the repository, the default quantization, whether the names were verified, and
     per quantization its file, size (the catalog's, or None), sha256 and the weights' bytes (the size, else the
     estimate)."""
-    from .engine import catalog as cat
-
     if entry.gguf is None:
         return None
     return {"repo": entry.gguf.repo, "default": entry.gguf.default, "verified": entry.gguf.verified,
@@ -110,7 +109,6 @@ def _short(model_id: str) -> str:
 def _print_table(records: list[dict], machine, forced: str, alpha: float, costs, out) -> None:
     """The records as a table, then the notes that say what the columns mean. machine: catalog_here.Machine;
     forced: the format --dtype forces, or "auto"."""
-    from .engine.catalog import format_params
     header = ("model", "role", "family", "licence", "gated", "params", *TABLE_DTYPES, "gguf", "KV/1k here",
               "here", "download here", "drafts", f"speedup a={alpha:g}")
     rows = [(r["id"], "/".join(r["roles"]), r["family"], r["licence"], "yes" if r["gated"] else "no",
@@ -149,8 +147,6 @@ def _download_cell(record: dict) -> str:
 def _notes(machine, forced: str, alpha: float, costs) -> list[str]:
     """The notes under the table: what the memory, gguf, KV, here and download columns mean on this machine
     (machine: catalog_here.Machine; forced: --dtype's format or "auto"), and what the speedups rest on."""
-    from .engine.catalog_here import memory_rule_text
-
     formats = f"--dtype {forced} for every model" if forced != "auto" else "each model's format here"
     notes = [f"memory: float weights from each config's parameter count; gguf: the default quantization's file "
              f"(its real size, or ~ parameters x its average bits a weight: Q4_K_M 4.85); KV/1k: what 1,000 tokens of "
@@ -175,9 +171,6 @@ def print_local_models(out=None) -> int:
     """`specchat models list`: one line per model that loads offline (what ships, the offline pair, complete Hub
     downloads), then each unfinished Hub download as a "partial" line that says how to resume it, never as a
     model. Returns the exit status (0)."""
-    from .engine.hub_download import downloaded_models
-    from .engine.models import list_local_models
-
     out = out or sys.stdout
     complete = {hub_id.lower() for hub_id in downloaded_models()}
     for spec, kind, detail in list_local_models():
@@ -193,8 +186,6 @@ def partial_downloads(complete: set[str]) -> list[tuple[str, int]]:
     """(Hub id, bytes on disk) of each model in the Hugging Face cache whose download has not finished: a cache
     folder with files in it, for a model not among `complete` (lower-cased ids of complete snapshots,
     hub_download.downloaded_models). No network."""
-    from huggingface_hub import constants
-
     found = []
     for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*")):
         hub_id = folder.name.removeprefix("models--").replace("--", "/", 1)

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+from .. import __version__
 
 SELF_TEST_PROMPT = "Name three colours of the rainbow."
 SELF_TEST_TOKENS = 24
@@ -30,15 +34,15 @@ def run_self_test(out=None) -> int:
 
 
 def _check() -> str:
+    # The libraries load here, inside the check: one that is missing or broken makes a FAIL verdict, not a traceback
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(["specchat-self-test"])  # the GUI toolkit and its plugins load
     _check_database()
-    from . import __version__
-    from .engine import GenerationConfig, Message, ModelSource, build_prompt_ids
-    from .engine.models import default_draft_for
-    from .engine.pair import load_pair
+    from ..engine import GenerationConfig, Message, ModelSource, build_prompt_ids
+    from ..engine.models import default_draft_for
+    from ..engine.pair import load_pair
 
     target = ModelSource.parse("embedded")
     pair = load_pair(target, default_draft_for(target))
@@ -65,10 +69,7 @@ def _check() -> str:
 
 def _check_database() -> None:
     """A scratch database, migrated to the head revision, holds a chat: the storage layer works here."""
-    import tempfile
-    from pathlib import Path
-
-    from .storage import Store, open_database
+    from ..storage import Store, open_database  # inside: a broken storage layer is a FAIL verdict too
 
     with tempfile.TemporaryDirectory(prefix="specchat-self-test-") as folder:
         store = Store(open_database(Path(folder) / "self-test.db"))

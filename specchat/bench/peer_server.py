@@ -28,11 +28,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.errors import SpecchatError
+from ..engine.errors import SpecchatError
+from ..engine.llamacpp import default_threads
 
 SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")
 BINARY_ENV = "SPECCHAT_LLAMA_SERVER"
-BUILT_BINARY = Path(__file__).resolve().parents[1] / "build" / "peers" / "bin" / "llama-server"
+BUILT_BINARY = Path(__file__).resolve().parents[2] / "build" / "peers" / "bin" / "llama-server"
 BUILD_HINT = "build it with `make peers` in the specchat checkout, or set SPECCHAT_LLAMA_SERVER to one"
 CONTEXT = 4096  # tokens of the first server's context; a longer prompt restarts it larger
 NGRAM_SIZE = 3  # ngram-simple matches exactly this many tokens (our pld tries 6 down to 1)
@@ -90,8 +91,6 @@ def bench_peer(mode: str, pair, k: int, peer_draft: str | Path | None = None) ->
     """The peer for one of SERVER_MODES on a loaded ModelPair: the target's GGUF file, our runner's threads, and for
     llama-server-draft the GGUF draft (peer_draft, else the pair's draft's file). Raises SpecchatError when the
     target (or draft) is not a GGUF file or the binary is missing."""
-    from .engine.llamacpp import default_threads
-
     gguf = pair.target.gguf_path()
     if gguf is None:
         raise SpecchatError(f"the {mode} mode runs llama-server on the target's GGUF file; {pair.target.name} is "

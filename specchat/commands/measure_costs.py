@@ -1,4 +1,5 @@
-"""`specchat costs`: what one step costs on this hardware, and what speedup that allows.
+"""What `specchat costs` measures (costs.py reads its options): what one step costs on this hardware, and what
+speedup that allows.
 
 Measures, for a target (a real model or random weights of a named shape) and optionally a draft:
   - the target's forward time over n = 1..N new tokens after a context: the verification cost curve,
@@ -18,8 +19,12 @@ import time
 from dataclasses import dataclass
 
 import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
-from .engine.catalog import predicted_speedup
+from ..engine import GenerationConfig, LoadOptions, ModelDrafter, ModelSource, NoDrafter, SpeculativeEngine
+from ..engine.catalog import predicted_speedup
+from ..engine.models import choose_device, choose_dtype, load_model
+from ..engine.runners import runner_for
 
 # Llama-family shapes (hidden, layers, heads, kv heads, intermediate, vocab) for random-weight measurements.
 SHAPES = {
@@ -34,8 +39,6 @@ SHAPES = {
 
 def random_model(shape: str, device: torch.device, dtype: torch.dtype):
     """A Llama of a named shape with random weights, built directly on the device in its dtype."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     hidden, layers, heads, kv_heads, intermediate, vocab = SHAPES[shape]
     config = LlamaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                          num_key_value_heads=kv_heads, intermediate_size=intermediate, vocab_size=vocab,
@@ -61,9 +64,6 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
     """Median seconds of one forward over n new tokens after `context` cached ones, n = 1..max_n, as the engine
     runs it (on this CPU the lean forward and the tuned output head; eager on a GPU: compiled graphs are timed by
     `specchat bench`, not here)."""
-    from .engine import NoDrafter, SpeculativeEngine
-    from .engine.runners import runner_for
-
     if isinstance(model, torch.nn.Module):
         runner = runner_for(model, static_cache=static_cache, compile_steps=False, packed_weights=packed_weights)
     else:  # a runner, e.g. llama.cpp's
@@ -100,8 +100,6 @@ class Ceiling:
 def engine_ceiling(model, tokenizer, k: int, tokens: int) -> Ceiling:
     """Plain decoding vs the target drafting for itself with a fixed K (every proposal accepted): the most
     speculative decoding can give with this verification curve, and the engine's own cost per step."""
-    from .engine import GenerationConfig, ModelDrafter, NoDrafter, SpeculativeEngine
-
     prompt = list(range(10, 42))
     config = GenerationConfig(max_new_tokens=tokens, k=k, adaptive_k=False, seed=0)
     plain = SpeculativeEngine(model, tokenizer, NoDrafter(), eos_token_ids=[])
@@ -143,9 +141,8 @@ class _NoTokenizer:
         return "".join(chr(0x4E00 + i % 20000) for i in ids)
 
 
-def run(args) -> int:
-    from .engine.models import choose_device, choose_dtype
-
+def measure(args) -> int:
+    """`specchat costs`: measures what its options ask for and prints the report (a table, or JSON with --json)."""
     device = choose_device(args.device)
     dtype = choose_dtype(device, args.dtype)
     target, tokenizer, target_name = _model(args.target, args.shape, device, dtype, args)
@@ -179,9 +176,6 @@ def run(args) -> int:
 def _model(source: str | None, shape: str | None, device, dtype, args):
     if shape:
         return random_model(shape, device, dtype), None, f"random {shape}"
-    from .engine import LoadOptions, ModelSource
-    from .engine.models import load_model
-
     loaded = load_model(ModelSource.parse(source or "embedded"),
                         LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch."),
                                     backend=getattr(args, "backend", None), threads=getattr(args, "threads", None)))

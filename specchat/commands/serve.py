@@ -1,18 +1,16 @@
-"""`specchat serve`: its options and its handler (kept out of cli.py, which builds every other command)."""
+"""`specchat serve`: the model behind OpenAI's HTTP API (specchat/server), with speculative decoding."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
-KEY_ON_COMMAND_LINE = ("note: {flag} on the command line can be read by other users of this machine (ps, shell "
-                       "history); prefer {env} or {flag}-file FILE")
+from ..errors import SpecchatError
+from .options import decoding_options, model_options, secret_from
 
 
-def add_serve_command(commands, model_options, decoding_options, handler) -> None:
-    serve = commands.add_parser(
+def add_parser(subparsers) -> None:
+    serve = subparsers.add_parser(
         "serve", help="an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models)",
         description="Serve the model over OpenAI's HTTP API, with speculative decoding. Requests that leave out "
                     "temperature, top_p, top_k or max_tokens get the values given here (greedy by default). "
@@ -42,17 +40,21 @@ def add_serve_command(commands, model_options, decoding_options, handler) -> Non
     serve.add_argument("--no-store", action="store_true", help="do not record runs in the statistics database")
     model_options(serve)
     decoding_options(serve)
-    serve.set_defaults(handler=handler)
+    serve.set_defaults(handler=run)
 
 
-def run_serve(args: argparse.Namespace, config, drafter: str, load) -> int:
-    """Checks the binding, loads the models (load(): the CLI's loader, with the draft model when the drafter needs
-    one), and serves until Ctrl-C."""
-    from .engine import SpecchatError
-    from .server.guard import HostPolicy
-    from .server.run import check_binding, serve_forever
-    from .server.served import ServedModel
+def run(args) -> int:
+    """Checks the options and the binding, loads the models (with the draft model when the drafter needs one),
+    and serves until Ctrl-C."""
+    # torch, the models and the HTTP stack load only when the command runs: --help stays fast and torch-free
+    from ..server.guard import HostPolicy
+    from ..server.run import check_binding, serve_forever
+    from ..server.served import ServedModel
+    from ..storage import Store
+    from .loading import drafter_choice, generation_config, load_for
 
+    drafter = drafter_choice(args)
+    config = generation_config(args)
     api_key = secret_from(args.api_key, args.api_key_file, "SPECCHAT_API_KEY", "--api-key")
     if args.max_waiting < 0:
         raise SpecchatError(f"--max-waiting must be 0 or more (got {args.max_waiting})")
@@ -60,12 +62,8 @@ def run_serve(args: argparse.Namespace, config, drafter: str, load) -> int:
         raise SpecchatError(f"--ctx-size must be at least 16 tokens (got {args.ctx_size})")
     check_binding(args.host, api_key)  # before minutes of loading
     print("Loading the model…", file=sys.stderr, flush=True)
-    pair = load()
-    store = None
-    if not args.no_store:
-        from .storage import Store
-
-        store = Store.open()
+    pair = load_for(args, drafter)
+    store = None if args.no_store else Store.open()
     served = ServedModel(pair, drafter, config, store, model_id=args.model_id, context_size=args.ctx_size)
     policy = HostPolicy(bind_host=args.host, allowed_hosts=tuple(args.allowed_host),
                         allowed_origins=tuple(args.allowed_origin))
@@ -76,34 +74,3 @@ def run_serve(args: argparse.Namespace, config, drafter: str, load) -> int:
         if store is not None:
             store.close()
     return 0
-
-
-def secret_from(value: str | None, key_file: Path | None, env: str, flag: str) -> str | None:
-    """A key from the command line (with a note on stderr that `ps` shows it), a key file (its first line), or the
-    environment variable `env`, in that order; None when none is given. SpecchatError for a key file that cannot
-    be read or is empty."""
-    from .engine import SpecchatError
-
-    if value:
-        print(KEY_ON_COMMAND_LINE.format(flag=flag, env=env), file=sys.stderr)
-        return value
-    if key_file is not None:
-        try:
-            lines = key_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            raise SpecchatError(f"cannot read the key file {key_file}: {getattr(error, 'strerror', None) or error}") \
-                from None
-        if not lines or not lines[0].strip():
-            raise SpecchatError(f"the key file {key_file} is empty")
-        return lines[0].strip()
-    return os.environ.get(env) or None
-
-
-def without_keys(argv: list[str]) -> list[str]:
-    """The command line as a report records it, with the value of --remote-key / --api-key replaced by "…"."""
-    shown, hide = [], False
-    for arg in argv:
-        name = arg.split("=", 1)[0]
-        shown.append("…" if hide else f"{name}=…" if name in ("--remote-key", "--api-key") and "=" in arg else arg)
-        hide = arg in ("--remote-key", "--api-key")
-    return shown

@@ -7,8 +7,8 @@ import sys
 import threading
 from typing import TextIO
 
-from .engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent, build_prompt_ids
-from .engine.pair import ModelPair
+from ..engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent, build_prompt_ids
+from ..engine.pair import ModelPair
 
 DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
 REJECTED_STYLE = "\x1b[2;9m"  # faint, struck through

@@ -1,0 +1,20 @@
+"""`specchat bench`: our engine against itself, transformers' generate() and llama.cpp, side by side in one run.
+
+prompts.py reads the prompts and the modes, runner.py runs them (BenchRunner, also the dashboard's benchmark),
+report.py sums and prints the figures and stores each record as a run; peers.py (llama-cpp-python) and
+peer_server.py (llama-server) are llama.cpp's modes. The names below are those the command line and the
+measurement scripts use.
+"""
+
+from .prompts import (MODES, MT_BENCH_CATEGORIES, SPEC_BENCH_TASKS, BenchPrompt, human_eval_prompts, load_prompts,
+                      parse_modes, select_prompts, spec_bench_sample)
+from .report import (bench_run_values, environment, peak_resident_mb, print_profile, print_summary, resident_mb,
+                     summarize)
+from .runner import BenchRunner, BenchSettings, ModeRecord, TurnOutput
+
+__all__ = [
+    "BenchPrompt", "BenchRunner", "BenchSettings", "MODES", "MT_BENCH_CATEGORIES", "ModeRecord", "SPEC_BENCH_TASKS",
+    "TurnOutput", "bench_run_values", "environment", "human_eval_prompts", "load_prompts", "parse_modes",
+    "peak_resident_mb", "print_profile", "print_summary", "resident_mb", "select_prompts", "spec_bench_sample",
+    "summarize",
+]

@@ -1,0 +1,141 @@
+"""`specchat bench`: the drafters against plain decoding, transformers and llama.cpp on a prompt suite
+(specchat/bench measures; this module reads the options, loads the pair and writes the report)."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+from ..resources import default_prompt_suite, human_eval_problems, spec_bench_questions
+from ..run_kind import REMOTE, RunKind
+from .options import model_options, positive_int, secret_from, without_keys
+
+
+def add_parser(subparsers) -> None:
+    bench = subparsers.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
+    bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
+    bench.add_argument("--suite", choices=("own", "spec-bench", "humaneval"), default="own",
+                       help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; humaneval: "
+                            "openai/human-eval's 164 code prompts (shipped); own: the 48-prompt smoke suite (default)")
+    bench.add_argument("--per-task", type=positive_int,
+                       help="with --suite spec-bench: a fixed, seeded sample of N questions per task")
+    bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
+    bench.add_argument("--categories", help="comma-separated categories to keep")
+    bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
+                       help="comma-separated: none, default (the app's pick), pld, history, model, hybrid, eagle, "
+                            "eagle-hybrid, universal (ours); hf-none, "
+                            "hf-pld, hf-model (transformers' generate); llama-cpp, llama-cpp-pld (llama-cpp-python "
+                            "on the target's GGUF file); llama-server[-draft|-ngram] (llama.cpp's: `make peers`)")
+    bench.add_argument("--peer-draft", type=Path, metavar="PATH",
+                       help="GGUF draft of the llama-server-draft mode (default: the --draft model's file)")
+    bench.add_argument("--universal-draft", metavar="SRC",
+                       help="the universal mode's draft, with its own tokenizer (default: the --draft model)")
+    model_options(bench)
+    bench.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
+    bench.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
+    bench.add_argument("--packed-weights", action=argparse.BooleanOptionalAction, default=True,
+                       help="verification passes use MKL-packed weights where MKL has them (default: on; off saves "
+                            "about the target's size in memory)")
+    bench.add_argument("--max-new-tokens", type=positive_int, default=128)
+    bench.add_argument("--repeats", type=positive_int, default=1,
+                       help="run each prompt N times per mode and keep the fastest (less noise)")
+    bench.add_argument("--out", type=Path, help="write the JSON report here")
+    bench.add_argument("--profile", action="store_true",
+                       help="also print the engine's efficiency, its overhead breakdown, the verify cost curve and "
+                            "memory use")
+    bench.add_argument("--remote", metavar="URL", help="also measure a remote OpenAI-compatible engine (specchat "
+                                                       "serve, vLLM, SGLang) as the mode 'remote': text against "
+                                                       "plain decoding here, no speedup (docs/remote.md)")
+    bench.add_argument("--remote-key", metavar="KEY", help="the remote engine's API key. Prefer the environment "
+                                                           "variable SPECCHAT_REMOTE_KEY or --remote-key-file: a "
+                                                           "key on the command line shows in `ps`")
+    bench.add_argument("--remote-key-file", type=Path, metavar="FILE", help="read the remote engine's API key "
+                                                                            "from FILE (its first line)")
+    bench.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    # torch and the models load only when the command runs: --help stays fast and torch-free
+    from .. import bench
+    from .loading import draft_source, drafter_choice, load
+
+    modes = bench.parse_modes(args.modes, has_draft=draft_source(args) is not None,
+                              has_universal_draft=args.universal_draft is not None)
+    prompts = _prompts(args, bench)
+    memory = {"before loading": bench.resident_mb()}
+    kinds = [RunKind.parse(mode) for mode in modes]  # a given --peer-draft serves llama-server-draft instead
+    drafted = any(k.needs_draft_model and not (k.is_llama_server and args.peer_draft) for k in kinds)
+    pair = load(args, with_draft=drafted,
+                on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
+    print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
+    settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
+                                   repeats=args.repeats, packed_weights=args.packed_weights,
+                                   peer_draft=str(args.peer_draft) if args.peer_draft else None,
+                                   default_drafter=drafter_choice(args), universal_draft=args.universal_draft)
+    runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
+    if args.remote:
+        modes.append(REMOTE)
+
+    def progress(done: int, total: int, record) -> None:
+        print(f"[{done}/{total}] {record.category:<14} q{record.question_id:<4} {record.mode:<9}"
+              f"{record.new_tokens:>5} tokens {record.tokens_per_s:7.2f} tok/s", file=sys.stderr, flush=True)
+
+    records = runner.run(prompts, modes, progress)
+    summary = bench.summarize(records)
+    memory["peak"] = bench.peak_resident_mb()
+    bench.print_summary(summary, modes)
+    if args.profile:
+        bench.print_profile(summary, modes, memory)
+    if args.out:
+        report = {"command": "specchat " + " ".join(without_keys(sys.argv[1:])),
+                  "environment": bench.environment(),
+                  "target": pair.target.name, "backend": pair.target.backend, "draft": pair.draft.name if pair.draft else None,
+                  "settings": vars(settings), "modes": modes, "summary": summary, "memory_mb": memory,
+                  "records": [r.to_dict() for r in records]}
+        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"report written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _prompts(args, bench) -> list:
+    """The prompts --prompts, --suite, --per-task, --limit and --categories choose (bench: the specchat.bench
+    package, which run imported)."""
+    from ..engine import PromptError  # the engine (torch) loads only when the command runs
+
+    categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
+    if args.prompts:
+        try:
+            lines = args.prompts.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise PromptError(f"cannot read {args.prompts}: {getattr(error, 'strerror', None) or error}") from error
+        source = str(args.prompts)
+    elif args.suite == "spec-bench":
+        lines, source = spec_bench_questions().read_text(encoding="utf-8").splitlines(), "Spec-Bench"
+    else:
+        lines, source = default_prompt_suite().read_text(encoding="utf-8").splitlines(), "the shipped suite"
+    prompts = bench.load_prompts(lines, source)
+    if args.suite == "humaneval" and not args.prompts:
+        source = "HumanEval"
+        prompts = bench.human_eval_prompts(gzip.decompress(human_eval_problems().read_bytes()).decode("utf-8"))
+    if args.suite in ("spec-bench", "humaneval") and not args.prompts:
+        prompts = bench.spec_bench_sample(prompts, args.per_task)
+    return bench.select_prompts(prompts, source, args.limit, categories)
+
+
+def _remote_engine(args):
+    # the remote engine's client loads only when --remote is given: --help stays fast and torch-free
+    from ..remote import RemoteEndpoint
+    from ..remote.engine import plain_http_key_warning
+
+    key = secret_from(args.remote_key, args.remote_key_file, "SPECCHAT_REMOTE_KEY", "--remote-key")
+    endpoint = RemoteEndpoint(args.remote, api_key=key)
+    warning = plain_http_key_warning(endpoint.url, key)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    info = endpoint.connect()
+    print(f"remote: {info.describe()}", file=sys.stderr)
+    return endpoint.engine(info)
+

@@ -1,0 +1,36 @@
+"""`specchat chat`: an interactive chat in the terminal (terminal.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .options import decoding_options, model_options
+
+
+def add_parser(subparsers) -> None:
+    chat = subparsers.add_parser("chat", help="interactive chat in the terminal")
+    model_options(chat)
+    decoding_options(chat)
+    chat.add_argument("--system", help="system prompt")
+    chat.set_defaults(handler=run)
+
+
+def default_args() -> argparse.Namespace:
+    """`specchat chat` with every option at its default (what a bare `specchat` runs without a display)."""
+    parser = argparse.ArgumentParser(prog="specchat")
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["chat"])
+
+
+def run(args) -> int:
+    # torch and the models load only when the command runs: --help stays fast and torch-free
+    from .loading import drafter_choice, generation_config, load_for
+    from .terminal import TerminalChat
+
+    config = generation_config(args)
+    drafter = drafter_choice(args)
+    print("Loading the model…", file=sys.stderr, flush=True)
+    pair = load_for(args, drafter)
+    TerminalChat(pair, drafter, config, system=args.system).loop()
+    return 0

@@ -1,0 +1,119 @@
+"""What the subcommands share on the command line: argument types, the model and decoding options, and the API
+keys of `serve` and `bench`. Torch-free: `specchat --help` builds every parser from these."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..errors import SpecchatError
+from ..run_kind import DRAFTER_KINDS, MODEL_DRAFTERS  # torch-free copies of the registry's (tests/test_cli.py)
+
+EXIT_USAGE = 2
+KEY_ON_COMMAND_LINE = ("note: {flag} on the command line can be read by other users of this machine (ps, shell "
+                       "history); prefer {env} or {flag}-file FILE")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    value = _float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (got {value})")
+    return value
+
+
+def non_negative(text: str) -> float:
+    value = _float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {value})")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def needs_draft_model(drafter: str) -> bool:
+    """Does this drafter run a draft model (so that the pair is loaded with one)?"""
+    return drafter in MODEL_DRAFTERS
+
+
+def model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="embedded",
+                        help="target model: embedded (default), a folder, a .gguf file or a downloaded Hub id")
+    parser.add_argument("--draft", help="draft model for --drafter model (same forms as --target; default: the shipped "
+                                        "draft when the target is the embedded model)")
+    parser.add_argument("--head", type=Path, help="EAGLE-style draft head folder for --drafter eagle / eagle-hybrid "
+                                                   "(made by train-head; default: the shipped head of the embedded "
+                                                   "model)")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
+    parser.add_argument("--allow-pickle", action="store_true", help="allow pickle (.bin) weights")
+    parser.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
+                        help="how a GGUF target runs: llama.cpp on its own quantized weights (the default on the CPU "
+                             "where llama-cpp-python is installed) or torch on a float32 copy")
+    parser.add_argument("--exactness", choices=("auto", "bit-identical", "distribution"), default="auto",
+                        help="a llama.cpp target's promise: bit-identical to plain decoding (passes capped where its "
+                             "kernels are batch-invariant), or the same distribution on its fastest kernels; auto: "
+                             "bit-identical where that costs no speed (docs/exactness.md)")
+    parser.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: SPECCHAT_THREADS, else "
+                                                             "every core)")
+
+
+def decoding_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drafter", choices=DRAFTER_KINDS, default=None,
+                        help="hybrid (draft model + prompt lookup), model (draft model), eagle-hybrid (draft head + "
+                             "prompt lookup), eagle (draft head), pld (prompt lookup) or none; default: eagle-hybrid "
+                             "when the target has a draft head (the embedded one ships one), else "
+                             "hybrid when there is a draft model (given or shipped), else pld")
+    parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
+    parser.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
+    parser.add_argument("--temperature", type=non_negative, default=0.0, help="0 (default) is greedy")
+    parser.add_argument("--top-p", type=unit_interval, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--seed", type=int, help="random seed (sampling is reproducible with the same seed)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=256)
+
+
+def secret_from(value: str | None, key_file: Path | None, env: str, flag: str) -> str | None:
+    """A key from the command line (with a note on stderr that `ps` shows it), a key file (its first line), or the
+    environment variable `env`, in that order; None when none is given. SpecchatError for a key file that cannot
+    be read or is empty."""
+    if value:
+        print(KEY_ON_COMMAND_LINE.format(flag=flag, env=env), file=sys.stderr)
+        return value
+    if key_file is not None:
+        try:
+            lines = key_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise SpecchatError(f"cannot read the key file {key_file}: {getattr(error, 'strerror', None) or error}") \
+                from None
+        if not lines or not lines[0].strip():
+            raise SpecchatError(f"the key file {key_file} is empty")
+        return lines[0].strip()
+    return os.environ.get(env) or None
+
+
+def without_keys(argv: list[str]) -> list[str]:
+    """The command line as a report records it, with the value of --remote-key / --api-key replaced by "…"."""
+    shown, hide = [], False
+    for arg in argv:
+        name = arg.split("=", 1)[0]
+        shown.append("…" if hide else f"{name}=…" if name in ("--remote-key", "--api-key") and "=" in arg else arg)
+        hide = arg in ("--remote-key", "--api-key")
+    return shown
