@@ -8,8 +8,7 @@ import hashlib
 import json
 import re
 import socket
-from http.server import BaseHTTPRequestHandler
-from local_http import start_server, stop_server
+from local_http import send, send_file_head, serve_get, stop_server
 
 COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 
@@ -21,57 +20,29 @@ class FakeGgufHub:
         self.commit: object = COMMIT
         self.cut_at: int | None = None
         self.listed_sha256: dict[str, str] = {}  # file name -> the sha256 to list instead of the real one
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802 - http.server's name
-                hub.requests.append((self.path.split("?")[0], self.headers.get("Range")))
-                try:
-                    hub.answer(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client went away (a cancel)
-
-        self.server, self.url = start_server(Handler)
+        self.server, self.url = serve_get(self.answer)
 
     def answer(self, handler) -> None:
         path = handler.path.split("?")[0]
+        self.requests.append((path, handler.headers.get("Range")))
         listing = re.fullmatch(r"/api/models/(.+?)/revision/main", path)
         resolve = re.fullmatch(r"/(.+?/.+?)/resolve/([^/]+)/(.+)", path)
         if listing and listing[1] in self.repos:
             siblings = [self._sibling(name, content) for name, content in self.repos[listing[1]].items()]
             body = json.dumps({"id": listing[1], "sha": self.commit, "siblings": siblings}).encode()
-            self._send(handler, 200, body, {"Content-Type": "application/json"})
+            send(handler, 200, body, {"Content-Type": "application/json"})
         elif resolve and resolve[2] == self.commit and resolve[3] in self.repos.get(resolve[1], {}):
             self._send_file(handler, self.repos[resolve[1]][resolve[3]])
         else:
-            self._send(handler, 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"})
+            send(handler, 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"})
 
     def _sibling(self, name: str, content: bytes) -> dict:
         sha256 = self.listed_sha256.get(name, hashlib.sha256(content).hexdigest())
         return {"rfilename": name, "size": len(content), "blobId": hashlib.sha1(content).hexdigest(),
                 "lfs": {"sha256": sha256, "size": len(content), "pointerSize": 134}}
 
-    @staticmethod
-    def _send(handler, status: int, body: bytes, headers: dict) -> None:
-        handler.send_response(status)
-        for name, value in {**headers, "Content-Length": str(len(body))}.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(body)
-
     def _send_file(self, handler, content: bytes) -> None:
-        wanted = handler.headers.get("Range")
-        start = int(re.fullmatch(r"bytes=(\d+)-", wanted)[1]) if wanted else 0
-        handler.send_response(206 if start else 200)
-        if start:
-            handler.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
-        handler.send_header("Content-Length", str(len(content) - start))
-        handler.end_headers()
+        start = send_file_head(handler, content)
         cut, self.cut_at = self.cut_at, None
         if cut is not None and not start:  # the connection breaks mid-file
             handler.wfile.write(content[:cut])

@@ -7,8 +7,10 @@ of those tests' time).
 
 from __future__ import annotations
 
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 POLL_S = 0.01
 
@@ -34,3 +36,44 @@ def start_server(handler: type[BaseHTTPRequestHandler], tls=None) -> tuple[Quiet
 def stop_server(server: ThreadingHTTPServer) -> None:
     server.shutdown()
     server.server_close()
+
+
+def serve_get(answer: Callable[[BaseHTTPRequestHandler], None]) -> tuple[QuietServer, str]:
+    """Serves GET requests with answer(handler) (HTTP/1.1, no request log; a client that went away mid-answer is
+    ignored); returns the server and its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            try:
+                answer(self)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client went away (a cancelled download)
+
+    return start_server(Handler)
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict | None = None) -> None:
+    """A whole answer: the status, the headers with the body's Content-Length, the body."""
+    handler.send_response(status)
+    for name, value in {**(headers or {}), "Content-Length": str(len(body))}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def send_file_head(handler: BaseHTTPRequestHandler, content: bytes) -> int:
+    """The status and headers of a file answer that honours a "bytes=N-" Range (206 from N, else 200); returns N,
+    where the body the caller writes starts."""
+    wanted = handler.headers.get("Range")
+    start = int(re.fullmatch(r"bytes=(\d+)-", wanted)[1]) if wanted else 0
+    handler.send_response(206 if start else 200)
+    if start:
+        handler.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
+    handler.send_header("Content-Length", str(len(content) - start))
+    handler.end_headers()
+    return start

@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
-from local_http import start_server, stop_server
+from local_http import send, serve_get, stop_server
 
 from specchat.engine import ModelLoadError
 from specchat.engine.hub_download import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
@@ -38,27 +37,15 @@ class HostileHub:
 
     def __init__(self, listing: dict):
         self.listing, self.fetched = listing, []
-        hub = self
+        self.server, self.url = serve_get(self.answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802 - http.server's name
-                if self.path.split("?")[0].startswith("/api/models/"):
-                    body = json.dumps(hub.listing).encode()
-                else:
-                    hub.fetched.append(self.path)
-                    body = CONFIG if self.path.endswith("/config.json") else WEIGHTS
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server, self.url = start_server(Handler)
+    def answer(self, handler) -> None:
+        if handler.path.split("?")[0].startswith("/api/models/"):
+            body = json.dumps(self.listing).encode()
+        else:
+            self.fetched.append(handler.path)
+            body = CONFIG if handler.path.endswith("/config.json") else WEIGHTS
+        send(handler, 200, body, {"Content-Type": "application/json"})
 
     def close(self) -> None:
         stop_server(self.server)

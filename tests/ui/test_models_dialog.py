@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import torch
 from huggingface_hub import constants, scan_cache_dir
-from local_http import start_server, stop_server
+from local_http import send, send_file_head, serve_get, stop_server
 from PySide6.QtCore import Qt
 
 from specchat.engine import LoadedModel, ModelSource, SpecchatError
@@ -44,52 +44,24 @@ class FakeHub:
         self.pause_at: int | None = None
         self.paused = threading.Event()
         self.resume = threading.Event()
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802 - http.server's name
-                hub.requests.append(("GET", self.path, self.headers.get("Range")))
-                try:
-                    hub.answer(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client went away (a cancelled download)
-
-        self.server, self.url = start_server(Handler)
+        self.server, self.url = serve_get(self.answer)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
+        self.requests.append(("GET", handler.path, handler.headers.get("Range")))
         path = handler.path.split("?")[0]
         listing = re.fullmatch(r"/api/models/(.+?)(?:/revision/main)?", path)
         resolve = re.fullmatch(rf"/(.+)/resolve/{COMMIT}/(.+)", path)
         if listing and listing[1] in self.repos:
             siblings = [_sibling(name, content) for name, content in self.repos[listing[1]].items()]
-            self.send(handler, 200, json.dumps({"id": listing[1], "sha": COMMIT, "siblings": siblings}).encode(),
-                      {"Content-Type": "application/json"})
+            send(handler, 200, json.dumps({"id": listing[1], "sha": COMMIT, "siblings": siblings}).encode(),
+                 {"Content-Type": "application/json"})
         elif resolve and resolve[2] in self.repos.get(resolve[1], {}):
             self.send_file(handler, self.repos[resolve[1]][resolve[2]])
         else:
-            self.send(handler, 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"})
-
-    @staticmethod
-    def send(handler, status: int, body: bytes, headers: dict) -> None:
-        handler.send_response(status)
-        for name, value in {**headers, "Content-Length": str(len(body))}.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(body)
+            send(handler, 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"})
 
     def send_file(self, handler, content: bytes) -> None:
-        wanted = handler.headers.get("Range")
-        start = int(re.fullmatch(r"bytes=(\d+)-", wanted)[1]) if wanted else 0
-        handler.send_response(206 if start else 200)
-        if start:
-            handler.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
-        handler.send_header("Content-Length", str(len(content) - start))
-        handler.end_headers()
+        start = send_file_head(handler, content)
         if not start and self.pause_at is not None:
             handler.wfile.write(content[:self.pause_at])
             handler.wfile.flush()
