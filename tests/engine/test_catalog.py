@@ -14,16 +14,6 @@ from specchat.engine.catalog import CatalogError, parse_catalog
 SMOLLM2_135M = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return cat.load_catalog()
-
-
-@pytest.fixture(scope="module")
-def shipped_document():
-    return json.loads(cat.catalog_path().read_text(encoding="utf-8"))
-
-
 def test_the_shipped_catalog_validates(catalog):
     assert len(catalog.entries) >= 20 and catalog.revision >= 1
     families = {entry.family for entry in catalog.entries}

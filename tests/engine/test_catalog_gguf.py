@@ -22,16 +22,6 @@ GIB = 2**30
 CPU_LLAMA = Machine("cpu", 8 * GIB, native_bf16=False, llama_cpp=True)
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return cat.load_catalog()
-
-
-@pytest.fixture(scope="module")
-def shipped_document():
-    return json.loads(cat.catalog_path().read_text(encoding="utf-8"))
-
-
 def test_the_offline_pairs_models_are_in_the_catalog_with_their_files(catalog):
     from specchat.engine.offline_pair import MODELS
 

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from gguf_hub import COMMIT, FakeGgufHub
+from hub_cache import offline_hf_cache
 from huggingface_hub import constants, scan_cache_dir
 
 from specchat.engine import ModelLoadError, ModelSource
@@ -26,11 +27,7 @@ CONTENT = b"GGUF" + os.urandom(3_000_000 - 4)  # the download never parses it: b
 def hub(tmp_path, monkeypatch):
     """A local Hub serving REPO, an empty Hugging Face cache and models folder of the test's own, and
     huggingface_hub offline as the app runs it."""
-    cache = tmp_path / "hf" / "hub"
-    cache.mkdir(parents=True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_TOKEN", "")
+    offline_hf_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     server = FakeGgufHub()
     server.repos[REPO] = {FILE: CONTENT, "other-q8_0.gguf": b"GGUF-other", "README.md": b"# tiny"}

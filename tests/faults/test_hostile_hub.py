@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
+from hub_cache import offline_hf_cache
 from local_http import send, serve_get, stop_server
 
 from specchat.engine import ModelLoadError
@@ -62,12 +63,7 @@ def listing(sha=GOOD_COMMIT, weights_name="model.safetensors", weights_blob=None
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "hf" / "hub"
-    folder.mkdir(parents=True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(folder))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_TOKEN", "")
-    return folder
+    return offline_hf_cache(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import torch
 from huggingface_hub import constants, scan_cache_dir
+from hub_cache import offline_hf_cache
 from local_http import send, send_file_head, serve_get, stop_server
 from PySide6.QtCore import Qt
 
@@ -89,12 +90,7 @@ def _sibling(name: str, content: bytes) -> dict:
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
     """An empty Hugging Face cache of the test's own, and huggingface_hub offline as the app runs it."""
-    cache = tmp_path / "hf" / "hub"
-    cache.mkdir(parents=True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_TOKEN", "")  # no login of this machine's user in the requests
-    return cache
+    return offline_hf_cache(tmp_path, monkeypatch)
 
 
 @pytest.fixture

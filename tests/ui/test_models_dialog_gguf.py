@@ -7,6 +7,7 @@ import os
 
 import pytest
 from gguf_hub import FakeGgufHub
+from hub_cache import offline_hf_cache
 from huggingface_hub import constants
 from PySide6.QtCore import Qt
 
@@ -23,11 +24,7 @@ MACHINE = Machine("cpu", 8 * 2**30, native_bf16=False, llama_cpp=True)
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    cache = tmp_path / "hf" / "hub"
-    cache.mkdir(parents=True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_TOKEN", "")
+    offline_hf_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     server = FakeGgufHub()
     server.repos[GGUF_REPO] = {GGUF_FILE: b"GGUF" + os.urandom(600_000)}  # the catalog pins no size for this file
