@@ -109,12 +109,11 @@ RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """One generation run to store (a row of generation_runs): the settings that produced it and its figures.
-
-    Typed, so that a misspelt field is an error where the record is made rather than a value silently lost. Build
-    one with run_record(stats.to_dict(), RunContext(...), source, ...) (below); Store.record_run also takes a plain
-    mapping of these fields and refuses any other key."""
+class RunContext:
+    """What produced a run, as plain values: the models (names), the drafter's name, the decoding settings, the
+    device and what the reply promised against plain decoding; a RunRecord is one with the run's figures added. The
+    engine's side (chats/run_book.py, server/served.py, bench/report.py) fills it from its pair and settings, so
+    storage never sees an engine object."""
 
     target: str
     drafter: str
@@ -126,8 +125,21 @@ class RunRecord:
     seed: int
     device: str
     draft: str | None = None
-    source: str = "chat"  # one of RUN_SOURCES
+    # "bit-identical" (the same tokens as plain decoding) or "distribution" (the same distribution, rounding may
+    # differ); None: not known
+    exactness: str | None = None
     app_session_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord(RunContext):
+    """One generation run to store (a row of generation_runs): the settings that produced it and its figures.
+
+    Typed, so that a misspelt field is an error where the record is made rather than a value silently lost. Build
+    one with run_record(stats.to_dict(), RunContext(...), source, ...) (below); Store.record_run also takes a plain
+    mapping of these fields and refuses any other key. Its context's fields come first (RunContext)."""
+
+    source: str = "chat"  # one of RUN_SOURCES
     conversation_id: int | None = None
     message_id: int | None = None
     comparison_id: int | None = None
@@ -153,9 +165,6 @@ class RunRecord:
     speedup_basis: str | None = None  # "calibrated" (against the load-time calibration) or "measured"
     baseline_tokens_per_s: float | None = None
     predicted_speedup: float | None = None
-    # "bit-identical" (the same tokens as plain decoding) or "distribution" (the same distribution, rounding may
-    # differ); None: not known
-    exactness: str | None = None
 
     @staticmethod
     def figures(stats: Mapping[str, Any]) -> dict:
@@ -167,27 +176,6 @@ class RunRecord:
 FIGURE_FIELDS = ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed", "draft_accepted", "tokens_per_s",
                  "prefill_s", "draft_s", "verify_s", "wall_s", "acceptance_by_position", "proposed_by_position",
                  "accepted_by_position")
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What produced a run, as plain values: the models (names), the drafter's name, the decoding settings, the
-    device and what the reply promised against plain decoding (RunRecord's fields of the same names). The engine's
-    side (chats/run_book.py, server/served.py, bench/report.py) fills it from its pair and settings, so storage
-    never sees an engine object."""
-
-    target: str
-    drafter: str
-    k: int
-    adaptive: bool
-    temperature: float
-    top_p: float
-    top_k: int
-    seed: int
-    device: str
-    draft: str | None = None
-    exactness: str | None = None
-    app_session_id: int | None = None
 
 
 def run_record(stats: Mapping[str, Any], context: RunContext, source: str = "chat", **extra: Any) -> RunRecord:
