@@ -17,7 +17,6 @@ from .peers import PEER_MODES, require_llama_cpp
 MODES = ("default", *DRAFTER_KEYS, *HF_MODES, *PEER_MODES, *SERVER_MODES)  # run_kind.RunKind reads each
 
 # Spec-Bench's six tasks; MT-bench's eight categories are its multi-turn task.
-SPEC_BENCH_TASKS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
 MT_BENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
 
 

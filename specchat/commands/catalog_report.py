@@ -9,12 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from huggingface_hub import constants
-
 from ..engine import catalog as cat
 from ..engine.catalog import CatalogError, catalog_path, dtype_name, format_params, load_catalog, load_costs
 from ..engine.catalog_here import machine_here, memory_rule_text, run_here
-from ..engine.hub_download import downloaded_models
+from ..engine.hub_download import arrived_bytes, cached_repo_ids, downloaded_models
 from ..engine.models import list_local_models
 from ..formatting import format_size
 
@@ -186,15 +184,5 @@ def partial_downloads(complete: set[str]) -> list[tuple[str, int]]:
     """(Hub id, bytes on disk) of each model in the Hugging Face cache whose download has not finished: a cache
     folder with files in it, for a model not among `complete` (lower-cased ids of complete snapshots,
     hub_download.downloaded_models). No network."""
-    found = []
-    for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*")):
-        hub_id = folder.name.removeprefix("models--").replace("--", "/", 1)
-        if hub_id.lower() in complete:
-            continue
-        try:
-            kept = sum(entry.stat().st_size for entry in (folder / "blobs").iterdir() if entry.is_file())
-        except OSError:  # no blobs folder: nothing arrived
-            kept = 0
-        if kept:
-            found.append((hub_id, kept))
-    return found
+    found = [(hub_id, arrived_bytes(hub_id)) for hub_id in cached_repo_ids() if hub_id.lower() not in complete]
+    return [(hub_id, kept) for hub_id, kept in found if kept]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Mapping
 
+from ..run_kind import origin_name
+
 
 class Origin(IntEnum):
     """Where a generated token came from."""
@@ -182,7 +184,7 @@ class GenerationResult:
         return {
             "text": self.text,
             "token_ids": list(self.token_ids),
-            "origins": ["draft" if o == Origin.DRAFT else "target" for o in self.origins],
+            "origins": [origin_name(o) for o in self.origins],
             "spans": [list(s) for s in self.spans],
             "finish_reason": self.finish_reason,
             "seed": self.seed,

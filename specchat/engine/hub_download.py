@@ -232,15 +232,29 @@ def cached_snapshot(repo_id: str) -> Path | None:
 def downloaded_models() -> dict[str, Path]:
     """{Hub id: snapshot folder} of every model complete in the cache (no network; read at each call, as
     snapshot_download reads the cache's location)."""
-    from huggingface_hub import constants
-
     found = {}
-    for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*")):
-        repo_id = folder.name.removeprefix("models--").replace("--", "/", 1)
+    for repo_id in cached_repo_ids():
         snapshot = cached_snapshot(repo_id)
         if snapshot is not None:
             found[repo_id] = snapshot
     return found
+
+
+def cached_repo_ids() -> list[str]:
+    """The Hub ids of every model folder in the Hugging Face cache, finished or not, sorted (no network)."""
+    from huggingface_hub import constants
+
+    return [folder.name.removeprefix("models--").replace("--", "/", 1)
+            for folder in sorted(Path(constants.HF_HUB_CACHE).glob("models--*--*"))]
+
+
+def arrived_bytes(repo_id: str) -> int:
+    """Bytes a model's download has written to the cache so far, finished files and unfinished ones (kept_bytes
+    counts the unfinished only); 0 for a folder whose name is no valid id."""
+    try:
+        return sum(entry.stat().st_size for entry in (repo_folder(repo_id) / "blobs").iterdir() if entry.is_file())
+    except (OSError, ModelLoadError):  # no blobs folder: nothing arrived
+        return 0
 
 
 def kept_bytes(repo_id: str) -> int:

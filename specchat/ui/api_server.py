@@ -203,12 +203,14 @@ class ApiServerSwitch(QObject):
                               "machine. Its requests and the chat take turns on the model.")
 
     def stop(self) -> None:
-        """Returns at once: the server's generations are cancelled and it shuts down on its own threads."""
+        """Cancels the server's generations, waits for its line thread (at most STOP_JOIN_S, short: the generation
+        stops within a step) and lets uvicorn shut down on its own thread; the drain timer stops with it."""
         self._retry.stop()
         if self.server is not None:
             server, self.server = self.server, None
             server.stop(timeout_s=None)
             server.line.close(STOP_JOIN_S)  # its line thread ends before anything else starts
+            self.runner.stop()  # nothing is left to hand over: a request still queued was cancelled with the line
             self.stopping, self._stopped_at = server, time.monotonic()
         self._show("", None)
 

@@ -20,6 +20,7 @@ from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
 from ..engine.speculative import SpeculativeEngine
+from ..run_kind import RunKind
 from ..storage.records import RunRecord
 from .downloads import Downloads
 from .settings import AppSettings
@@ -125,7 +126,7 @@ class ChatSession(QObject):
         """The drafter a chat reply is recorded under: prompt lookup that also read past replies is the history
         drafter (so the footer and the statistics say so); the hybrids keep their names."""
         drafter = self.settings.drafter
-        return "history" if drafter == "pld" and self._history_for(drafter) is not None else drafter
+        return str(RunKind.ours(drafter, history=self._history_for(drafter) is not None))
 
     def reply_context(self) -> ReplyContext:
         """What a reply starting now runs with, kept for its record: the settings or the models may change while it

@@ -74,10 +74,10 @@ def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt
 
 
 def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target, close_draft):
-    from specchat.engine.drafting import HybridDrafter
+    from specchat.engine.drafting import make_drafter
     from specchat.engine.sampling import Sampler, SamplingParams
 
-    drafter = HybridDrafter(close_draft)
+    drafter = make_drafter("hybrid", close_draft)
     context = [5, 6, 7, 8, 9, 5, 6, 7]
     drafter.begin(context, Sampler(SamplingParams(), 0), target.config.vocab_size)
     free = drafter.free_proposal(context, 2)

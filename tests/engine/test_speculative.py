@@ -7,7 +7,7 @@ import torch
 
 from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
                              SpeculativeEngine)
-from specchat.engine.drafting import HybridDrafter, make_drafter
+from specchat.engine.drafting import make_drafter
 from specchat.engine.runners import runner_for
 
 
@@ -18,10 +18,10 @@ def plain(target, tokenizer, prompt_ids, **config):
 def drafters(request_name, target, close_draft, unrelated_draft):
     vocab = close_draft.get_output_embeddings().weight.shape[0]
     return {"pld": PromptLookupDrafter(), "self": ModelDrafter(target), "close": ModelDrafter(close_draft),
-            "unrelated": ModelDrafter(unrelated_draft), "hybrid": HybridDrafter(close_draft),
+            "unrelated": ModelDrafter(unrelated_draft), "hybrid": make_drafter("hybrid", close_draft),
             # proposing from every other token only: the target must still decide every token
             "close-half-vocab": ModelDrafter(close_draft, vocab_ids=torch.arange(0, vocab, 2)),
-            "hybrid-half-vocab": HybridDrafter(close_draft, vocab_ids=torch.arange(1, vocab, 2))}[request_name]
+            "hybrid-half-vocab": make_drafter("hybrid", close_draft, draft_vocab=torch.arange(1, vocab, 2))}[request_name]
 
 
 @pytest.mark.parametrize("drafter_name", ["pld", "self", "close", "unrelated", "hybrid", "close-half-vocab",

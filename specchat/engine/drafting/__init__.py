@@ -10,7 +10,7 @@ make_drafter); backends (where a draft model runs).
 from .base import (AcceptanceClass, Capabilities, Draft, Drafter, FreeProposer, GenerationState, NoDrafter,
                    TargetStateReader, check_capabilities, over_vocabulary)
 from .eagle import EagleDrafter
-from .hybrid import EagleHybridDrafter, HybridDrafter, LookupHybrid
+from .hybrid import LookupHybrid
 from .lookup import PromptLookupDrafter, history_class
 from .model import ModelDrafter, TransformersDraftForward
 from .registry import (DRAFTER_KEYS, DRAFTER_KINDS, DRAFTERS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS,
@@ -19,7 +19,7 @@ from .universal import UniversalDrafter
 
 __all__ = [
     "AcceptanceClass", "Capabilities", "DRAFTERS", "DRAFTER_KEYS", "DRAFTER_KINDS", "Draft", "Drafter", "DrafterInfo",
-    "EagleDrafter", "EagleHybridDrafter", "FreeProposer", "GenerationState", "HEAD_DRAFTERS", "HybridDrafter",
+    "EagleDrafter", "FreeProposer", "GenerationState", "HEAD_DRAFTERS",
     "LOOKUP_DRAFTERS", "LookupHybrid", "MENU", "MODEL_DRAFTERS", "ModelDrafter", "NoDrafter", "PromptLookupDrafter",
     "TargetStateReader", "TransformersDraftForward", "UniversalDrafter", "check_capabilities", "drafter_info",
     "history_class", "make_drafter", "over_vocabulary",

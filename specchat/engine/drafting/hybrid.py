@@ -13,13 +13,9 @@ from typing import Sequence
 
 import torch
 
-from ..eagle import EagleHead
-from ..history import SuffixIndex
 from ..sampling import Sampler
 from .base import Draft, Drafter
-from .eagle import EagleDrafter
 from .lookup import PromptLookupDrafter
-from .model import ModelDrafter
 
 
 class LookupHybrid(Drafter):
@@ -66,15 +62,3 @@ class LookupHybrid(Drafter):
         """TargetStateReader: the model drafter's, after every target pass (lookup steps' included)."""
         if self.capabilities.reads_target_states:
             self.model_drafter.accept_target_states(states, tokens)
-
-
-def HybridDrafter(model: torch.nn.Module, lean: bool | None = None, vocab_ids: torch.Tensor | None = None,
-                  history: SuffixIndex | None = None) -> LookupHybrid:
-    """The draft model with prompt lookup (the "hybrid" drafter)."""
-    return LookupHybrid(PromptLookupDrafter(history=history), ModelDrafter(model, lean, vocab_ids), name="hybrid")
-
-
-def EagleHybridDrafter(head: EagleHead, target: torch.nn.Module,
-                       history: SuffixIndex | None = None) -> LookupHybrid:
-    """The draft head with prompt lookup (the "eagle-hybrid" drafter)."""
-    return LookupHybrid(PromptLookupDrafter(history=history), EagleDrafter(head, target), name="eagle-hybrid")
