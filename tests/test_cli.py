@@ -147,11 +147,11 @@ def test_download_rejects_a_malformed_id(capsys):
 def test_the_cli_knows_the_engines_drafters():
     """The CLI takes the drafter names from run_kind so that `specchat --help` does not import torch; they must
     not drift from the registry's."""
-    from specchat.commands import options as cli
+    from specchat import run_kind
     from specchat.engine import drafting as drafters
 
-    assert cli.DRAFTER_KINDS == drafters.DRAFTER_KINDS
-    assert cli.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS
+    assert run_kind.DRAFTER_KINDS == drafters.DRAFTER_KINDS
+    assert run_kind.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS
 
 
 def _seeded_database(path):

@@ -61,6 +61,7 @@ class Settings:
                                                            ("pld", 0, None)])
 def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_tokens, expected):
     from specchat.chats.run_book import ReplyContext, RunBook
+    from specchat.run_models import RunModels
     from specchat.engine.events import GenerationResult, GenerationStats
     from specchat.storage.records import RunRecord
 
@@ -68,7 +69,7 @@ def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_t
     book.plain_tokens_per_s = 10.0
     stats = GenerationStats(prompt_tokens=5, new_tokens=new_tokens, target_passes=10, prefill_s=0.5, wall_s=2.0)
     result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
-    book.complete(3, 4, result, ReplyContext(Settings(), Pair(), drafter))
+    book.complete(3, 4, result, ReplyContext(Settings(), RunModels.of_pair(Pair(), drafter), drafter))
     [run] = book.store.runs
     assert run == RunRecord(  # the fields the run was always stored with
         **RunRecord.figures(stats.to_dict()), app_session_id=7, target="tiny", draft=None, drafter=drafter, k=4,

@@ -25,11 +25,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.errors import SpecchatError
 from ..engine.llamacpp import default_threads
+from .peer_engine import PeerReply
 
 SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")
 BINARY_ENV = "SPECCHAT_LLAMA_SERVER"
@@ -40,14 +40,6 @@ NGRAM_SIZE = 3  # ngram-simple matches exactly this many tokens (our pld tries 6
 STARTUP_S = 180.0  # loading a large GGUF from a cold disk can take a while
 REQUEST_S = 900.0
 STOP_S = 10.0
-
-
-@dataclass
-class ServerReply:
-    token_ids: list[int]
-    wall_s: float
-    draft_proposed: int | None  # the server's timings: draft_n / draft_n_accepted (None for plain decoding)
-    draft_accepted: int | None
 
 
 def server_binary() -> Path:
@@ -188,7 +180,7 @@ class LlamaServerPeer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:]) or "(no output)"
 
-    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> ServerReply:
+    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> PeerReply:
         """Greedy reply token ids (with the end token, if reached), the wall time around the request and the
         server's draft counters. The server is (re)started with a context that fits the prompt and the reply."""
         needed = len(prompt_ids) + max_new_tokens + self.k + 8
@@ -210,9 +202,9 @@ class LlamaServerPeer:
                 break
         timings = reply.get("timings") or {}
         if self.mode == "llama-server":
-            return ServerReply(tokens, wall, None, None)
+            return PeerReply(tokens, wall, None, None)
         # it leaves the counters out when it drafted nothing
-        return ServerReply(tokens, wall, int(timings.get("draft_n") or 0), int(timings.get("draft_n_accepted") or 0))
+        return PeerReply(tokens, wall, int(timings.get("draft_n") or 0), int(timings.get("draft_n_accepted") or 0))
 
     def _post(self, path: str, body: dict) -> dict:
         request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST",

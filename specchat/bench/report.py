@@ -14,8 +14,9 @@ import transformers
 from ..engine.adaptive import expected_tokens
 from ..engine.llamacpp import llama_cpp_available
 from ..engine.pair import ModelPair
-from ..run_kind import PLAIN, RunKind, remote_device, speedup
-from ..storage.records import RunContext, RunRecord, run_record
+from ..run_kind import PLAIN, RunKind, speedup
+from ..run_models import RunModels
+from ..storage.records import RunRecord, run_record
 from .runner import OVERHEAD_PARTS, BenchSettings, ModeRecord, add_lists, rounded
 
 
@@ -187,13 +188,10 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
     if kind.is_reference or kind.is_peer:  # other engines' generation, timed beside ours: no per-step statistics
         return None
     measured = record.speedup if not kind.is_plain else None
-    remote = kind.is_remote  # under the remote model's name, on no device or draft of ours
-    context = RunContext(
-        target=remote_name if remote and remote_name else pair.target.name,
-        draft=None if remote else pair.draft_name(record.mode), drafter=record.mode, k=settings.k,
-        adaptive=settings.adaptive, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-        device=remote_device() if remote else str(pair.target.device),
-        exactness=None if remote else pair.target.exactness, app_session_id=app_session_id)
+    # a remote engine's under its model's name, on no device or draft of ours
+    models = (RunModels.remote(remote_name or pair.target.name) if kind.is_remote
+              else RunModels.of_pair(pair, record.mode))
+    context = models.context(record.mode, settings.k, settings.adaptive, seed=0, app_session_id=app_session_id)
     return run_record(record.run_figures(), context, "bench", category=record.category, speedup=measured,
                       speedup_basis="measured" if measured is not None else None,
                       baseline_tokens_per_s=record.tokens_per_s / measured if measured else None)

@@ -1,5 +1,6 @@
 """`specchat bench`'s runner: every mode of each prompt, ours, transformers' generate(), llama.cpp's (peers.py,
-peer_server.py) and a remote engine's, measured in one process and compared with our plain decoding."""
+peer_server.py) and a remote engine's, measured in one process and compared with our plain decoding. Every mode is
+a ChatEngine (engine/chat_engine.py): one `stream` for all of them."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..engine import GenerationConfig, Message, SpecchatError, build_prompt_ids
+from ..engine import GenerationConfig, Message, SpecchatError
+from ..engine.chat_engine import ChatEngine, EngineCache, reply_to
 from ..engine.events import GenerationStats
 from ..engine.history import SuffixIndex
 from ..engine.models import LoadOptions, ModelSource, load_model
 from ..engine.pair import ModelPair
 from ..engine.race import UNKNOWN_TOKEN
 from ..run_kind import PLAIN, RunKind, speedup
+from .peer_engine import PeerEngine, PeerReply
 from .peer_server import SERVER_MODES, bench_peer
 from .peers import LlamaCppPeer
 from .prompts import BenchPrompt
@@ -115,7 +118,8 @@ class ModeRecord:
 
 
 class BenchRunner:
-    """Runs prompts in modes on one loaded pair, each mode's engine (or peer) built once and kept for the run."""
+    """Runs prompts in modes on one loaded pair. Every mode is a ChatEngine (ours from an EngineCache, each mode
+    apart; the peers through PeerEngine; a remote engine as it is), built once and kept for the run."""
 
     def __init__(self, pair: ModelPair, settings: BenchSettings, remote=None):
         """remote: a remote engine (specchat.remote.RemoteEngine) for the "remote" mode: the target on another
@@ -125,7 +129,9 @@ class BenchRunner:
         self.settings = settings
         self.remote = remote
         self.tokenizer = pair.target.tokenizer
-        self._engines = {}
+        self.engines = EngineCache(pair)
+        self._universal_engines: EngineCache | None = None  # the "universal" mode's own draft, when given
+        self._modes: dict[str, object] = {}  # mode -> its ChatEngine
         # Each history-drafting mode's past replies: its own earlier replies in this run, added as each turn ends
         # (as the app adds a finished reply), so a prompt is drafted from the prompts run before it, never itself.
         self.histories: dict[str, SuffixIndex] = {}
@@ -135,65 +141,62 @@ class BenchRunner:
         """The drafter a mode of ours runs ("default" is the app's own pick)."""
         return self.settings.default_drafter if mode == "default" else mode
 
-    def _engine(self, mode: str):
-        """The mode's engine, built once: the "universal" mode on its own draft when one is given."""
-        if mode not in self._engines:
-            drafter = self.drafter_of(mode)
-            pair = self._universal_pair() if drafter == "universal" and self.settings.universal_draft else self.pair
-            history = self.histories.setdefault(mode, SuffixIndex()) if RunKind.parse(drafter).needs_history else None
-            self._engines[mode] = pair.engine(drafter, packed_weights=self.settings.packed_weights, history=history)
-        return self._engines[mode]
+    def engine_of(self, mode: str) -> ChatEngine:
+        """The mode's ChatEngine, made on first use."""
+        if mode not in self._modes:
+            self._modes[mode] = self._new_engine(mode)
+        return self._modes[mode]
 
-    def _universal_pair(self) -> ModelPair:
-        options = LoadOptions(threads=getattr(self.pair.target.native, "threads", None), exactness="distribution")
-        return ModelPair(self.pair.target, load_model(ModelSource.parse(self.settings.universal_draft), options))
-
-    def run_turn(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
-                 messages: list[Message] | None = None) -> TurnOutput:
-        """One turn in `mode`, greedy with seed 0: prompt_ids for the engines here, messages (the conversation)
-        for a remote engine, which applies its own chat template."""
+    def _new_engine(self, mode: str) -> ChatEngine:
         kind = RunKind.parse(mode)
         if kind.is_remote:
-            return self._run_remote(messages or [], max_new_tokens)
+            if self.remote is None:
+                raise SpecchatError("the remote mode needs a remote engine: connect to one first (API menu)")
+            return self.remote
         if kind.is_reference:
-            return self._run_hf(kind.drafter, prompt_ids, max_new_tokens)
+            return PeerEngine(self.tokenizer, lambda ids, limit: self._run_hf(kind.drafter, ids, limit))
         if kind.is_llama_cpp:
-            return self._run_peer(mode, prompt_ids, max_new_tokens)
+            return self._llama_cpp_engine(mode)
         if kind.is_llama_server:
-            server = self._engines.get(mode) or self._engines.setdefault(
-                mode, bench_peer(mode, self.pair, self.settings.k, self.settings.peer_draft))
-            reply = server.generate(prompt_ids, max_new_tokens)
-            return TurnOutput(reply.token_ids, self.tokenizer.decode(reply.token_ids, skip_special_tokens=True),
-                              reply.wall_s, draft_proposed=reply.draft_proposed, draft_accepted=reply.draft_accepted)
-        engine = self._engine(mode)
+            server = bench_peer(mode, self.pair, self.settings.k, self.settings.peer_draft)
+            return PeerEngine(self.tokenizer, server.generate, close=server.close)
+        drafter = self.drafter_of(mode)
+        history = self.histories.setdefault(mode, SuffixIndex()) if RunKind.parse(drafter).needs_history else None
+        engines = self._universal() if drafter == "universal" and self.settings.universal_draft else self.engines
+        return engines.chat_engine(drafter, history, self.settings.packed_weights, apart=mode)
+
+    def _universal(self) -> EngineCache:
+        if self._universal_engines is None:
+            options = LoadOptions(threads=getattr(self.pair.target.native, "threads", None), exactness="distribution")
+            draft = load_model(ModelSource.parse(self.settings.universal_draft), options)
+            self._universal_engines = EngineCache(ModelPair(self.pair.target, draft))
+        return self._universal_engines
+
+    def _llama_cpp_engine(self, mode: str) -> PeerEngine:
+        gguf = self.pair.target.gguf_path()
+        if gguf is None:
+            raise SpecchatError(f"the {mode} mode runs llama.cpp on the target's GGUF file; "
+                                f"{self.pair.target.name} is not one")
+        native = self.pair.target.native
+        peer = LlamaCppPeer(gguf, self.pair.target.eos_token_ids(), prompt_lookup=RunKind.parse(mode).drafter == "pld",
+                            threads=native.threads if native is not None else None)
+        return PeerEngine(self.tokenizer, lambda ids, limit: PeerReply(*peer.generate(ids, limit)))
+
+    def run_turn(self, mode: str, messages: list[Message], max_new_tokens: int) -> TurnOutput:
+        """One turn in `mode`: the reply to the conversation `messages`, greedy with seed 0."""
+        engine = self.engine_of(mode)
         config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
                                   adaptive_k=self.settings.adaptive, seed=0)
-        result = engine.generate(prompt_ids, config)
+        result = reply_to(engine, messages, None, config)
+        if RunKind.parse(mode).is_remote:  # the server's token count (its ids are unknown); no figures of ours
+            return TurnOutput([UNKNOWN_TOKEN] * result.stats.new_tokens, result.text, result.stats.wall_s)
+        if isinstance(engine, PeerEngine):  # another program's: its own draft counters, no figures of ours
+            return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s,
+                              draft_proposed=engine.last.draft_proposed, draft_accepted=engine.last.draft_accepted)
         return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats)
 
-    def _run_remote(self, messages: list[Message], max_new_tokens: int) -> TurnOutput:
-        if self.remote is None:
-            raise SpecchatError("the remote mode needs a remote engine: connect to one first (API menu)")
-        result = self.remote.generate(messages, None, GenerationConfig(max_new_tokens=max_new_tokens, seed=0))
-        # the server's token count (its ids are unknown); no engine figures of ours
-        return TurnOutput([UNKNOWN_TOKEN] * result.stats.new_tokens, result.text, result.stats.wall_s)
-
-    def _run_peer(self, mode: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
-        peer = self._engines.get(mode)
-        if peer is None:
-            gguf = self.pair.target.gguf_path()
-            if gguf is None:
-                raise SpecchatError(f"the {mode} mode runs llama.cpp on the target's GGUF file; "
-                                    f"{self.pair.target.name} is not one")
-            native = self.pair.target.native
-            peer = self._engines[mode] = LlamaCppPeer(gguf, self.pair.target.eos_token_ids(),
-                                                      prompt_lookup=RunKind.parse(mode).drafter == "pld",
-                                                      threads=native.threads if native is not None else None)
-        tokens, wall = peer.generate(prompt_ids, max_new_tokens)
-        return TurnOutput(tokens, self.tokenizer.decode(tokens, skip_special_tokens=True), wall)
-
     @torch.inference_mode()
-    def _run_hf(self, drafter: str, prompt_ids: list[int], max_new_tokens: int) -> TurnOutput:
+    def _run_hf(self, drafter: str, prompt_ids: list[int], max_new_tokens: int) -> PeerReply:
         model = self.pair.target.torch_model()
         input_ids = torch.tensor([prompt_ids], device=self.pair.target.device)
         kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, attention_mask=torch.ones_like(input_ids),
@@ -205,8 +208,7 @@ class BenchRunner:
         started = time.perf_counter()
         output = model.generate(input_ids, **kwargs)
         wall = time.perf_counter() - started
-        new = output[0, len(prompt_ids):].tolist()
-        return TurnOutput(new, self.tokenizer.decode(new, skip_special_tokens=True), wall)
+        return PeerReply(output[0, len(prompt_ids):].tolist(), wall)
 
     def run_prompt(self, prompt: BenchPrompt, mode: str, max_new_tokens: int | None = None) -> ModeRecord:
         """All turns of one prompt; each later turn follows this mode's own earlier replies."""
@@ -214,9 +216,7 @@ class BenchRunner:
         outputs = []
         for turn in prompt.turns:
             history.append(Message("user", turn))
-            prompt_ids = build_prompt_ids(self.tokenizer, history)
-            output = self._fastest_of_repeats(mode, prompt_ids, max_new_tokens or self.settings.max_new_tokens,
-                                              list(history))
+            output = self._fastest_of_repeats(mode, list(history), max_new_tokens or self.settings.max_new_tokens)
             outputs.append(output)
             if mode in self.histories and self._remember:
                 self.histories[mode].add(output.token_ids)
@@ -246,10 +246,9 @@ class BenchRunner:
             text="\n\n".join(o.text for o in outputs),
         )
 
-    def _fastest_of_repeats(self, mode: str, prompt_ids: list[int], max_new_tokens: int,
-                            messages: list[Message]) -> TurnOutput:
+    def _fastest_of_repeats(self, mode: str, messages: list[Message], max_new_tokens: int) -> TurnOutput:
         """On a shared, noisy machine the minimum of a few runs is the best estimate of the undisturbed time."""
-        runs = [self.run_turn(mode, prompt_ids, max_new_tokens, messages) for _ in range(self.settings.repeats)]
+        runs = [self.run_turn(mode, messages, max_new_tokens) for _ in range(self.settings.repeats)]
         return min(runs, key=lambda run: run.wall_s)
 
     def warm_up(self, modes: list[str], prompt: BenchPrompt) -> None:
@@ -271,8 +270,8 @@ class BenchRunner:
             return self._run(prompts, modes, progress, cancel)
         finally:
             for mode in SERVER_MODES:
-                if mode in self._engines:
-                    self._engines.pop(mode).close()
+                if mode in self._modes:
+                    self._modes.pop(mode).close()
 
     def _run(self, prompts, modes, progress, cancel) -> list[ModeRecord]:
         self.warm_up(modes, prompts[0])

@@ -14,10 +14,10 @@ through specchat.storage and never imports Qt or specchat.ui, so the window's st
 from ..storage import StorageError
 from ..storage.records import INTERRUPTED, STREAMING
 from .conversations import Conversations, title_for
-from .recorder import RecordedReply, ReplyRecorder, ReplyRows, stopped_by_user
-from .run_book import ENDINGS, ReplyContext, RunBook, RunSettings, is_remote
+from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
+from .run_book import ENDINGS, ReplyContext, RunBook, RunSettings
 
 __all__ = [
     "ENDINGS", "INTERRUPTED", "STREAMING", "Conversations", "RecordedReply", "ReplyContext", "ReplyRecorder",
-    "ReplyRows", "RunBook", "RunSettings", "StorageError", "is_remote", "stopped_by_user", "title_for",
+    "RunBook", "RunSettings", "StorageError", "stopped_by_user", "title_for",
 ]

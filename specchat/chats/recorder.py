@@ -7,7 +7,7 @@ decides what the user is told (the window shows a banner and keeps the reply on 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 from ..engine.events import GenerationResult
 from ..storage import StorageError
@@ -17,16 +17,6 @@ from .run_book import ReplyContext, RunBook
 # What completes a finished reply's run: RunBook.complete's arguments (conversation id, message id, result, context,
 # run id).
 CompleteRun = Callable[[int, int, GenerationResult, ReplyContext, int], None]
-
-
-class ReplyRows(Protocol):
-    """Where a streaming reply is stored: RecordedReply, or anything that keeps its fields (ui/banner.py's
-    ActiveReply does)."""
-
-    conversation_id: int
-    message_id: int
-    run_id: int | None
-    context: ReplyContext | None
 
 
 @dataclass(frozen=True)
@@ -64,14 +54,14 @@ class ReplyRecorder:
         run_id = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, seed, context)
         return RecordedReply(conversation_id, placeholder.id, run_id, context)
 
-    def partial(self, reply: ReplyRows, text: str, spans: list, stats: dict) -> None:
+    def partial(self, reply: RecordedReply, text: str, spans: list, stats: dict) -> None:
         """Saves the reply so far: its text, its spans (ReplySpans.to_json()) and its run's figures so far
         (GenerationStats.to_dict()), in one transaction, so that a kill loses at most what came since.
 
         Raises StorageError; the reply goes on streaming, and the next partial save tries again."""
         self.store.save_partial_reply(reply.message_id, text, spans, reply.run_id, stats)
 
-    def finish(self, reply: ReplyRows, result: GenerationResult, spans: list) -> None:
+    def finish(self, reply: RecordedReply, result: GenerationResult, spans: list) -> None:
         """Saves the ended reply (finished, or stopped by the user: stopped_by_user) with its spans, then completes
         its run; a reply stopped before its first token measured nothing, and its run is deleted.
 
@@ -84,7 +74,7 @@ class ReplyRecorder:
         else:
             self.store.delete_run(reply.run_id)
 
-    def fail(self, reply: ReplyRows, text: str, spans: list) -> None:
+    def fail(self, reply: RecordedReply, text: str, spans: list) -> None:
         """Saves what a failed reply had streamed (text and spans), stopped and ended by an error, and marks its
         run "error".
 

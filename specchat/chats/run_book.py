@@ -5,14 +5,12 @@ figures, and the plain-decoding baseline that every chat reply's speedup is meas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..engine.events import GenerationResult, GenerationStats
-from ..run_kind import speedup as speedup_over_plain
-from ..storage.records import INTERRUPTED, STREAMING, RunContext, RunRecord, run_record
-
-if TYPE_CHECKING:
-    from ..engine.pair import ModelPair
+from ..run_kind import RunKind, speedup as speedup_over_plain
+from ..run_models import RunModels
+from ..storage.records import INTERRUPTED, STREAMING, RunRecord, run_record
 
 ENDINGS = {"context": "reached the model's context window: start a new chat to go on",
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
@@ -36,10 +34,11 @@ class RunSettings(Protocol):
 
 @dataclass(frozen=True)
 class ReplyContext:
-    """The settings, models and drafter name a reply ran with (ChatSession.reply_context), kept for its record."""
+    """The settings, models and drafter name a reply ran with (ChatSession.reply_context), kept for its record:
+    the settings or the models may change while it streams."""
 
     settings: RunSettings
-    pair: ModelPair | None
+    models: RunModels
     drafter: str
 
 
@@ -57,14 +56,14 @@ class RunBook:
         up to the last partial save (ReplyRecorder.partial saves them with the text); complete() finishes it."""
         return self.store.record_run(self.record(
             GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
-            context.pair, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
+            context.models, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
 
     def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: ReplyContext,
                  run_id: int | None = None) -> None:
         """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one."""
         stats = result.stats
         settings = context.settings
-        if settings.drafter == "none" and stats.wall_s > 0:
+        if RunKind.parse(context.drafter).is_plain and stats.wall_s > 0:
             # a plain reply is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
@@ -74,7 +73,7 @@ class RunBook:
         # None for a remote engine: its speed says nothing against this machine's plain decoding.
         speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
         values = self.record(
-            stats.to_dict(), context.drafter, result.seed, settings, context.pair, message_id=message_id,
+            stats.to_dict(), context.drafter, result.seed, settings, context.models, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
             baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
         if run_id is None:
@@ -82,17 +81,14 @@ class RunBook:
         else:
             self.store.update_run(run_id, values)
 
-    def record(self, stats: dict, drafter: str, seed: int, settings: RunSettings, pair: ModelPair,
+    def record(self, stats: dict, drafter: str, seed: int, settings: RunSettings, models: RunModels,
                **extra) -> RunRecord:
         """A chat reply's (or a race lane's) generation run for the Store, made by storage's run_record: the
-        engine's figures (stats: a GenerationStats.to_dict()), the drafter's name, seed, app settings and model pair
+        engine's figures (stats: a GenerationStats.to_dict()), the drafter's name, seed, app settings and models
         that produced them, and `extra` fields of RunRecord. Source "chat" (Store.save_comparison stores a race's
         runs as "race")."""
-        context = RunContext(
-            target=pair.target.name, draft=pair.draft_name(drafter), drafter=drafter, k=settings.k,
-            adaptive=settings.adaptive_k, temperature=settings.temperature, top_p=settings.top_p,
-            top_k=settings.top_k, seed=seed, device=str(pair.target.device),
-            exactness=getattr(pair.target, "exactness", None), app_session_id=self.app_session_id)
+        context = models.context(drafter, settings.k, settings.adaptive_k, seed, settings.temperature,
+                                 settings.top_p, settings.top_k, self.app_session_id)
         return run_record(stats, context, "chat", **extra)
 
     def footer(self, message_id: int) -> str:
@@ -101,14 +97,15 @@ class RunBook:
         if run is None:
             return ""
         parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
-        if run.drafter != "none" and run.draft_proposed:
+        kind = RunKind.parse(run.drafter)
+        if not kind.is_plain and run.draft_proposed:
             parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
                       f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
-        parts.append(run.drafter if is_remote(run.drafter) else
+        parts.append(run.drafter if kind.is_remote else
                      f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
         if run.speedup:
             parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
-        if run.exactness in EXACTNESS_WORDS and run.drafter != "none" and not is_remote(run.drafter):
+        if run.exactness in EXACTNESS_WORDS and not kind.is_plain and not kind.is_remote:
             parts.append(EXACTNESS_WORDS[run.exactness])
         if run.finish_reason in ENDINGS:
             parts.append(ENDINGS[run.finish_reason])
@@ -129,13 +126,6 @@ class RunBook:
                 text = f"Chat: {_replies(chat.runs)}" + (
                     f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
         return text
-
-
-def is_remote(drafter: str) -> bool:
-    """Whether runs recorded under the name `drafter` came from a remote engine (run_kind.RunKind reads it)."""
-    from ..run_kind import RunKind
-
-    return RunKind.parse(drafter).is_remote
 
 
 def _replies(count: int) -> str:

@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
-    from ..engine import Message, PromptError, build_prompt_ids
+    from ..engine import Message, PromptError
+    from ..engine.chat_engine import LocalChatEngine, reply_to
     from .loading import drafter_choice, generation_config, load_for
     from .terminal import StreamPrinter
 
@@ -32,17 +33,17 @@ def run(args) -> int:
     config = generation_config(args)
     drafter = drafter_choice(args)
     pair = load_for(args, drafter)
-    engine = pair.engine(drafter)
-    prompt_ids = build_prompt_ids(pair.target.tokenizer, [Message("user", args.prompt)], args.system)
+    engine = LocalChatEngine(pair.engine(drafter))
+    chat = [Message("user", args.prompt)]
     if args.json:
-        result = engine.generate(prompt_ids, config)
+        result = reply_to(engine, chat, args.system, config)
         record = {"prompt": args.prompt, "system": args.system, "target": pair.target.name,
                   "draft": pair.draft.name if pair.draft else None, "drafter": drafter, "k": args.k,
-                  "adaptive_k": not args.no_adaptive, "prompt_tokens": len(prompt_ids), **result.to_dict()}
+                  "adaptive_k": not args.no_adaptive, "prompt_tokens": result.stats.prompt_tokens,
+                  **result.to_dict()}
         print(json.dumps(record, ensure_ascii=False))
         return 0
     printer = StreamPrinter(sys.stdout, show_rejected=args.show_rejected)
-    cancel = threading.Event()
-    result = engine.generate(prompt_ids, config, cancel, on_event=printer.show)
+    result = reply_to(engine, chat, args.system, config, threading.Event(), printer.show)
     printer.finish(result, drafter, file=sys.stderr)
     return 0

@@ -75,7 +75,7 @@ class TerminalProgress:
             self._key = key
             in_bytes = progress.phase != "fetching"
             self._bar = tqdm(total=progress.total, desc=f"{progress.model} {progress.phase}", file=sys.stderr,
-                             unit="B" if in_bytes else " wheels", unit_scale=in_bytes, unit_divisor=1024,
+                             unit="B" if in_bytes else " wheels", unit_scale=in_bytes, unit_divisor=1000,
                              dynamic_ncols=True, disable=False)
         self._bar.update(progress.done - self._bar.n)
 

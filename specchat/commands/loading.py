@@ -8,7 +8,7 @@ import sys
 from ..engine import GenerationConfig, LoadOptions, ModelSource, SamplingParams, SpecchatError
 from ..engine.models import default_draft_for, default_head_for, needs_conversion, runs_on_llama_cpp
 from ..engine.pair import load_pair
-from .options import needs_draft_model
+from ..run_kind import RunKind
 
 
 def draft_source(args):
@@ -37,7 +37,7 @@ def load(args, with_draft: bool, on_loaded=None):
 
 def load_for(args, drafter: str):
     """The pair, with the draft model when the drafter needs one."""
-    return load(args, with_draft=needs_draft_model(drafter))
+    return load(args, with_draft=RunKind.ours(drafter).needs_draft_model)
 
 
 def has_head(args) -> bool:
@@ -52,7 +52,7 @@ def drafter_choice(args) -> str:
     drafter = getattr(args, "drafter", None) or (
         "pld" if runs_on_llama_cpp(ModelSource.parse(args.target), load_options(args)) else
         "eagle-hybrid" if has_head(args) and not args.draft else "hybrid" if has_draft else "pld")
-    if needs_draft_model(drafter) and not has_draft:
+    if RunKind.ours(drafter).needs_draft_model and not has_draft:
         raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
     return drafter
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..errors import SpecchatError
-from ..run_kind import DRAFTER_KINDS, MODEL_DRAFTERS  # torch-free copies of the registry's (tests/test_cli.py)
+from ..run_kind import DRAFTER_KINDS  # a torch-free copy of the registry's (tests/test_cli.py)
 
 EXIT_USAGE = 2
 KEY_ON_COMMAND_LINE = ("note: {flag} on the command line can be read by other users of this machine (ps, shell "
@@ -45,11 +45,6 @@ def _float(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def needs_draft_model(drafter: str) -> bool:
-    """Does this drafter run a draft model (so that the pair is loaded with one)?"""
-    return drafter in MODEL_DRAFTERS
 
 
 def model_options(parser: argparse.ArgumentParser) -> None:

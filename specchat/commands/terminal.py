@@ -7,7 +7,8 @@ import sys
 import threading
 from typing import TextIO
 
-from ..engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent, build_prompt_ids
+from ..engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent
+from ..engine.chat_engine import EngineCache, reply_to
 from ..engine.pair import ModelPair
 
 DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
@@ -73,7 +74,8 @@ class TerminalChat:
         self.system = system
         self.history: list[Message] = []
         self.inp, self.out = inp, out
-        self.engine = pair.engine(drafter)
+        self.engines = EngineCache(pair)
+        self.engine = self.engines.chat_engine(drafter)
         self.drafter = drafter
         self.printer = StreamPrinter(out)
 
@@ -107,7 +109,7 @@ class TerminalChat:
             self._say(f"(system prompt {'set' if self.system else 'cleared'})")
         elif name == "/drafter":
             try:
-                self.engine = self.pair.engine(rest.strip())
+                self.engine = self.engines.chat_engine(rest.strip())
                 self.drafter = rest.strip()
                 self._say(f"(drafter: {self.drafter})")
             except (SpecchatError, ValueError) as error:
@@ -119,9 +121,11 @@ class TerminalChat:
         self.history.append(Message("user", text))
         cancel = threading.Event()
         try:
-            prompt_ids = build_prompt_ids(self.pair.target.tokenizer, self.history, self.system)
+            left_out = self.engine.fit(self.history, self.system, self.config.max_new_tokens).left_out
+            if left_out:
+                self._say(f"(the {left_out} oldest messages are left out: the chat is longer than the model reads)")
             self.out.write("assistant> ")
-            result = self.engine.generate(prompt_ids, self.config, cancel, on_event=self.printer.show)
+            result = reply_to(self.engine, self.history, self.system, self.config, cancel, self.printer.show)
         except SpecchatError as error:
             self.history.pop()
             self._say(f"\nerror: {error}")
@@ -131,7 +135,7 @@ class TerminalChat:
             self.history.pop()
             return
         self.history.append(Message("assistant", result.text))
-        past_replies = getattr(self.engine.drafter, "history", None)  # the history drafter's index
+        past_replies = getattr(self.engine.engine.drafter, "history", None)  # the history drafter's index
         if past_replies is not None:
             past_replies.add(result.token_ids)
         self.printer.finish(result, self.drafter, file=self.out)

@@ -58,6 +58,6 @@ def build_fitting_prompt(tokenizer, history: Sequence[Message], system: str | No
     if best is None:
         last = build_prompt_ids(tokenizer, history[-1:], system)
         raise PromptError(f"your message has about {len(last)} tokens with the chat's instructions, more than "
-                          f"the model can read with room for a reply ({max_tokens}); shorten it")
+                          f"the model's context window holds with room for a reply ({max_tokens}); shorten it")
     start, prompt = best
     return prompt, start

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..formatting import format_size
 from .errors import ModelLoadError
 from .offline_pair import installed_models, offline_model_file
 from .gguf_meta import gguf_config, gguf_tokenizer
@@ -553,24 +554,25 @@ def list_local_models() -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     try:
         path = embedded_model_file()
-        rows.append(("embedded", "embedded", f"{EMBEDDED_NAME}, {path.stat().st_size / 1e6:.0f} MB"))
+        rows.append(("embedded", "embedded", f"{EMBEDDED_NAME}, {format_size(path.stat().st_size)}"))
     except ModelLoadError as error:
         rows.append(("embedded", "missing", str(error)))
     try:
         folder = shipped_draft_folder()
         size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
         rows.append((SHIPPED_DRAFT_SPEC, "shipped", f"{SHIPPED_DRAFT_NAME}, draft for the embedded model, "
-                                                    f"{size / 1e6:.0f} MB"))
+                                                    f"{format_size(size)}"))
     except ModelLoadError as error:
         rows.append((SHIPPED_DRAFT_SPEC, "missing", str(error)))
     for model_id, path in installed_models().items():
-        rows.append((model_id, "offline", f"{path}, {path.stat().st_size / 1e6:.0f} MB (specchat models install-pair)"))
+        rows.append((model_id, "offline",
+                     f"{path}, {format_size(path.stat().st_size)} (specchat models install-pair)"))
     try:
         from huggingface_hub import scan_cache_dir
 
         for repo in sorted(scan_cache_dir().repos, key=lambda r: r.repo_id):
             if repo.repo_type == "model":
-                rows.append((repo.repo_id, "hub", f"{repo.size_on_disk / 1e6:.0f} MB in the Hugging Face cache"))
+                rows.append((repo.repo_id, "hub", f"{format_size(repo.size_on_disk)} in the Hugging Face cache"))
     except Exception:  # no cache folder yet, or an unreadable one: nothing to list
         pass
     return rows

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
+from ..formatting import format_size
 from .errors import ModelLoadError
 
 MODELS_DIR_ENV = "SPECCHAT_MODELS_DIR"
@@ -110,7 +111,7 @@ class InstallProgress:
         if self.phase == "fetching":
             return f"{self.model}: fetching wheel {min(self.done + 1, self.total)} of {self.total} with pip…"
         verb = "writing" if self.phase == "writing" else "checking"
-        return f"{self.model}: {verb} {self.done / 1e6:.0f} of {self.total / 1e6:.0f} MB"
+        return f"{self.model}: {verb} {format_size(self.done)} of {format_size(self.total)}"
 
 
 class Cancel(Protocol):
@@ -365,7 +366,7 @@ def _check_cancel(cancel: Cancel | None, model: PairModel) -> None:
 
 def _write_failure(model: PairModel, final: Path, error: OSError) -> str:
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"{model.id}: no space left in {final.parent} (the file needs {model.size / 1e9:.2f} GB); free some "
+        return (f"{model.id}: no space left in {final.parent} (the file needs {format_size(model.size)}); free some "
                 "space or set SPECCHAT_MODELS_DIR to another disk")
     return f"{model.id}: cannot write {final}: {error.strerror or error}"
 
@@ -393,8 +394,8 @@ def _check_disk_space(needs: dict[Path, int]) -> None:
     for place, needed in by_disk.values():
         free = shutil.disk_usage(place).free
         if needed > free:
-            raise PairInstallError(f"not enough disk space: installing needs {needed / 1e9:.2f} GB on the disk of "
-                                   f"{place}, which has {free / 1e9:.2f} GB free")
+            raise PairInstallError(f"not enough disk space: installing needs {format_size(needed)} on the disk of "
+                                   f"{place}, which has {format_size(free)} free")
 
 
 def sha256_of(path: Path, model: PairModel, report: Report, cancel: Cancel | None) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import bisect
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..run_kind import PLAIN, RunKind, speedup
+from .chat import Message
+from .chat_engine import ChatEngine, reply_to
 from .events import GenerationResult, StepEvent, origin_runs
 from .speculative import GenerationConfig
 
@@ -149,29 +151,23 @@ def all_identical(tracks: Sequence[Track]) -> bool:
 
 
 class RaceRunner:
-    """Runs the lanes of a race one after the other with engines built once per drafter and warmed up once."""
+    """Runs the lanes of a race one after the other, every lane's engine warmed up first."""
 
-    def __init__(self, engine_for):
-        self._engine_for = engine_for  # drafter name -> SpeculativeEngine (e.g. ModelPair.engine)
-        self._engines: dict[str, object] = {}
+    def __init__(self, engine_for: Callable[[str], ChatEngine]):
+        """engine_for: a lane's drafter name -> its ChatEngine (an EngineCache's, which keeps it between races, or
+        a remote engine); called on the thread the race runs on."""
+        self._engine_for = engine_for
 
-    def engine(self, drafter: str):
-        if drafter not in self._engines:
-            self._engines[drafter] = self._engine_for(drafter)
-        return self._engines[drafter]
-
-    def warm_up(self, drafters: Sequence[str], prompt_ids: Sequence[int], config: GenerationConfig) -> None:
-        for drafter in drafters:
-            self.engine(drafter).generate(prompt_ids, replace(config, max_new_tokens=WARMUP_TOKENS))
-
-    def stream(self, prompt_ids: Sequence[int], drafters: Sequence[str], config: GenerationConfig,
-               cancel: threading.Event | None = None) -> Iterator[tuple[int, StepEvent]]:
-        """Yields (lane, event): all of lane 0 (plain), then lane 1, ... The same config (and seed) for every lane.
-        A cancelled race ends after the lane that was running."""
-        lanes = lanes_for(drafters)
-        self.warm_up(lanes, prompt_ids, config)
-        for lane, drafter in enumerate(lanes):
-            for event in self.engine(drafter).stream(prompt_ids, config, cancel):
+    def stream(self, messages: Sequence[Message], system: str | None, drafters: Sequence[str],
+               config: GenerationConfig, cancel: threading.Event | None = None) -> Iterator[tuple[int, StepEvent]]:
+        """Yields (lane, event): all of lane 0 (plain), then lane 1, ... The same conversation, config and seed for
+        every lane. A cancelled race ends after the lane that was running."""
+        engines = [self._engine_for(drafter) for drafter in lanes_for(drafters)]
+        warm_up = replace(config, max_new_tokens=WARMUP_TOKENS)
+        for engine in engines:
+            reply_to(engine, messages, system, warm_up)
+        for lane, engine in enumerate(engines):
+            for event in engine.stream(messages, system, config, cancel):
                 yield lane, event
             if cancel is not None and cancel.is_set():
                 return

@@ -194,7 +194,7 @@ class RemoteEndpoint:
 
 
 class RemoteEngine:
-    """Generates on a remote endpoint with the local engine's stream() shape: StepEvents, the last with a result.
+    """A ChatEngine (engine/chat_engine.py) on a remote endpoint: StepEvents, the last with a result.
 
     tokenizer (optional): a local tokenizer of the same model, used to count the tokens of a chunk when the server
     does not report usage per chunk. use_extension=False ignores specchat serve's origins (the inferred path)."""
@@ -210,13 +210,6 @@ class RemoteEngine:
         if self._info is None:
             self._info = self.endpoint.connect()
         return self._info
-
-    def generate(self, messages: Sequence[Message], system: str | None = None,
-                 config: GenerationConfig | None = None, cancel: threading.Event | None = None) -> GenerationResult:
-        for event in self.stream(messages, system, config, cancel):
-            if event.result is not None:
-                return event.result
-        raise RemoteError("the reply ended without a result", "protocol")  # unreachable: stream ends with one
 
     def stream(self, messages: Sequence[Message], system: str | None = None, config: GenerationConfig | None = None,
                cancel: threading.Event | None = None) -> Iterator[StepEvent]:

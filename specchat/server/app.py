@@ -31,7 +31,7 @@ from ..engine import GenerationResult, StepEvent
 from . import guard
 from .jobs import Closing, DeviceLine, Ended, Job, LineFull
 from .protocol import FINISH_REASONS, Answer, ApiError, ChatCompletionRequest, CompletionRequest
-from .served import ServedModel
+from .served import ServedModel, answer_job
 
 SHUTDOWN_WAIT_S = 2.0  # at the end of the lifespan, how long the line's thread is waited for
 
@@ -108,7 +108,13 @@ async def _answer(request: Request, served: ServedModel, line: DeviceLine,
     prompt_ids = await asyncio.get_running_loop().run_in_executor(tokenizing, prompt, body)
     config = served.config_for(body, len(prompt_ids))
     answer = Answer(chat=chat, model=served.model_id)
-    job = Job(lambda job: served.generate(job, prompt_ids, config), asyncio.get_running_loop())
+    if chat:
+        messages, system = served.conversation(body)
+        job = Job(lambda job: answer_job(job, served.stream(messages, system, config, job.cancel)),
+                  asyncio.get_running_loop())
+    else:  # a completion's prompt is text, not a conversation
+        job = Job(lambda job: answer_job(job, served.stream_ids(prompt_ids, config, job.cancel)),
+                  asyncio.get_running_loop())
     try:
         line.submit(job)
     except LineFull:

@@ -25,7 +25,6 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse

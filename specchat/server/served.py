@@ -13,15 +13,20 @@ fit after the prompt is cut to the room left (the reply then ends with finish_re
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 from dataclasses import replace
+from typing import Iterator, Sequence
 
 from ..engine import GenerationConfig, GenerationResult, Message, PromptError, SamplingParams, SpecchatError
 from ..engine.chat import build_prompt_ids
+from ..engine.chat_engine import EngineCache
+from ..engine.events import StepEvent
 from ..engine.pair import ModelPair
-from ..engine.speculative import SpeculativeEngine
+from ..run_models import RunModels
 from ..storage import StorageError
-from ..storage.records import RunContext, run_record
+from ..storage.records import run_record
 from .jobs import Job
 from .protocol import ApiError, ChatCompletionRequest, CompletionRequest, SamplingRequest
 
@@ -44,28 +49,47 @@ def served_context(pair: ModelPair, requested: int | None) -> int:
 
 
 class ServedModel:
+    """The API's model as a ChatEngine: `stream(messages, system, config, cancel)` answers a conversation through the
+    target's chat template within the served context, and records the run; `stream_ids` does the same for a
+    completion's prompt, which is text, not a chat."""
+
     def __init__(self, pair: ModelPair, drafter: str, defaults: GenerationConfig, store=None,
-                 model_id: str | None = None, context_size: int | None = None):
+                 model_id: str | None = None, context_size: int | None = None, engines: EngineCache | None = None):
         """defaults: what a request gets for each parameter it leaves out (the CLI's or the window's settings);
-        context_size: the served context (served_context: --ctx-size, else the default, at most the model's)."""
+        context_size: the served context (served_context: --ctx-size, else the default, at most the model's);
+        engines: the pair's EngineCache when the server shares its engines (the window's chat), else its own."""
         pair.check_drafter(drafter)
         self.pair, self.drafter, self.defaults, self.store = pair, drafter, defaults, store
         self.model_id = model_id or api_model_id(pair.target.name)
         self.context_size = served_context(pair, context_size)
-        self._engine: SpeculativeEngine | None = None
+        self.engines = engines or EngineCache(pair)
+        self.models = RunModels.of_pair(pair, drafter)
+        # A request's prompt is made off the event loop, to answer 400 before it queues, and again by stream() on
+        # the device thread: the last few are remembered, so it is tokenized once.
+        self._chat_ids = functools.lru_cache(maxsize=8)(self._template)
 
     # --- requests to prompts -------------------------------------------------------------------------------------
 
-    def chat_prompt(self, request: ChatCompletionRequest) -> list[int]:
-        """The conversation through the tokenizer's chat template; system and developer messages are joined into
-        the system prompt, which templates place first."""
+    @staticmethod
+    def conversation(request: ChatCompletionRequest) -> tuple[tuple[Message, ...], str | None]:
+        """The request's messages and system prompt: system and developer messages are joined into the system
+        prompt, which templates place first."""
         system = "\n\n".join(m.text() for m in request.messages if m.role in ("system", "developer")) or None
-        history = [Message(m.role, m.text()) for m in request.messages if m.role in ("user", "assistant")]
+        return tuple(Message(m.role, m.text()) for m in request.messages if m.role in ("user", "assistant")), system
+
+    def chat_prompt(self, request: ChatCompletionRequest) -> list[int]:
+        """The conversation's prompt ids; ApiError 400 when it cannot be one or does not fit the served context."""
+        return self.prompt_ids(*self.conversation(request))
+
+    def prompt_ids(self, messages: Sequence[Message], system: str | None) -> list[int]:
+        return list(self._chat_ids(tuple(messages), system))
+
+    def _template(self, messages: tuple[Message, ...], system: str | None) -> tuple[int, ...]:
         try:
-            ids = build_prompt_ids(self.pair.target.tokenizer, history, system)
+            ids = build_prompt_ids(self.pair.target.tokenizer, messages, system)
         except PromptError as error:
             raise ApiError(400, f"messages: {error}", param="messages") from None
-        return self._fitting(ids, "messages")
+        return tuple(self._fitting(ids, "messages"))
 
     def completion_prompt(self, request: CompletionRequest) -> list[int]:
         text = request.prompt_text()
@@ -103,44 +127,50 @@ class ServedModel:
                 top_k=d.sampling.top_k if request.top_k is None else request.top_k)
         except ValueError as error:
             raise ApiError(400, str(error)) from None
-        room = max(1, self.context_size - prompt_tokens)
-        return replace(d, max_new_tokens=min(request.token_limit() or d.max_new_tokens, room), sampling=sampling,
+        return replace(d, max_new_tokens=min(request.token_limit() or d.max_new_tokens,
+                                             self._room(prompt_tokens)), sampling=sampling,
                        seed=d.seed if request.seed is None else request.seed,
                        stop_strings=request.stop_strings() or d.stop_strings)
 
+    def _room(self, prompt_tokens: int) -> int:
+        return max(1, self.context_size - prompt_tokens)
+
     # --- on the device thread ------------------------------------------------------------------------------------
 
-    def engine(self) -> SpeculativeEngine:
-        """Built once, on the device thread, on first use (and kept: its caches and K policy warm up)."""
-        if self._engine is None:
-            engine = self.pair.engine(self.drafter)
-            engine.context_window = min(engine.context_window, self.context_size)  # the served context, fixed
-            self._engine = engine
-        return self._engine
+    def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,
+               cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        """The reply to a conversation (ChatEngine): ApiError 400 for one that does not fit the served context."""
+        return self.stream_ids(self.prompt_ids(messages, system), config, cancel)
 
-    def generate(self, job: Job, prompt_ids: list[int], config: GenerationConfig) -> GenerationResult:
-        """Streams the reply's step events to the job and returns the result; the run is then recorded."""
-        result = None
-        for event in self.engine().stream(prompt_ids, config, job.cancel):
-            job.put(event)
+    def stream_ids(self, prompt_ids: Sequence[int], config: GenerationConfig,
+                   cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        """The reply to a prompt of token ids, within the served context (the reply's length cut to the room the
+        prompt leaves, so no request grows the KV cache past it); the run is recorded as it ends. The engine is
+        built on first use, on the device thread, and kept: its caches and K policy warm up."""
+        config = replace(config, max_new_tokens=min(config.max_new_tokens, self._room(len(prompt_ids))))
+        for event in self.engines.chat_engine(self.drafter).stream_ids(prompt_ids, config, cancel):
             if event.result is not None:
-                result = event.result
-        if result is None:
-            raise SpecchatError("the engine ended without a result")
-        self._record(result, config)
-        return result
+                self._record(event.result, config)
+            yield event
 
     def _record(self, result: GenerationResult, config: GenerationConfig) -> None:
         """The run in the statistics; a storage failure is reported on stderr and does not fail the reply."""
         if self.store is None:
             return
-        pair, sampling = self.pair, config.sampling
-        context = RunContext(
-            target=pair.target.name, draft=pair.draft_name(self.drafter), drafter=self.drafter, k=config.k,
-            adaptive=config.adaptive_k, temperature=sampling.temperature, top_p=sampling.top_p,
-            top_k=sampling.top_k, seed=result.seed, device=str(pair.target.device), exactness=pair.target.exactness)
+        sampling = config.sampling
+        context = self.models.context(self.drafter, config.k, config.adaptive_k, result.seed, sampling.temperature,
+                                      sampling.top_p, sampling.top_k)
         record = run_record(result.stats.to_dict(), context, "api", finish_reason=result.finish_reason)
         try:
             self.store.record_run(record)
         except StorageError as error:  # the client has its reply either way
             print(f"specchat serve: the run could not be recorded: {error}", file=sys.stderr)
+
+
+def answer_job(job: Job, events: Iterator[StepEvent]) -> GenerationResult:
+    """Runs a reply's events into the job (the HTTP side reads them) and returns its result."""
+    for event in events:
+        job.put(event)
+        if event.result is not None:
+            return event.result
+    raise SpecchatError("the engine ended without a result")

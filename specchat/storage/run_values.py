@@ -19,7 +19,9 @@ _RUN_REQUIRED = frozenset(field.name for field in dataclasses.fields(RunRecord)
                           if field.default is dataclasses.MISSING)
 
 
-def run_record(run: RunRecord | Mapping[str, Any]) -> RunRecord:
+def checked_record(run: RunRecord | Mapping[str, Any]) -> RunRecord:
+    """A run as a RunRecord: one already, or a mapping of its fields (StorageError for an unknown field or a
+    missing one). Not records.run_record, which makes one from an engine's figures."""
     if isinstance(run, RunRecord):
         return run
     unknown = sorted(set(run) - _RUN_FIELDS)
@@ -33,7 +35,7 @@ def run_record(run: RunRecord | Mapping[str, Any]) -> RunRecord:
 
 def run_values(run: RunRecord | Mapping[str, Any]) -> dict[str, Any]:
     """The generation_runs columns of a run, checked."""
-    record = run_record(run)
+    record = checked_record(run)
     values = run_changes({field.name: getattr(record, field.name) for field in dataclasses.fields(RunRecord)})
     if values["speedup_basis"] not in (None, *SPEEDUP_BASES):
         raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "

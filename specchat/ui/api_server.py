@@ -186,7 +186,8 @@ class ApiServerSwitch(QObject):
         from ..server.served import ServedModel
 
         try:
-            served = ServedModel(self.session.pair, *self._defaults(), self.session.store)
+            served = ServedModel(self.session.pair, *self._defaults(), self.session.store,
+                                 engines=self.session.engines)  # the chat's: they take turns on the model thread
             self.runner.start()
             try:
                 self.server = RunningServer(served, port=self._port or DEFAULT_PORT,

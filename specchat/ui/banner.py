@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 
-from ..chats.run_book import ReplyContext
+from ..chats import RecordedReply
 from .workers import GenerationWorker
 
 
@@ -38,15 +38,21 @@ class ErrorBanner(QFrame):
 
 @dataclass
 class ActiveReply:
-    """The reply the window is streaming: where it is stored, how to stop it, and what it started with."""
+    """The reply the window is streaming: where it is stored (ReplyRecorder.begin's RecordedReply), how to stop it,
+    and what the window knows of it."""
 
-    conversation_id: int
-    message_id: int
+    rows: RecordedReply
     cancel: threading.Event
     worker: GenerationWorker
     started: float
     last_saved: float = 0.0
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
     note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
-    context: ReplyContext | None = None  # the settings and models the reply runs with
-    run_id: int | None = None  # its run, recorded as it started
+
+    @property
+    def conversation_id(self) -> int:
+        return self.rows.conversation_id
+
+    @property
+    def message_id(self) -> int:
+        return self.rows.message_id

@@ -314,9 +314,9 @@ class MainWindow(QMainWindow):
     def _start_reply_or_raise(self) -> None:
         history = [Message(m.role, m.text) for m in self.conversations.messages(self.conversation_id)]
         config = self.session.settings.generation_config()
+        system = self.conversations.system_prompt(self.conversation_id)
         try:
-            source = reply_source(self.session, self.remote_target, history,
-                                  self.conversations.system_prompt(self.conversation_id), config.max_new_tokens)
+            source = reply_source(self.session, self.remote_target, history, system, config.max_new_tokens)
         except SpecchatError as error:
             self._show_error(str(error))
             return
@@ -326,14 +326,14 @@ class MainWindow(QMainWindow):
                 if left_out else "")
         config = replace(config, seed=random.SystemRandom().randrange(2**31))  # known now: the run is recorded now
         # On disk at once, the reply and its run, both marked streaming until they end (ReplyRecorder.begin).
-        reply = self.session.replies.begin(self.conversation_id, len(source.prompt_ids), config.seed, context)
+        reply = self.session.replies.begin(self.conversation_id, source.prompt_tokens, config.seed, context)
         cancel = threading.Event()
-        worker = GenerationWorker(source.make_engine, source.prompt_ids, config, cancel, on_result=source.on_result)
+        worker = GenerationWorker(source.make_engine, history, system, config, cancel, on_result=source.on_result,
+                                  prompt_tokens=source.prompt_tokens)
         worker.yielded.connect(self._on_steps)
         worker.returned.connect(self._on_finished)
         worker.errored.connect(self._on_failed)
-        self.active = ActiveReply(reply.conversation_id, reply.message_id, cancel, worker, time.perf_counter(),
-                                  note=note, context=reply.context, run_id=reply.run_id)
+        self.active = ActiveReply(reply, cancel, worker, time.perf_counter(), note=note)
         self.transcript.begin_reply(note)
         if note:
             self.statusBar().showMessage(note, 15000)
@@ -357,7 +357,7 @@ class MainWindow(QMainWindow):
             self.active.last_saved = now  # a failed save is retried at the next save time, not every frame
             text, spans = self.transcript.streaming_text()
             try:
-                self.session.replies.partial(self.active, text, spans.to_json(), events[-1].stats.to_dict())
+                self.session.replies.partial(self.active.rows, text, spans.to_json(), events[-1].stats.to_dict())
             except StorageError as error:
                 if not self.active.save_failed:
                     self._show_error(f"The reply so far could not be saved ({error}); it keeps streaming, and "
@@ -373,7 +373,7 @@ class MainWindow(QMainWindow):
         _, streamed = self.transcript.streaming_text()
         self._rejected[active.message_id] = streamed.rejected
         try:
-            self.session.replies.finish(active, result, spans.to_json())
+            self.session.replies.finish(active.rows, result, spans.to_json())
         except StorageError as error:
             self._end_unsaved_reply(active, result.text, spans, stopped_by_user(result), error)
             return
@@ -385,7 +385,7 @@ class MainWindow(QMainWindow):
         active = self.active
         text, spans = self.transcript.streaming_text()
         try:
-            self.session.replies.fail(active, text, spans.to_json())
+            self.session.replies.fail(active.rows, text, spans.to_json())
         except StorageError as error:
             self._end_unsaved_reply(active, text, spans, True, error, also=message)
             return

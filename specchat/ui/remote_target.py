@@ -1,20 +1,19 @@
 """Chatting with a remote engine: a target on another machine behind an OpenAI-compatible endpoint (specchat serve,
 vLLM, SGLang), chosen in the API menu, in place of the local models for chat replies.
 
-The window's replies then stream from specchat.remote.RemoteEngine as the same StepEvents as a local reply, so the
-transcript, the footer and the statistics work unchanged. What the labels must say honestly: against specchat serve
-the draft highlighting is the server's own (exact); against other engines, tokens that arrived together in one
-streamed step are highlighted as accepted *by inference* (dotted underline), and α/τ come from the server's metrics
-(server-wide). The remote reply's speed is not compared with the local plain-decoding calibration. The local models
-stay loaded for the race view and the benchmark.
+The window's replies then stream from specchat.remote.RemoteEngine, a ChatEngine as the local pair's is, as the
+same StepEvents as a local reply, so the transcript, the footer and the statistics work unchanged. What the labels
+must say honestly: against specchat serve the draft highlighting is the server's own (exact); against other
+engines, tokens that arrived together in one streamed step are highlighted as accepted *by inference* (dotted
+underline), and α/τ come from the server's metrics (server-wide). The remote reply's speed is not compared with the
+local plain-decoding calibration. The local models stay loaded for the race view and the benchmark.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
-from types import SimpleNamespace
+from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
@@ -23,26 +22,29 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, Q
 
 from ..chats.run_book import ReplyContext
 from ..engine import Message
-from ..engine.chat import build_fitting_prompt
+from ..engine.chat_engine import ChatEngine
+from ..engine.events import GenerationResult
 from ..remote import RemoteEndpoint
 from ..remote.engine import EndpointInfo, RemoteEngine, RemoteError, plain_http_key_warning
 from ..remote.transport import _without_credentials
-from ..run_kind import RunKind, remote_device
+from ..run_kind import RunKind
+from ..run_models import RunModels
 from .plain import plain_label, plain_tip
 from .workers import FunctionWorker, JobThread
 
 
 @dataclass
 class ReplySource:
-    """What a chat reply runs with: the prompt (token ids; empty for a remote target, which reads messages), how
-    many old messages were left out, the engine maker for the model thread, the record's context, and what runs on
-    the finished reply (the past-replies index; nothing for a remote reply, which has no token ids)."""
+    """What a chat reply runs with: the maker of its ChatEngine (called on the model thread), the prompt's length in
+    tokens and how many old messages were left out of it (0 and 0 for a remote target, which reads the messages and
+    applies its own template), the record's context, and what runs on the finished reply (the past-replies index;
+    nothing for a remote reply, which has no token ids)."""
 
-    prompt_ids: list[int]
+    make_engine: Callable[[], ChatEngine]
+    prompt_tokens: int
     left_out: int
-    make_engine: object
     context: ReplyContext
-    on_result: object = None
+    on_result: Callable[[GenerationResult], None] | None = None
 
 
 def reply_source(session, remote: RemoteTargetSwitch | None, history: list[Message], system: str | None,
@@ -50,44 +52,30 @@ def reply_source(session, remote: RemoteTargetSwitch | None, history: list[Messa
     """The local models, or the remote endpoint when one is connected. Raises SpecchatError (shown to the user)."""
     connection = remote.connection if remote is not None else None
     if connection is None:
-        window = session.pair.context_window()
-        room_for_reply = min(max_new_tokens, window // 4)
-        prompt_ids, left_out = build_fitting_prompt(session.tokenizer, history, system, window - room_for_reply)
-        return ReplySource(prompt_ids, left_out, session.engine_maker(), session.reply_context(),
+        make_engine = session.engine_maker()  # SpecchatError for a drafter this pair cannot run
+        prompt = session.fit(history, system, max_new_tokens)
+        return ReplySource(make_engine, len(prompt.ids), prompt.left_out, session.reply_context(),
                            session.remember_reply)
     engine = connection.engine
-    return ReplySource([], 0, lambda: MessagesEngine(engine, lambda: history, system),
-                       connection.reply_context(session))
-
-
-class MessagesEngine:
-    """A RemoteEngine behind the local engine's stream(prompt_ids, config, cancel) and generate(): the remote server
-    reads the chat's messages (messages(), read when a reply starts) and applies its own template, so the prompt
-    ids are not used. The race view's remote lane is one too."""
-
-    def __init__(self, engine: RemoteEngine, messages, system: str | None = None):
-        self.engine, self.messages, self.system = engine, messages, system
-
-    def stream(self, _prompt_ids, config, cancel: threading.Event | None = None):
-        return self.engine.stream(self.messages(), self.system, config, cancel or threading.Event())
-
-    def generate(self, _prompt_ids, config, cancel: threading.Event | None = None):
-        return self.engine.generate(self.messages(), self.system, config, cancel or threading.Event())
+    return ReplySource(lambda: engine, 0, 0, connection.reply_context(session))
 
 
 @dataclass
 class RemoteConnection:
     info: EndpointInfo
-    engine: RemoteEngine
+    engine: RemoteEngine  # a ChatEngine
+
+    @property
+    def models(self) -> RunModels:
+        """What the remote engine's runs are recorded under: its model's name, on the remote device."""
+        return RunModels.remote(self.info.name, self.info.kind)
 
     def reply_context(self, session) -> ReplyContext:
         """A remote reply is recorded under the remote model's name, with the drafter the server names ("remote"
         otherwise), and no K of ours: the server chooses its own."""
-        pair = SimpleNamespace(target=SimpleNamespace(name=self.info.name, device=remote_device(self.info.kind)),
-                               draft_name=lambda _drafter: None)
         drafter = str(RunKind.remote(self.info.drafter))
         settings = dataclasses.replace(session.settings, drafter=drafter, k=0, adaptive_k=False)
-        return ReplyContext(settings, pair, drafter)
+        return ReplyContext(settings, self.models, drafter)
 
 
 class RemoteTargetSwitch(QObject):

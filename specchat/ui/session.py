@@ -12,21 +12,24 @@ from typing import Callable
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
+from ..formatting import format_size
 from ..chats import Conversations, ReplyContext, ReplyRecorder, RunBook, StorageError
-from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError, build_prompt_ids
+from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError
+from ..engine.chat_engine import EngineCache, FittedPrompt, LocalChatEngine, fit_prompt, reply_to
 from ..engine.events import GenerationResult
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
 from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
 from ..engine.pair import ModelPair, check_sources, load_pair
-from ..engine.speculative import SpeculativeEngine
 from ..run_kind import RunKind
+from ..run_models import RunModels
 from ..storage.records import RunRecord
 from .downloads import Downloads
 from .settings import AppSettings
 from .workers import FunctionWorker, JobThread
 
 CALIBRATION_PROMPT = "Write three sentences about the sea."
+CALIBRATION_CHAT = (Message("user", CALIBRATION_PROMPT),)
 # As long as a typical reply (this prompt's ends near 80 tokens): the first tokens of a reply decode faster than a
 # whole reply (the KV cache is still short), and a baseline measured on them made every reply look slower than plain.
 CALIBRATION_TOKENS = 96
@@ -55,7 +58,7 @@ class ChatSession(QObject):
         # The user's past replies, for the lookup drafters to draft from ("Draft from past replies" in Settings).
         # Built and read on the model thread only (every reply runs there), so it needs no lock.
         self.history: SuffixIndex | None = None
-        self.pair = pair  # also sets _engine: (drafter, engine) for the chat, built on first use
+        self.pair = pair  # also sets `engines`: the pair's engines, for the chat, the race and the API alike
         self.loading = False
         self._load_generation = 0  # counts load_models calls: only the newest one's result is taken
         self.error: str | None = None
@@ -83,8 +86,9 @@ class ChatSession(QObject):
 
     @pair.setter
     def pair(self, pair: ModelPair | None) -> None:
-        """A new pair (or none) also drops the chat's engine, which holds the old models in memory."""
-        self._pair, self._engine = pair, None
+        """A new pair (or none) also drops the old pair's engines, which hold its models in memory."""
+        self._pair = pair
+        self.engines: EngineCache | None = EngineCache(pair) if pair is not None else None
 
     @property
     def ready(self) -> bool:
@@ -94,30 +98,20 @@ class ChatSession(QObject):
     def tokenizer(self):
         return self.pair.target.tokenizer
 
-    def engine_maker(self) -> Callable[[], SpeculativeEngine]:
-        """What a reply's worker calls, on the model thread, for the engine of the chosen drafter; raises
-        SpecchatError here, on the GUI thread, when that drafter cannot run. The engine is built once per loaded
-        pair and drafter, so its measured cost curve carries over from reply to reply, and it is built on the
-        model thread: torch work on the GUI thread gives that thread an OpenMP team of its own, which slows
-        generation in the model thread (README, "Threads")."""
-        pair, drafter = self.pair, self.settings.drafter
+    def engine_maker(self) -> Callable[[], LocalChatEngine]:
+        """What a reply's worker calls, on the model thread, for the chat engine of the chosen drafter; raises
+        SpecchatError here, on the GUI thread, when that drafter cannot run. The engine comes from the pair's
+        EngineCache, so what it measured carries over from reply to reply, and it is built on the model thread:
+        torch work on the GUI thread gives that thread an OpenMP team of its own, which slows generation in the
+        model thread (README, "Threads")."""
+        pair, drafter, engines = self.pair, self.settings.drafter, self.engines
         pair.check_drafter(drafter)
+        return lambda: engines.chat_engine(drafter, self._history_for(drafter))
 
-        def make() -> SpeculativeEngine:
-            history = self._history_for(drafter)
-            key = (drafter, history)
-            if self._pair is not pair:  # the models changed while the reply was waiting: build, do not keep
-                return pair.engine(drafter, history=history)
-            if self._engine is None or self._engine[0] != key:
-                engine = pair.engine(drafter, history=history)
-                if self._engine is not None and self._engine[0][0] == drafter:
-                    # only the past replies changed: keep what the old engine measured (its cost curve and its
-                    # acceptance per class), so the next reply does not start from scratch
-                    engine.step_costs, engine.acceptance = self._engine[1].step_costs, self._engine[1].acceptance
-                self._engine = (key, engine)
-            return self._engine[1]
-
-        return make
+    def fit(self, history: list[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
+        """The prompt a local reply will read (engine.chat_engine.fit_prompt), on the GUI thread, so that the
+        window can say what was left out before the reply starts. PromptError when the last message is too long."""
+        return fit_prompt(self.tokenizer, history, system, self.pair.context_window(), max_new_tokens)
 
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
@@ -131,7 +125,8 @@ class ChatSession(QObject):
     def reply_context(self) -> ReplyContext:
         """What a reply starting now runs with, kept for its record: the settings or the models may change while it
         streams (Settings applied mid-reply), and its statistics must name what produced them."""
-        return ReplyContext(replace(self.settings), self.pair, self._drafter_that_ran())
+        drafter = self._drafter_that_ran()
+        return ReplyContext(replace(self.settings), RunModels.of_pair(self.pair, drafter), drafter)
 
     def remember_reply(self, result: GenerationResult) -> None:
         """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
@@ -193,42 +188,39 @@ class ChatSession(QObject):
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
-            speed = self._calibrate(pair, cancel)
-            engine = self._warmed_engine(pair, settings.drafter, cancel)
+            engines = EngineCache(pair)
+            speed = self._calibrate(engines, cancel)
+            self._warm_up(engines, settings.drafter, cancel)
             if cancel.is_set():  # a calibration cut short measured nothing worth keeping
                 raise SpecchatError("Loading was stopped.")
-            return pair, speed, engine
+            return pair, speed, engines
 
         self._run_in_background(load, lambda value: self._on_loaded(value, generation),
                                 lambda message: self._on_load_failed(message, generation), cancel)
 
     @staticmethod
-    def _warmed_engine(pair: ModelPair, drafter: str, cancel: threading.Event | None) -> tuple | None:
+    def _warm_up(engines: EngineCache, drafter: str, cancel: threading.Event | None) -> None:
         """The chat's engine, built and run once at load: the first reply then starts with the cost curve measured
         (a fresh engine drafts blind for its first steps, which made the first reply after launch the slowest)."""
         try:
-            pair.check_drafter(drafter)
+            engines.pair.check_drafter(drafter)
         except SpecchatError:
-            return None  # said when a reply is asked for
-        engine = pair.engine(drafter)
-        prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
-        engine.generate(prompt, GenerationConfig(max_new_tokens=24), cancel)
-        return (drafter, None), engine
+            return  # said when a reply is asked for
+        reply_to(engines.chat_engine(drafter), CALIBRATION_CHAT, None, GenerationConfig(max_new_tokens=24), cancel)
 
-    def _calibrate(self, pair: ModelPair, cancel: threading.Event | None = None) -> float:
+    @staticmethod
+    def _calibrate(engines: EngineCache, cancel: threading.Event | None = None) -> float:
         """Plain decoding speed of this target on this device: the baseline of every reply's speedup."""
-        prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", CALIBRATION_PROMPT)])
-        engine = pair.engine("none")
-        engine.generate(prompt, GenerationConfig(max_new_tokens=4), cancel)  # warm-up
-        result = engine.generate(prompt, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
+        plain = engines.chat_engine("none")
+        reply_to(plain, CALIBRATION_CHAT, None, GenerationConfig(max_new_tokens=4), cancel)  # warm-up
+        result = reply_to(plain, CALIBRATION_CHAT, None, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
         return result.stats.decode_tokens_per_s
 
     def _on_loaded(self, value, generation: int) -> None:
         if generation != self._load_generation:
             return  # settings changed again while this load ran: the newer load's models are the ones to use
-        self.pair, speed, engine = value
-        if engine is not None and engine[0] == (self.settings.drafter, None):
-            self._engine = engine
+        self.pair, speed, engines = value
+        self.engines = engines  # warmed up for the drafter loaded with (a drafter chosen since builds its own)
         self._load_history()
         self.loading = False
         self.plain_tokens_per_s = speed
@@ -340,10 +332,12 @@ class ChatSession(QObject):
         self.runs.complete(conversation_id, message_id, result, context or self.reply_context(), run_id)
         self.stats_changed.emit()
 
-    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings, pair: ModelPair | None = None,
-                   **extra) -> RunRecord:
-        """A run for the Store (RunBook.record) from the engine's figures; the loaded pair unless `pair` is given."""
-        return self.runs.record(stats, drafter, seed, settings, pair or self.pair, **extra)
+    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings,
+                   models: RunModels | None = None, **extra) -> RunRecord:
+        """A run for the Store (RunBook.record) from the engine's figures; the loaded pair's unless `models` are
+        given (a remote engine's)."""
+        return self.runs.record(stats, drafter, seed, settings, models or RunModels.of_pair(self.pair, drafter),
+                                **extra)
 
     def run_footer(self, message_id: int) -> str:
         """The line under the reply `message_id`: its run's figures and how it ended (RunBook.footer)."""
@@ -367,8 +361,8 @@ class ChatSession(QObject):
         file = Path(path)
         size = file.stat().st_size
         if size > MAX_IMPORT_BYTES:
-            raise StorageError(f"the file has {size / 1e6:.0f} MB; a specchat chat export is at most "
-                               f"{MAX_IMPORT_BYTES / 1e6:.0f} MB")
+            raise StorageError(f"the file has {format_size(size)}; a specchat chat export is at most "
+                               f"{format_size(MAX_IMPORT_BYTES)}")
         return self.store.import_json(file.read_bytes()).id
 
     def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:

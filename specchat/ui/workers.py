@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from typing import Callable, ClassVar, Generator
+from typing import Callable, ClassVar, Generator, Sequence
 
 import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..engine import GenerationConfig, SpecchatError
+from ..engine import GenerationConfig, Message, SpecchatError
+from ..engine.chat_engine import ChatEngine
 from ..engine.events import GenerationResult, GenerationStats
-from ..engine.speculative import SpeculativeEngine
 
 NOT_RUN_MESSAGE = "Stopped before it started."
 _FAIL = object()  # no if_not_run given: a job that did not run errors
@@ -124,10 +124,11 @@ class GeneratorWorker(ModelJob):
             self.yielded.emit(value)
 
 
-def batched_reply(make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
-                  cancel: threading.Event, on_result: Callable[[GenerationResult], None] | None = None,
+def batched_reply(make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
+                  config: GenerationConfig, cancel: threading.Event,
+                  on_result: Callable[[GenerationResult], None] | None = None,
                   batch_s: float = 0.02) -> Generator[list, None, GenerationResult | None]:
-    """Streams one reply in batches of steps, at most one batch every batch_s, and returns the reply.
+    """Streams one reply to `messages` in batches of steps, at most one batch every batch_s, and returns the reply.
 
     Why batches: on llama.cpp a step is short, and a queued signal per step would wake the GUI thread (and take the
     GIL) far more often than the window can draw, on the cores the model's threads use (docs/performance.md, "The
@@ -135,7 +136,7 @@ def batched_reply(make_engine: Callable[[], SpeculativeEngine], prompt_ids: list
     torch work kept off the GUI thread, and on_result sees the finished reply before the window hears of it."""
     batch: list = []
     sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
-    for event in make_engine().stream(prompt_ids, config, cancel):
+    for event in make_engine().stream(messages, system, config, cancel):
         batch.append(event)
         now = time.perf_counter()
         if event.result is not None or now - sent >= batch_s:
@@ -150,16 +151,18 @@ def batched_reply(make_engine: Callable[[], SpeculativeEngine], prompt_ids: list
 
 class GenerationWorker(GeneratorWorker):
     """A chat reply: yields lists of StepEvents (see batched_reply) and returns the GenerationResult. Stopped
-    before it started, it returns a stopped reply with no tokens."""
+    before it started, it returns a stopped reply with no tokens (of a prompt of prompt_tokens)."""
 
     BATCH_S = 0.02
 
-    def __init__(self, make_engine: Callable[[], SpeculativeEngine], prompt_ids: list[int], config: GenerationConfig,
-                 cancel: threading.Event, on_result: Callable[[GenerationResult], None] | None = None):
+    def __init__(self, make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
+                 config: GenerationConfig, cancel: threading.Event,
+                 on_result: Callable[[GenerationResult], None] | None = None, prompt_tokens: int = 0):
         stopped = GenerationResult(text="", token_ids=(), origins=(), spans=(), finish_reason="cancelled",
-                                   stats=GenerationStats(prompt_tokens=len(prompt_ids)), seed=config.seed or 0)
-        super().__init__(lambda: batched_reply(make_engine, prompt_ids, config, cancel, on_result, self.BATCH_S),
-                         cancel, if_not_run=stopped)
+                                   stats=GenerationStats(prompt_tokens=prompt_tokens), seed=config.seed or 0)
+        messages = tuple(messages)
+        super().__init__(lambda: batched_reply(make_engine, messages, system, config, cancel, on_result,
+                                               self.BATCH_S), cancel, if_not_run=stopped)
 
 
 class RaceWorker(GeneratorWorker):
@@ -167,9 +170,10 @@ class RaceWorker(GeneratorWorker):
     lane's last event carries its result. Stopped before it started, it returns like a race stopped early: no
     lane finished, nothing to save."""
 
-    def __init__(self, runner, prompt_ids: list[int], drafters: list[str], config: GenerationConfig,
+    def __init__(self, runner, messages: Sequence[Message], drafters: list[str], config: GenerationConfig,
                  cancel: threading.Event):
-        super().__init__(lambda: runner.stream(prompt_ids, drafters, config, cancel), cancel, if_not_run=None)
+        messages = tuple(messages)
+        super().__init__(lambda: runner.stream(messages, None, drafters, config, cancel), cancel, if_not_run=None)
 
 
 class _Executor(QObject):

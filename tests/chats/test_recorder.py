@@ -2,10 +2,10 @@
 failed reply, on a real database file, with storage faults injected into the Store as tests/faults does."""
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import pytest
 
+from specchat.run_models import RunModels
 from specchat.chats import (INTERRUPTED, STREAMING, Conversations, ReplyContext, ReplyRecorder, RunBook,
                             StorageError, title_for)
 from specchat.engine.events import GenerationResult, GenerationStats, Origin
@@ -36,9 +36,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def context():
-    pair = SimpleNamespace(target=SimpleNamespace(name="tiny", device="cpu", exactness="bit-identical"),
-                           draft_name=lambda drafter: None)
-    return ReplyContext(DecodingSettings(), pair, "pld")
+    return ReplyContext(DecodingSettings(), RunModels("tiny", "cpu", exactness="bit-identical"), "pld")
 
 
 @pytest.fixture

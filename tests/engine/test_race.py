@@ -3,22 +3,27 @@ and read back (the word diff is the UI's: tests/ui/test_race_window.py)."""
 
 import threading
 
-from specchat.engine import GenerationConfig, SamplingParams
+from specchat.engine import GenerationConfig, Message, SamplingParams
+from specchat.engine.chat_engine import LocalChatEngine
 from specchat.engine.drafting import make_drafter
 from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
 from specchat.engine.speculative import SpeculativeEngine
 from specchat.storage.records import track_row
 
 
+CHAT = [Message("user", "The quick brown fox jumps over the lazy dog. Speculative decoding drafts tokens.")]
+
+
 def runner_for(target, close_draft, tokenizer):
-    return RaceRunner(lambda drafter: SpeculativeEngine(
-        target, tokenizer, make_drafter(drafter, close_draft if drafter == "model" else None)))
+    return RaceRunner(lambda drafter: LocalChatEngine(SpeculativeEngine(
+        target, tokenizer, make_drafter(drafter, close_draft if drafter == "model" else None))))
 
 
-def run_race(runner, prompt_ids, drafters, config, cancel=None):
+def run_race(runner, _prompt_ids, drafters, config, cancel=None):
+    """The race of CHAT (every lane reads it through the tokenizer's chat template)."""
     tracks = [Track(d) for d in lanes_for(drafters)]
     order = []
-    for lane, event in runner.stream(prompt_ids, drafters, config, cancel):
+    for lane, event in runner.stream(CHAT, None, drafters, config, cancel):
         order.append(lane)
         tracks[lane].add(event)
     return tracks, order

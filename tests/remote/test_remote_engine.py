@@ -17,6 +17,7 @@ import pytest
 from server_fixtures import last_api_run, plain_reply, start_server, stop_server, wait_until
 
 from specchat.engine import GenerationConfig, Message, Origin, SpecchatError
+from specchat.engine.chat_engine import reply_to
 from specchat.engine.events import origin_runs
 from specchat.remote import RemoteEndpoint, RemoteEngine, RemoteError
 from specchat.remote.engine import _Reply
@@ -88,7 +89,7 @@ def test_stop_ends_the_stream_and_the_servers_generation(endpoint, remote_server
     wait_until(lambda: httpx.get(f"{remote_server.url}/health").json()["running"] == 0)
     run = last_api_run(data_dir, lambda r: r["finish_reason"] == "cancelled")
     assert 0 < run["new_tokens"] < 3000
-    again = endpoint.engine().generate([Message("user", "still there?")], None, GenerationConfig(max_new_tokens=4))
+    again = reply_to(endpoint.engine(), [Message("user", "still there?")], None, GenerationConfig(max_new_tokens=4))
     assert again.stats.new_tokens == 4 and again.finish_reason == "length"  # and the server goes on serving
 
 

@@ -217,7 +217,9 @@ def test_the_served_context_is_fixed_and_a_reply_that_does_not_fit_is_cut_to_it(
     usage = reply.json()["usage"]
     assert usage["prompt_tokens"] + usage["completion_tokens"] <= 256
     assert reply.json()["choices"][0]["finish_reason"] == "length"
-    assert server.served.engine().context_window == 256
+    # in the process too: a reply to token ids is cut to the room the served context leaves
+    events = list(server.served.stream_ids(list(range(5, 205)), GenerationConfig(max_new_tokens=250)))
+    assert events[-1].result.stats.prompt_tokens + events[-1].result.stats.new_tokens <= 256
 
 
 def test_tokenizing_runs_off_the_event_loop(serve, monkeypatch):
@@ -245,15 +247,18 @@ def test_tokenizing_runs_off_the_event_loop(serve, monkeypatch):
 # --- disconnects, restarts and shutdowns -------------------------------------------------------------------------
 
 def recording_results(monkeypatch) -> list:
-    results = []
-    generate = ServedModel.generate
+    """The results of the server's generations, as each job ends."""
+    import specchat.server.app as app
 
-    def recording(self, job, prompt_ids, config):
-        result = generate(self, job, prompt_ids, config)
+    results = []
+    answer_job = app.answer_job
+
+    def recording(job, events):
+        result = answer_job(job, events)
         results.append(result)
         return result
 
-    monkeypatch.setattr(ServedModel, "generate", recording)
+    monkeypatch.setattr(app, "answer_job", recording)
     return results
 
 

@@ -37,13 +37,13 @@ def test_the_switch_serves_the_loaded_model_on_the_model_thread(qtbot, make_wind
     threads = []
     from specchat.server.served import ServedModel
 
-    generate = ServedModel.generate
+    stream = ServedModel.stream
 
-    def recording(self, job, prompt_ids, config):
+    def recording(self, *args, **kwargs):
         threads.append(QThread.currentThread())
-        return generate(self, job, prompt_ids, config)
+        return stream(self, *args, **kwargs)
 
-    monkeypatch.setattr(ServedModel, "generate", recording)
+    monkeypatch.setattr(ServedModel, "stream", recording)
     switch.action.setChecked(True)
     assert switch.url and switch.url.startswith("http://127.0.0.1:") and switch.label.isVisible()
     assert switch.url in switch.label.text()
@@ -54,6 +54,7 @@ def test_the_switch_serves_the_loaded_model_on_the_model_thread(qtbot, make_wind
     plain = tiny_pair.engine("none").generate(prompt, GenerationConfig(max_new_tokens=12)).text
     assert outcome["reply"].choices[0].message.content == plain
     assert threads == [window.session.model_thread.thread_object()]  # the window's one model thread
+    assert switch.server.served.engines is window.session.engines  # the chat's engines: one cache
     assert [run.source for run in store.runs()][-1:] == ["api"]
 
     url = switch.url

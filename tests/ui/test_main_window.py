@@ -168,7 +168,7 @@ def test_turning_packed_weights_off_reloads_the_models_without_them(qtbot, store
     session = ChatSession(store, dialog.settings())
     qtbot.waitUntil(lambda: not session.loading, timeout=20000)
     assert session.pair is not None and session.pair.packed_weights is False
-    assert session.engine_maker()().runner._lean.packed is None  # the engines verify with the plain weights
+    assert session.engine_maker()().engine.runner._lean.packed is None  # the engines verify with the plain weights
 
 
 def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, store, tiny_pair, unrelated_draft,
@@ -273,12 +273,13 @@ def test_an_edit_started_in_one_chat_never_deletes_another_chats_messages(qtbot,
 
 
 def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, store, monkeypatch):
-    import specchat.ui.remote_target as reply_sources  # where a reply's prompt is built, local or remote
+    import specchat.engine.chat_engine as reply_sources  # where a local reply's prompt is fitted
 
     window = make_window()
     send(qtbot, window, "The quick brown fox")
     store.set_system_prompt(window.conversation_id, "Answer briefly.")
     prompts = []
+    reply_sources._fitted.cache_clear()  # every prompt is built anew
     real_build = reply_sources.build_fitting_prompt
     monkeypatch.setattr(reply_sources, "build_fitting_prompt", lambda tok, history, system, budget: prompts.append(
         system) or real_build(tok, history, system, budget))
@@ -334,13 +335,13 @@ def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, m
     monkeypatch.setattr(ModelPair, "engine", spying_engine)
     window = make_window()
     send(qtbot, window, "The quick brown fox")
-    engine = window.session.engine_maker()()
+    engine = window.session.engine_maker()().engine
     assert engine.step_costs.verify  # the reply's measurements are still there for the next one
     send(qtbot, window, "Another one")
     assert built_in == [False]  # one engine, built in the worker's thread
-    assert window.session.engine_maker()() is engine
+    assert window.session.engine_maker()().engine is engine
     window.session.pair = ModelPair(window.session.pair.target, window.session.pair.draft)  # models reloaded
-    assert window.session.engine_maker()() is not engine  # the old pair's engine (and models) are let go
+    assert window.session.engine_maker()().engine is not engine  # the old pair's engine (and models) are let go
 
 
 def test_a_drafter_that_cannot_run_is_refused_before_a_reply_starts(qtbot, make_window):
@@ -360,7 +361,7 @@ def test_finished_replies_feed_the_past_replies_index(qtbot, make_window):
     remember = session.remember_reply
     session.remember_reply = lambda result: (results.append(result), remember(result))
     send(qtbot, window, "The quick brown fox")
-    assert session.engine_maker()().drafter.history is session.history  # the chat's lookup reads it
+    assert session.engine_maker()().engine.drafter.history is session.history  # the chat's lookup reads it
     assert session.history.document_count == 1
     tokens = list(results[0].token_ids)
     found = session.history.match(tokens[:4], 3)
@@ -392,7 +393,7 @@ def test_turning_past_replies_off_forgets_them(qtbot, make_window):
     qtbot.waitUntil(lambda: session.history is not None, timeout=STREAM_TIMEOUT)
     session.apply_settings(replace(session.settings, draft_from_history=False))
     assert session.history is None and "past replies" not in session.status_text()
-    assert session.engine_maker()().drafter.history is None  # the chat's drafter reads no history
+    assert session.engine_maker()().engine.drafter.history is None  # the chat's drafter reads no history
 
 
 def test_a_storage_error_while_joining_past_replies_still_opens_the_chat(qtbot, make_window, store, monkeypatch):

@@ -7,7 +7,7 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
-from specchat.engine import GenerationConfig, SpecchatError
+from specchat.engine import GenerationConfig, Message, SpecchatError
 from specchat.ui.workers import NOT_RUN_MESSAGE, FunctionWorker, GenerationWorker, JobThread, ModelJob, RaceWorker
 
 TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
@@ -121,8 +121,9 @@ def test_a_job_cancelled_while_it_waits_reports_that_it_did_not_run(qtbot, job_t
     def never(*_):
         raise AssertionError("a cancelled job must not start its work")
 
-    reply = GenerationWorker(never, [1, 2, 3], GenerationConfig(max_new_tokens=8), threading.Event())
-    race = RaceWorker(None, [1, 2, 3], ["pld"], GenerationConfig(max_new_tokens=8), threading.Event())
+    chat = [Message("user", "hi")]
+    reply = GenerationWorker(never, chat, None, GenerationConfig(max_new_tokens=8), threading.Event(), prompt_tokens=3)
+    race = RaceWorker(None, chat, ["pld"], GenerationConfig(max_new_tokens=8), threading.Event())
     call = FunctionWorker(never, threading.Event())
     results, race_ends, failures = [], [], []
     reply.returned.connect(results.append)
@@ -266,7 +267,7 @@ def test_closing_during_a_long_prefill_stops_it_between_chunks(qtbot, make_windo
 
     monkeypatch.setattr(runners.TorchRunner, "__init__", slow_prefill)
     window = make_window()
-    window.session._engine = None  # built anew, with the slowed runner
+    window.session.engines.clear()  # built anew, with the slowed runner
     window.composer.setPlainText("The quick brown fox jumps over the lazy dog. " * 9)  # ~400 tokens: 50 chunks
     window.send()
     conversation = window.conversation_id

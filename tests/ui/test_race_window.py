@@ -3,7 +3,6 @@
 import pytest
 from PySide6.QtCore import QTimer
 
-from specchat.engine.race import Track
 from specchat.ui.race import RaceWindow
 from specchat.ui.race.table import word_diff
 from specchat.ui.session import ChatSession

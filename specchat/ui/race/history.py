@@ -104,6 +104,6 @@ class ComparisonHistory(QListWidget):
         remote = self.session.remote if RunKind.parse(track.drafter).is_remote else None  # under the remote model
         return self.session.run_values(
             track.stats, track.drafter, race_settings["seed"], settings,
-            pair=remote.reply_context(self.session).pair if remote is not None else None, speedup=result.speedup,
+            models=remote.models if remote is not None else None, speedup=result.speedup,
             speedup_basis="measured" if result.speedup else None, baseline_tokens_per_s=plain.tokens_per_s,
             finish_reason=track.finish_reason)

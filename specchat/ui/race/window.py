@@ -20,12 +20,11 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout, QWidget)
 
-from ...engine import Message, SpecchatError, build_prompt_ids
+from ...engine import Message, SpecchatError
 from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
 from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
 from ...run_kind import PLAIN, REMOTE, RunKind
-from ..remote_target import MessagesEngine
 from ..plain import plain_label, plain_tip
 from ..theme import current_theme
 from ..workers import RaceWorker
@@ -57,9 +56,6 @@ class RaceWindow(QWidget):
         self.comparison_id: int | None = None
         self._job: RaceWorker | None = None
         self._cancel: threading.Event | None = None
-        self._runner: RaceRunner | None = None
-        self._runner_pair = None
-        self._runner_remote = None
         self._build()
         session.status_changed.connect(self._refresh_drafter_boxes)
         self._refresh_drafter_boxes()
@@ -226,7 +222,8 @@ class RaceWindow(QWidget):
             return
         drafters = self.chosen_drafters()
         try:
-            prompt_ids = build_prompt_ids(self.session.tokenizer, [Message("user", text)])
+            chat = [Message("user", text)]
+            self.session.fit(chat, None, self.max_tokens.value())  # PromptError, said here, for a prompt too long
             runner = self._race_runner()
         except SpecchatError as error:
             self._say(str(error))
@@ -248,7 +245,7 @@ class RaceWindow(QWidget):
         self._set_lanes([Track(d) for d in lanes_for(drafters)])
         self.lanes[0].status.setText("warming up every lane, then running…")
         self._cancel = threading.Event()
-        self._job = worker = RaceWorker(runner, prompt_ids, drafters, config, self._cancel)
+        self._job = worker = RaceWorker(runner, chat, drafters, config, self._cancel)
         worker.yielded.connect(self._on_step)
         worker.returned.connect(self._on_race_finished)
         worker.errored.connect(self._on_race_failed)
@@ -257,21 +254,18 @@ class RaceWindow(QWidget):
         self.session.model_thread.submit(worker)
 
     def _race_runner(self) -> RaceRunner:
-        """Engines are kept between races (warmed up once) until the models change."""
-        remote = self.session.remote
-        if self._runner is None or self._runner_pair is not self.session.pair or self._runner_remote is not remote:
-            pair, session = self.session.pair, self.session
+        """The lanes' engines: the loaded pair's, kept in its EngineCache (warm between races and shared with the
+        chat), and the connected remote engine for the remote lane."""
+        engines, remote, history = self.session.engines, self.session.remote, self.session.history
 
-            def engine_for(drafter: str):
-                kind = RunKind.parse(drafter)
-                if kind.is_remote:  # the remote engine reads the race's prompt as a chat message
-                    return MessagesEngine(remote.engine, lambda: [Message("user", self._race_prompt)])
-                # the history lane drafts from the chat's past replies (an empty index while the setting is off)
-                return pair.engine(drafter, history=session.history if kind.needs_history else None)
+        def engine_for(drafter: str):
+            kind = RunKind.parse(drafter)
+            if kind.is_remote:
+                return remote.engine
+            # the history lane drafts from the chat's past replies (an empty index while the setting is off)
+            return engines.chat_engine(drafter, history if kind.needs_history else None)
 
-            self._runner = RaceRunner(engine_for)
-            self._runner_pair, self._runner_remote = self.session.pair, remote
-        return self._runner
+        return RaceRunner(engine_for)
 
     def _on_step(self, lane_event: tuple[int, StepEvent]) -> None:
         lane, event = lane_event

@@ -1,0 +1,125 @@
+"""The one engine interface: a reply to a conversation, streamed as step events.
+
+Everything that answers a chat implements `ChatEngine.stream(messages, system, config, cancel)`: the local pair
+(`LocalChatEngine`, here), a remote engine (`specchat.remote.RemoteEngine`), the API's served model
+(`specchat.server.served.ServedModel`) and the benchmark's peers (`specchat.bench.peer_engine.PeerEngine`). The
+chat, the race, the server and the benchmark call only that, and `reply_to` when they want the whole reply.
+
+`EngineCache` keeps one SpeculativeEngine per drafter of a loaded pair, so that what an engine measures as it
+runs (its cost curve and its acceptance per class: adaptive.py) carries over from reply to reply, whoever asks.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol, Sequence
+
+from .chat import Message, build_fitting_prompt
+from .events import GenerationResult, StepEvent
+from .speculative import GenerationConfig, SpeculativeEngine
+
+
+class ChatEngine(Protocol):
+    """Anything that answers a conversation."""
+
+    def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,
+               cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        """One StepEvent per step of the reply to `messages` (ending with a user turn) under the system prompt
+        `system`; the last event has finish_reason and result set. A set `cancel` ends the reply early, with
+        finish_reason "cancelled"."""
+        ...
+
+
+def reply_to(engine: ChatEngine, messages: Sequence[Message], system: str | None, config: GenerationConfig,
+             cancel: threading.Event | None = None,
+             on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
+    """The whole reply of `engine.stream`, each event passed to `on_event` first (printing, progress)."""
+    for event in engine.stream(messages, system, config, cancel):
+        if on_event is not None:
+            on_event(event)
+        if event.result is not None:
+            return event.result
+    raise RuntimeError("the reply ended without a result")  # a ChatEngine's stream always ends with one
+
+
+@dataclass(frozen=True)
+class FittedPrompt:
+    """A conversation's prompt: its token ids, and how many of its oldest messages were left out to fit."""
+
+    ids: tuple[int, ...]
+    left_out: int = 0
+
+
+def fit_prompt(tokenizer, messages: Sequence[Message], system: str | None, window: int,
+               max_new_tokens: int) -> FittedPrompt:
+    """The prompt of the conversation's newest turns that fits `window` positions with room for a reply of up to
+    max_new_tokens, of which at most a quarter of the window is kept, so that a long chat still reads most of
+    itself. Nothing is deleted: the prompt is shorter, not the chat. PromptError when even the last message does
+    not fit. The last few are remembered: the window fits a prompt on its thread to show what was left out, and
+    the engine fits the same one on the model thread."""
+    return _fitted(tokenizer, tuple(messages), system, window - min(max_new_tokens, window // 4))
+
+
+@functools.lru_cache(maxsize=4)
+def _fitted(tokenizer, messages: tuple[Message, ...], system: str | None, budget: int) -> FittedPrompt:
+    ids, left_out = build_fitting_prompt(tokenizer, messages, system, budget)
+    return FittedPrompt(tuple(ids), left_out)
+
+
+class LocalChatEngine:
+    """The loaded pair's SpeculativeEngine as a ChatEngine: the conversation through the target's chat template,
+    fitted to its context window (fit_prompt). `stream_ids` runs token ids that are already a prompt (a completion's
+    text, in the API)."""
+
+    def __init__(self, engine: SpeculativeEngine):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+
+    def fit(self, messages: Sequence[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
+        return fit_prompt(self.tokenizer, messages, system, self.engine.context_window, max_new_tokens)
+
+    def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,
+               cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        return self.stream_ids(self.fit(messages, system, config.max_new_tokens).ids, config, cancel)
+
+    def stream_ids(self, prompt_ids: Sequence[int], config: GenerationConfig,
+                   cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+        return self.engine.stream(prompt_ids, config, cancel)
+
+
+class EngineCache:
+    """The engines of one loaded pair, one per (drafter, past-replies index, packed weights), built on first use
+    and kept until the pair goes. Building is torch work: call it on the model thread.
+
+    An engine built for a drafter that already has one (another past-replies index: the setting switched, or the
+    race's history lane) starts with what that one measured (its cost curve and acceptance per class), so it does
+    not draft blind for its first steps."""
+
+    def __init__(self, pair):
+        self.pair = pair  # engine.pair.ModelPair
+        # key -> (the past-replies index, held so that its id() in the key stays unique, and the engine)
+        self._engines: dict[tuple, tuple[object, SpeculativeEngine]] = {}
+
+    def engine(self, drafter: str, history=None, packed_weights: bool | None = None,
+               apart: str = "") -> SpeculativeEngine:
+        """The engine for `drafter` reading the past replies `history` (a SuffixIndex, or None). Engines asked
+        for under different `apart` names share nothing, not even measurements (the benchmark's modes, each
+        measured on its own)."""
+        key = (drafter, None if history is None else id(history), packed_weights, apart)
+        if key not in self._engines:
+            engine = self.pair.engine(drafter, packed_weights=packed_weights, history=history)
+            sibling = next((e for k, (_, e) in self._engines.items() if k[0] == drafter and k[3] == apart), None)
+            if sibling is not None:
+                engine.step_costs, engine.acceptance = sibling.step_costs, sibling.acceptance
+            self._engines[key] = (history, engine)
+        return self._engines[key][1]
+
+    def chat_engine(self, drafter: str, history=None, packed_weights: bool | None = None,
+                    apart: str = "") -> LocalChatEngine:
+        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart))
+
+    def clear(self) -> None:
+        """Drops every engine (and the memory they hold)."""
+        self._engines.clear()
