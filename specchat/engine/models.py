@@ -79,6 +79,8 @@ class ModelSource:
             return EMBEDDED_NAME
         if self.kind == "shipped":
             return SHIPPED_DRAFT_NAME
+        if self.kind == "gguf":  # its file's name: where it lies (the models folder, the Hub's cache) says little
+            return f"{Path(self.location).name} (GGUF)"
         return f"{self.location} ({self.kind})"
 
     @property

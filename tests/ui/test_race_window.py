@@ -128,3 +128,12 @@ def test_word_diff_marks_what_changed():
     assert word_diff("the cat sat", "the cat sat") == [("equal", "the cat sat")]
     assert word_diff("the cat sat down", "the dog sat down") == [
         ("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat down")]
+
+
+def test_the_seconds_axis_has_as_many_decimals_as_its_ticks_need():
+    from specchat.ui.race.lanes import seconds_format
+
+    for span, ticks in [(0.2, 5), (0.15, 4), (1.0, 5), (2.0, 5), (10.0, 6), (0.02, 5)]:
+        labels = [seconds_format(span, ticks) % (i * span / (ticks - 1)) for i in range(ticks)]
+        assert len(set(labels)) == ticks and float(labels[-1]) == span, labels  # no two ticks read alike
+    assert seconds_format(10.0, 6) == "%.0f" and seconds_format(0.2, 5) == "%.2f"

@@ -4,6 +4,7 @@ chart. Both show a prefix of each Track, so the same widgets serve the live race
 from __future__ import annotations
 
 import html
+import math
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QMargins, QPointF, Qt
@@ -63,6 +64,20 @@ class LaneView(QTextBrowser):
 
     def draft_positions(self) -> list[int]:
         return draft_positions(self.document())
+
+
+def seconds_format(span: float, ticks: int) -> str:
+    """The seconds axis's label format: as many decimals as its tick step needs, at most three, so that every tick
+    reads as its value (0.05 s apart: "%.2f"; 0.25 s: "%.2f"; 0.5 s: "%.1f"; whole seconds: "%.0f")."""
+    step = span / max(ticks - 1, 1)
+    decimals = 0
+    while decimals < 3 and not _whole(step * 10 ** decimals):
+        decimals += 1
+    return f"%.{decimals}f"
+
+
+def _whole(value: float) -> bool:
+    return abs(value - round(value)) <= 1e-6 * max(abs(value), 1.0)
 
 
 def _origin_format(drafted: bool, theme) -> QTextCharFormat:
@@ -148,6 +163,7 @@ class TokensChart(QChartView):
         self.y_axis.setRange(0, self._top)
         self.x_axis.applyNiceNumbers()
         self.y_axis.applyNiceNumbers()
+        self.x_axis.setLabelFormat(seconds_format(self.x_axis.max() - self.x_axis.min(), self.x_axis.tickCount()))
         self._top = self.y_axis.max()
         self.cursor = QLineSeries(name="replay")
         self.cursor.setPen(QPen(theme.muted_text, 1, Qt.PenStyle.DashLine))
