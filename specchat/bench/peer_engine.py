@@ -1,7 +1,7 @@
 """The benchmark's other engines behind our ChatEngine interface: llama.cpp's (llama-cpp-python's loop, peers.py;
 llama-server, peer_server.py) and transformers' generate(). Each takes prompt token ids and gives reply token ids;
-`PeerEngine` turns the conversation into the same prompt ids our engine reads (the target's chat template) and the
-reply into one StepEvent, so the runner calls one `stream` for every mode.
+`PeerEngine` turns the conversation into the same prompt ids our modes read (the target's chat template, the whole
+conversation: the runner's LocalChatEngines read it whole too) and the reply into one StepEvent, so the runner calls one `stream` for every mode.
 
 A peer's reply has no steps of ours: its one event carries every token as the target's, and its figures are the
 token counts and the wall time (prompt processing included), with llama-server's own draft counters kept in

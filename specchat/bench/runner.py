@@ -163,7 +163,8 @@ class BenchRunner:
         drafter = self.drafter_of(mode)
         history = self.histories.setdefault(mode, SuffixIndex()) if RunKind.parse(drafter).needs_history else None
         engines = self._universal() if drafter == "universal" and self.settings.universal_draft else self.engines
-        return engines.chat_engine(drafter, history, self.settings.packed_weights, apart=mode)
+        # the whole conversation, as the peers read it: never a shorter prompt than theirs
+        return engines.chat_engine(drafter, history, self.settings.packed_weights, apart=mode, whole_prompt=True)
 
     def _universal(self) -> EngineCache:
         if self._universal_engines is None:

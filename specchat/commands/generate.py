@@ -33,7 +33,7 @@ def run(args) -> int:
     config = generation_config(args)
     drafter = drafter_choice(args)
     pair = load_for(args, drafter)
-    engine = LocalChatEngine(pair.engine(drafter))
+    engine = LocalChatEngine(pair.engine(drafter), whole_prompt=True)  # one message: read whole, or refused
     chat = [Message("user", args.prompt)]
     if args.json:
         result = reply_to(engine, chat, args.system, config)

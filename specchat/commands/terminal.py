@@ -76,6 +76,7 @@ class TerminalChat:
         self.inp, self.out = inp, out
         self.engines = EngineCache(pair)
         self.engine = self.engines.chat_engine(drafter)
+        self.left_out = 0  # how many of the oldest messages the last prompt left out
         self.drafter = drafter
         self.printer = StreamPrinter(out)
 
@@ -103,6 +104,7 @@ class TerminalChat:
         name, _, rest = line.partition(" ")
         if name == "/new":
             self.history.clear()
+            self.left_out = 0
             self._say("(new conversation)")
         elif name == "/system":
             self.system = rest.strip() or None
@@ -122,8 +124,9 @@ class TerminalChat:
         cancel = threading.Event()
         try:
             left_out = self.engine.fit(self.history, self.system, self.config.max_new_tokens).left_out
-            if left_out:
+            if left_out > self.left_out:  # said when it grows, not at every turn
                 self._say(f"(the {left_out} oldest messages are left out: the chat is longer than the model reads)")
+            self.left_out = left_out
             self.out.write("assistant> ")
             result = reply_to(self.engine, self.history, self.system, self.config, cancel, self.printer.show)
         except SpecchatError as error:

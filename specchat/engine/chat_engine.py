@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
-from .chat import Message, build_fitting_prompt
+from .chat import Message, build_fitting_prompt, build_prompt_ids
 from .events import GenerationResult, StepEvent
 from .speculative import GenerationConfig, SpeculativeEngine
 
@@ -70,14 +70,18 @@ def _fitted(tokenizer, messages: tuple[Message, ...], system: str | None, budget
 
 class LocalChatEngine:
     """The loaded pair's SpeculativeEngine as a ChatEngine: the conversation through the target's chat template,
-    fitted to its context window (fit_prompt). `stream_ids` runs token ids that are already a prompt (a completion's
-    text, in the API)."""
+    fitted to its context window (fit_prompt), or with `whole_prompt` read whole, as the benchmark's peers read it
+    and as a one-message prompt is (the engine then refuses one that does not fit, and a reply that reaches the
+    window ends with finish_reason "context"). `stream_ids` runs token ids that are already a prompt (a
+    completion's text, in the API)."""
 
-    def __init__(self, engine: SpeculativeEngine):
-        self.engine = engine
+    def __init__(self, engine: SpeculativeEngine, whole_prompt: bool = False):
+        self.engine, self.whole_prompt = engine, whole_prompt
         self.tokenizer = engine.tokenizer
 
     def fit(self, messages: Sequence[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
+        if self.whole_prompt:
+            return FittedPrompt(tuple(build_prompt_ids(self.tokenizer, messages, system)))
         return fit_prompt(self.tokenizer, messages, system, self.engine.context_window, max_new_tokens)
 
     def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,
@@ -95,7 +99,8 @@ class EngineCache:
 
     An engine built for a drafter that already has one (another past-replies index: the setting switched, or the
     race's history lane) starts with what that one measured (its cost curve and acceptance per class), so it does
-    not draft blind for its first steps."""
+    not draft blind for its first steps; one that read another past-replies index is dropped then (the index was
+    replaced: switching the setting off and on builds a new one), so old indexes are not kept alive."""
 
     def __init__(self, pair):
         self.pair = pair  # engine.pair.ModelPair
@@ -110,15 +115,18 @@ class EngineCache:
         key = (drafter, None if history is None else id(history), packed_weights, apart)
         if key not in self._engines:
             engine = self.pair.engine(drafter, packed_weights=packed_weights, history=history)
-            sibling = next((e for k, (_, e) in self._engines.items() if k[0] == drafter and k[3] == apart), None)
-            if sibling is not None:
-                engine.step_costs, engine.acceptance = sibling.step_costs, sibling.acceptance
+            siblings = [k for k in self._engines if (k[0], k[2], k[3]) == (drafter, packed_weights, apart)]
+            if siblings:
+                measured = self._engines[siblings[0]][1]
+                engine.step_costs, engine.acceptance = measured.step_costs, measured.acceptance
+            for stale in (k for k in siblings if k[1] is not None and history is not None):
+                del self._engines[stale]  # read a past-replies index that this one replaces
             self._engines[key] = (history, engine)
         return self._engines[key][1]
 
-    def chat_engine(self, drafter: str, history=None, packed_weights: bool | None = None,
-                    apart: str = "") -> LocalChatEngine:
-        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart))
+    def chat_engine(self, drafter: str, history=None, packed_weights: bool | None = None, apart: str = "",
+                    whole_prompt: bool = False) -> LocalChatEngine:
+        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart), whole_prompt)
 
     def clear(self) -> None:
         """Drops every engine (and the memory they hold)."""

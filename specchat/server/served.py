@@ -148,10 +148,12 @@ class ServedModel:
         prompt leaves, so no request grows the KV cache past it); the run is recorded as it ends. The engine is
         built on first use, on the device thread, and kept: its caches and K policy warm up."""
         config = replace(config, max_new_tokens=min(config.max_new_tokens, self._room(len(prompt_ids))))
+        result = None
         for event in self.engines.chat_engine(self.drafter).stream_ids(prompt_ids, config, cancel):
-            if event.result is not None:
-                self._record(event.result, config)
+            result = event.result or result
             yield event
+        if result is not None:  # after the client has the last event: a slow write does not hold it back
+            self._record(result, config)
 
     def _record(self, result: GenerationResult, config: GenerationConfig) -> None:
         """The run in the statistics; a storage failure is reported on stderr and does not fail the reply."""
@@ -168,9 +170,12 @@ class ServedModel:
 
 
 def answer_job(job: Job, events: Iterator[StepEvent]) -> GenerationResult:
-    """Runs a reply's events into the job (the HTTP side reads them) and returns its result."""
+    """Runs a reply's events into the job (the HTTP side reads them) to the stream's end, so that what the stream
+    does after its last event (recording the run) is done, and returns the reply's result."""
+    result = None
     for event in events:
         job.put(event)
-        if event.result is not None:
-            return event.result
-    raise SpecchatError("the engine ended without a result")
+        result = event.result or result
+    if result is None:
+        raise SpecchatError("the engine ended without a result")
+    return result

@@ -81,3 +81,15 @@ def test_a_peer_reply_is_one_event_with_the_whole_text(tokenizer):
     [event] = events
     assert event.result.text == "a reply from elsewhere" and event.result.finish_reason == "length"
     assert event.result.stats.wall_s == 0.5 and peer.last.draft_accepted == 4
+
+
+def test_a_replaced_past_replies_index_lets_its_engine_go_and_whole_prompts_are_not_fitted(pair, tokenizer):
+    engines = EngineCache(pair)
+    first_index, second_index = SuffixIndex(), SuffixIndex()
+    old = engines.engine("pld", first_index)
+    new = engines.engine("pld", second_index)  # the setting switched off and on: a new index
+    assert new is not old and engines.engine("pld", second_index) is new
+    assert engines.engine("pld", first_index) is not old  # the old engine was dropped, not kept alive
+    turns = [Message("user" if i % 2 == 0 else "assistant", f"message number {i} " * 6) for i in range(21)]
+    whole = engines.chat_engine("pld", whole_prompt=True).fit(turns, None, 16)
+    assert whole.left_out == 0 and list(whole.ids) == build_prompt_ids(tokenizer, turns)

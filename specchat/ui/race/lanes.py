@@ -4,7 +4,6 @@ chart. Both show a prefix of each Track, so the same widgets serve the live race
 from __future__ import annotations
 
 import html
-import math
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QMargins, QPointF, Qt

@@ -20,7 +20,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout, QWidget)
 
-from ...engine import Message, SpecchatError
+from ...engine import Message, SpecchatError, build_prompt_ids
 from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
 from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
@@ -223,7 +223,7 @@ class RaceWindow(QWidget):
         drafters = self.chosen_drafters()
         try:
             chat = [Message("user", text)]
-            self.session.fit(chat, None, self.max_tokens.value())  # PromptError, said here, for a prompt too long
+            build_prompt_ids(self.session.tokenizer, chat)  # PromptError, said here, for a prompt that cannot be one
             runner = self._race_runner()
         except SpecchatError as error:
             self._say(str(error))
@@ -262,8 +262,9 @@ class RaceWindow(QWidget):
             kind = RunKind.parse(drafter)
             if kind.is_remote:
                 return remote.engine
-            # the history lane drafts from the chat's past replies (an empty index while the setting is off)
-            return engines.chat_engine(drafter, history if kind.needs_history else None)
+            # the history lane drafts from the chat's past replies (an empty index while the setting is off); the
+            # prompt is read whole, as a one-message prompt always was (the engine refuses one too long)
+            return engines.chat_engine(drafter, history if kind.needs_history else None, whole_prompt=True)
 
         return RaceRunner(engine_for)
 
