@@ -62,8 +62,16 @@ def fit_prompt(tokenizer, messages: Sequence[Message], system: str | None, windo
     return _fitted(tokenizer, tuple(messages), system, window - min(max_new_tokens, window // 4))
 
 
+def whole_prompt(tokenizer, messages: Sequence[Message], system: str | None) -> FittedPrompt:
+    """The whole conversation's prompt, nothing left out (remembered as fit_prompt's are: a race's lanes and
+    warm-ups read the same one)."""
+    return _fitted(tokenizer, tuple(messages), system, None)
+
+
 @functools.lru_cache(maxsize=4)
-def _fitted(tokenizer, messages: tuple[Message, ...], system: str | None, budget: int) -> FittedPrompt:
+def _fitted(tokenizer, messages: tuple[Message, ...], system: str | None, budget: int | None) -> FittedPrompt:
+    if budget is None:
+        return FittedPrompt(tuple(build_prompt_ids(tokenizer, messages, system)))
     ids, left_out = build_fitting_prompt(tokenizer, messages, system, budget)
     return FittedPrompt(tuple(ids), left_out)
 
@@ -81,7 +89,7 @@ class LocalChatEngine:
 
     def fit(self, messages: Sequence[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
         if self.whole_prompt:
-            return FittedPrompt(tuple(build_prompt_ids(self.tokenizer, messages, system)))
+            return whole_prompt(self.tokenizer, messages, system)
         return fit_prompt(self.tokenizer, messages, system, self.engine.context_window, max_new_tokens)
 
     def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,

@@ -20,7 +20,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout, QWidget)
 
-from ...engine import Message, SpecchatError, build_prompt_ids
+from ...engine import Message, SpecchatError
+from ...engine.chat_engine import whole_prompt
 from ...engine.drafting import DRAFTERS, drafter_info
 from ...engine.events import GenerationResult, StepEvent
 from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
@@ -223,7 +224,8 @@ class RaceWindow(QWidget):
         drafters = self.chosen_drafters()
         try:
             chat = [Message("user", text)]
-            build_prompt_ids(self.session.tokenizer, chat)  # PromptError, said here, for a prompt that cannot be one
+            # PromptError, said here, for a prompt that cannot be one; remembered, so the lanes do not tokenize it again
+            whole_prompt(self.session.tokenizer, chat, None)
             runner = self._race_runner()
         except SpecchatError as error:
             self._say(str(error))
