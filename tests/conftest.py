@@ -13,7 +13,13 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                       os.path.join(tempfile.gettempdir(), "specchat-tests-hypothesis"))
 
 import pytest
-from tiny_models import build_byte_tokenizer, build_tiny_llama, perturbed_copy
+from tiny_models import EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama, perturbed_copy
+
+
+def pytest_configure(config):
+    # Registered here rather than in pyproject.toml, whose every change makes `make setup` reinstall.
+    config.addinivalue_line("markers", "offload: llama.cpp tests that `make test-offload` runs with every layer on a "
+                                       "GPU device (tests/engine/test_llama_offload.py)")
 
 @pytest.fixture(scope="session")
 def tokenizer():
@@ -54,25 +60,40 @@ def model_folders(tmp_path_factory, tokenizer, target, unrelated_draft):
 @pytest.fixture(scope="session")
 def embedded_pair():
     """The real embedded model on the torch path, with its shipped draft (first use in a fresh environment converts
-    the GGUF file once, ~30 s)."""
+    the GGUF file once, ~30 s). On the CPU in float32 on every machine: its tests assert replies token for token,
+    and the lean forward they compare with is the CPU's."""
     from specchat.engine import LoadOptions, ModelSource
     from specchat.engine.models import default_draft_for
     from specchat.engine.pair import load_pair
 
     target = ModelSource.parse("embedded")
-    return load_pair(target, default_draft_for(target), LoadOptions(backend="torch"))
+    return load_pair(target, default_draft_for(target), LoadOptions(backend="torch", **EXACT_PLACEMENT))
 
 
 @pytest.fixture(scope="session")
 def native_pair():
-    """The real embedded model on llama.cpp (its default on the CPU), with its shipped draft."""
+    """The real embedded model on llama.cpp's CPU kernels (its default on the CPU), with its shipped draft on the
+    CPU in float32, on every machine: its tests assert what the CPU kernels promise (bit-identity across row
+    counts, their verdict). A GPU build's placement is placed_native_pair's."""
+    return _embedded_on_llama_cpp(**EXACT_PLACEMENT)
+
+
+@pytest.fixture(scope="session")
+def placed_native_pair():
+    """The real embedded model on llama.cpp with its layers where the build and the settings put them (on a GPU
+    where llama.cpp can offload to one, SPECCHAT_GPU_LAYERS; `make test-offload`), with its shipped draft: for the
+    tests of placement, which assert only what the placement's measured verdict promises."""
+    return _embedded_on_llama_cpp()
+
+
+def _embedded_on_llama_cpp(**placement):
     from specchat.engine import LoadOptions, ModelSource
     from specchat.engine.models import default_draft_for
     from specchat.engine.pair import load_pair
 
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make setup installs it)")
     target = ModelSource.parse("embedded")
-    return load_pair(target, default_draft_for(target), LoadOptions(backend="llama.cpp"))
+    return load_pair(target, default_draft_for(target), LoadOptions(backend="llama.cpp", **placement))
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from tiny_models import build_byte_tokenizer, build_tiny_llama
+from tiny_models import EXACT_ARGS, EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama
 
 START_TIMEOUT_S = 180
 LISTENING = re.compile(r"specchat serve: .* on (http://\S+)/v1")
@@ -44,11 +44,12 @@ def served_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def served_pair(served_model_dir):
-    """The same model loaded in the test process: plain decoding here is the reference for the server's replies."""
+    """The same model loaded in the test process: plain decoding here is the reference for the server's replies
+    (both on the CPU in float32, where they are the same token for token)."""
     from specchat.engine import LoadOptions, ModelSource
     from specchat.engine.pair import load_pair
 
-    return load_pair(ModelSource.parse(str(served_model_dir)), None, LoadOptions(device="cpu"))
+    return load_pair(ModelSource.parse(str(served_model_dir)), None, LoadOptions(**EXACT_PLACEMENT))
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def start_server(model_dir, data_dir, *options: str) -> ServerProcess:
     env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
     env.pop("SPECCHAT_API_KEY", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "specchat", "serve", "--target", str(model_dir), "--device", "cpu", "--port", "0",
+        [sys.executable, "-m", "specchat", "serve", "--target", str(model_dir), *EXACT_ARGS, "--port", "0",
          "--drafter", "pld", "--model-id", "tiny", "--max-new-tokens", "64", *options],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     log: list[str] = []

@@ -4,6 +4,7 @@ import json
 
 from specchat.cli import main
 from specchat.resources import default_prompt_suite
+from tiny_models import EXACT_ARGS
 
 
 def test_shipped_suite_is_valid_spec_bench():
@@ -28,7 +29,7 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     report_path = tmp_path / "report.json"
     code = main(["bench", "--prompts", str(prompts), "--target", str(tmp_path / "target"), "--draft",
                  str(tmp_path / "draft"), "--modes", "none,pld,model,hybrid,hf-none,hf-pld,hf-model",
-                 "--max-new-tokens", "16", "--out", str(report_path), "--profile",
+                 "--max-new-tokens", "16", "--out", str(report_path), "--profile", *EXACT_ARGS,
                  "--k", "3", "--no-adaptive"])  # fixed K: every mode drafts, whatever the machine's speed
     assert code == 0
     table = capsys.readouterr().out
@@ -87,7 +88,7 @@ def test_bench_can_run_without_packed_weights(tmp_path, tokenizer, target, monke
     prompts.write_text(json.dumps({"question_id": 1, "category": "chat", "turns": ["The quick brown fox"]}))
     report_path = tmp_path / "report.json"
     assert main(["bench", "--prompts", str(prompts), "--target", str(tmp_path / "target"), "--modes", "none,pld",
-                 "--max-new-tokens", "8", "--no-packed-weights", "--out", str(report_path)]) == 0
+                 "--max-new-tokens", "8", "--no-packed-weights", "--out", str(report_path), *EXACT_ARGS]) == 0
     report = json.loads(report_path.read_text())
     assert report["settings"]["packed_weights"] is False and all(r["identical"] for r in report["records"])
     assert made and all(kw["packed_weights"] is False for kw in made)

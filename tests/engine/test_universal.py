@@ -18,7 +18,7 @@ from specchat.engine import GenerationConfig, SamplingParams, SpeculativeEngine
 from specchat.engine.compat import check_pair, shares_token_ids
 from specchat.engine.drafting import LookupHybrid, ModelDrafter, PromptLookupDrafter, UniversalDrafter, make_drafter
 from specchat.engine.drafting.retokenize import DraftView, PrefixIndex, TextCodec
-from tiny_models import build_byte_tokenizer, build_tiny_llama
+from tiny_models import EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama
 
 OTHER_CORPUS = [
     "Drafting across tokenizers goes through text, then back to tokens.",
@@ -355,7 +355,8 @@ def test_smollm2_drafts_for_a_target_with_another_tokenizer(tmp_path, byte_level
     target = memorizing_llama(byte_level, COUNTING, seed=3)
     target.save_pretrained(tmp_path)
     byte_level.save_pretrained(tmp_path)
-    pair = load_pair(ModelSource.parse(str(tmp_path)), ModelSource.parse("embedded"), LoadOptions(backend="torch"))
+    pair = load_pair(ModelSource.parse(str(tmp_path)), ModelSource.parse("embedded"),
+                     LoadOptions(backend="torch", **EXACT_PLACEMENT))
     prompt = ids_of(byte_level, COUNTING[: COUNTING.index("12,") + 3])
     plain = greedy(pair.engine("none"), prompt, n=40)
     assert plain.text.startswith(" 13, 14")  # the target counts on

@@ -5,10 +5,11 @@ import json
 import torch
 from transformers import AutoModelForCausalLM
 
-from specchat.engine import GenerationConfig, ModelSource
+from specchat.engine import GenerationConfig, LoadOptions, ModelSource
 from specchat.engine.pair import check_sources, load_pair
 from specchat.resources import default_prompt_suite
 from specchat.training.pipeline import Pipeline, folder_megabytes, settings_for
+from tiny_models import EXACT_PLACEMENT
 
 SUITE = default_prompt_suite().read_text(encoding="utf-8")
 
@@ -43,7 +44,7 @@ def test_quick_pipeline_trains_a_compatible_lossless_draft(model_folders, tmp_pa
 
     target, draft = ModelSource.parse(str(model_folders / "target")), ModelSource.parse(str(out))
     assert check_sources(target, draft).compatible
-    pair = load_pair(target, draft)
+    pair = load_pair(target, draft, LoadOptions(**EXACT_PLACEMENT))
     assert 0 < len(pair.draft.proposal_vocab) <= 64  # the quick preset's size
     config = GenerationConfig(max_new_tokens=24, k=3)
     plain = pair.engine("none").generate(prompt_ids, config).token_ids
@@ -111,7 +112,7 @@ def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model
     assert summary["facts"]["round3_prompts"] > 0 and summary["facts"]["round4_prompts"] > 0
     assert folder_megabytes(out) < 1
 
-    pair = load_pair(source)
+    pair = load_pair(source, None, LoadOptions(**EXACT_PLACEMENT))
     pair.head_folder = out
     config = GenerationConfig(max_new_tokens=24, k=3)
     plain = pair.engine("none").generate(prompt_ids, config).token_ids
@@ -182,7 +183,7 @@ def test_broad_head_pipeline_asks_what_the_target_writes_and_lists_it(model_fold
     assert again.asked["broad1"] == asked["broad1"]
     assert any("reusing" in line and "broad1-prompts.json" in line for line in log)
 
-    pair = load_pair(source)
+    pair = load_pair(source, None, LoadOptions(**EXACT_PLACEMENT))
     pair.head_folder = out
     config = GenerationConfig(max_new_tokens=24, k=3)
     plain = pair.engine("none").generate(prompt_ids, config).token_ids
