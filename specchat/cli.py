@@ -7,11 +7,11 @@ import os
 import sys
 
 from . import __version__
-from .commands import (app, bench, chat, costs, generate, manifest, models, serve, stats, train_draft,
+from .commands import (app, bench, chat, costs, generate, gpu_check, manifest, models, serve, stats, train_draft,
                        train_head)  # torch-free: `--help` stays fast
 from .commands.options import EXIT_USAGE
 
-COMMANDS = (chat, generate, bench, costs, train_draft, train_head, manifest, serve, stats, models)  # --help's order
+COMMANDS = (chat, generate, bench, costs, gpu_check, train_draft, train_head, manifest, serve, stats, models)  # --help's order
 
 
 def gui_main() -> int:

@@ -52,6 +52,7 @@ class BenchSettings:
     peer_draft: str | None = None  # llama-server-draft's GGUF draft, when the pair's draft is not one
     default_drafter: str = "pld"  # what the "default" mode runs: the drafter the app picks for this pair here
     universal_draft: str | None = None  # the "universal" mode's draft (another tokenizer), when not the pair's
+    profile: bool = False  # --profile: our engines' phases wait for the device, so a GPU's time is where it is spent
 
 
 @dataclass
@@ -164,7 +165,9 @@ class BenchRunner:
         history = self.histories.setdefault(mode, SuffixIndex()) if RunKind.parse(drafter).needs_history else None
         engines = self._universal() if drafter == "universal" and self.settings.universal_draft else self.engines
         # the whole conversation, as the peers read it: never a shorter prompt than theirs
-        return engines.chat_engine(drafter, history, self.settings.packed_weights, apart=mode, whole_prompt=True)
+        engine = engines.chat_engine(drafter, history, self.settings.packed_weights, apart=mode, whole_prompt=True)
+        engine.engine.settle_phases = self.settings.profile
+        return engine
 
     def _universal(self) -> EngineCache:
         if self._universal_engines is None:

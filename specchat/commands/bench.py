@@ -45,7 +45,8 @@ def add_parser(subparsers) -> None:
     bench.add_argument("--out", type=Path, help="write the JSON report here")
     bench.add_argument("--profile", action="store_true",
                        help="also print the engine's efficiency, its overhead breakdown, the verify cost curve and "
-                            "memory use")
+                            "memory use (on a GPU each phase then waits for the device, so its time counts where "
+                            "it is spent)")
     bench.add_argument("--remote", metavar="URL", help="also measure a remote OpenAI-compatible engine (specchat "
                                                        "serve, vLLM, SGLang) as the mode 'remote': text against "
                                                        "plain decoding here, no speedup (docs/remote.md)")
@@ -74,7 +75,8 @@ def run(args) -> int:
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats, packed_weights=args.packed_weights,
                                    peer_draft=str(args.peer_draft) if args.peer_draft else None,
-                                   default_drafter=drafter_choice(args), universal_draft=args.universal_draft)
+                                   default_drafter=drafter_choice(args), universal_draft=args.universal_draft,
+                                   profile=args.profile)
     runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
     if args.remote:
         modes.append(REMOTE)

@@ -29,13 +29,15 @@ from typing import Callable, Protocol
 
 import torch
 
-from .cache import cache_argument, new_cache, new_static_cache, rollback
+from .cache import cache_argument, new_cache, rollback
 from .errors import PrefillCancelled
 from .head import tuned_head_for
 from .lean import LeanCache, LeanLlama, lean_forward_supported
+from .static_steps import StaticPasses, compile_backend, verification_buckets
 
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill pass: a Stop is heard between passes, so a long prompt can be stopped
+STATIC_CACHE_TOKENS = 8192  # the static cache's positions by default: the GPU path's context window at most
 
 
 class TargetRunner(Protocol):
@@ -55,15 +57,17 @@ class TargetRunner(Protocol):
 
 def runner_for(model: torch.nn.Module, keeps_features: bool = False, static_cache: bool | None = None,
                compile_steps: bool | None = None, tuned_head: bool | None = None, lean: bool | None = None,
-               packed_weights: bool = True) -> TorchRunner:
+               packed_weights: bool = True, warm_up: bool = True):
     """The runner for a transformers model. Each option None means "where it applies":
     - static_cache: on a GPU; compile_steps: with the static cache on a GPU (both: StaticCacheRunner; compiled steps
-      need the static cache, a growing one would recompile every step);
+      need the static cache, a growing one would recompile every step). Compiled steps use inductor's CUDA graphs
+      on a GPU and dynamo's tracing alone ("eager") elsewhere, and are compiled here unless not `warm_up`;
     - lean: without either of them, for plain Llama models (LeanRunner; its verification passes of 4-17 tokens
       multiply by MKL-packed weights when packed_weights, engine/packed.py);
     - otherwise TorchRunner;
     - tuned_head (None or True: where it applies, CPU float32 Llama-like models; False: never): engine/head.py."""
-    on_gpu = next(model.parameters()).device.type == "cuda"
+    device = next(model.parameters()).device
+    on_gpu = device.type == "cuda"
     static = on_gpu if static_cache is None else static_cache
     compiled = compile_steps if compile_steps is not None else (on_gpu and static)
     if lean is None:
@@ -77,7 +81,11 @@ def runner_for(model: torch.nn.Module, keeps_features: bool = False, static_cach
     if compiled and not static:
         raise ValueError("compiled steps need the static cache (a growing cache recompiles every step)")
     if static:
-        return StaticCacheRunner(model, keeps_features, tuned_head=head, compile_steps=compiled)
+        backend = (compile_backend(device) or "eager") if compiled else None
+        runner = StaticCacheRunner(model, keeps_features, compile_backend=backend)
+        if backend is not None and warm_up:
+            runner.warm_up()
+        return runner
     return TorchRunner(model, keeps_features, tuned_head=head)
 
 
@@ -186,50 +194,77 @@ class LeanRunner(TorchRunner):
         return self._logits(self._lean.hidden_states(input_ids[0], cache, max(keep, hidden_rows)), keep)
 
 
-class StaticCacheRunner(TorchRunner):
-    """transformers' forward over a static KV cache, whose buffers keep fixed addresses. With compile_steps the
-    verification forward (1..K+1 tokens) is compiled with CUDA graphs, one graph per input length (compile_forward);
-    the prefill, of any length, stays eager."""
+class StaticSlot:
+    """The static runner's cache handle: how many positions of the runner's one static cache the reply holds. A
+    reply's slot starts empty; rolling back is lowering `length` (engine/static_steps.py says why that is exact)."""
+
+    def __init__(self) -> None:
+        self.length = 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+class StaticCacheRunner:
+    """The GPU path: transformers' forward over one static KV cache made at load and reused by every reply, at
+    explicit positions, its verification passes padded to a few lengths and compiled at load (static_steps.py).
+    The host waits for nothing here: inputs are device tensors, logits stay on the device.
+
+    `compile_backend`: torch.compile's backend for the step lengths ("inductor": CUDA graphs on a GPU; "eager": the
+    same tracing without code generation, for checks on the CPU; None: eager passes). `capacity`: positions the
+    cache holds (the context window, capped so that an 8B model's 128k window does not take 16 GiB)."""
 
     static_cache = True
 
-    def __init__(self, target: torch.nn.Module, keeps_features: bool = False, tuned_head: bool = True,
-                 compile_steps: bool = False):
-        self._compile_steps = compile_steps
-        super().__init__(target, keeps_features, tuned_head)
+    def __init__(self, target: torch.nn.Module, keeps_features: bool = False, compile_backend: str | None = None,
+                 capacity: int = STATIC_CACHE_TOKENS, k_max: int = 16):
+        self.target = target
+        self.device = next(target.parameters()).device
+        window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
+        self.context_window = min(window, capacity)
+        self.vocab_size = target.get_output_embeddings().weight.shape[0]
+        self.keeps_features = keeps_features
+        self.features: torch.Tensor | None = None
+        self._passes = StaticPasses(target, self.context_window + k_max + 1, verification_buckets(k_max),
+                                    compile_backend, features=self._keep_features if keeps_features else None)
+        self.buckets = self._passes.buckets
+        self.compile_backend = compile_backend
 
-    def _forwards(self) -> tuple[Callable, Callable]:
-        step, prefill = super()._forwards()
-        if self._compile_steps:
-            step = compile_forward(self.target, self._keep_features if self.keeps_features else None)
-        return step, prefill
+    def warm_up(self) -> None:
+        """Compiles every verification length now (while loading), so that no reply compiles."""
+        self._passes.warm_up()
 
-    def new_cache(self, capacity: int):
-        # Rounded up so that replies of similar length share compiled graphs' cache shapes.
-        return new_static_cache(self.target, min(-(-capacity // 256) * 256, self.context_window + 17))
+    def new_cache(self, capacity: int) -> StaticSlot:
+        if capacity > self._passes.capacity:
+            raise ValueError(f"{capacity} positions do not fit the static cache's {self._passes.capacity}")
+        return StaticSlot()
 
+    def forward(self, input_ids: torch.Tensor, cache: StaticSlot, keep: int, hidden_rows: int = 0,
+                prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor:
+        """A pass over input_ids [1, n] (on the device) after the slot's positions; a prefill runs in chunks of
+        PREFILL_CHUNK with `cancel` checked between them. Returns logits [keep, vocab], on the device."""
+        ids = input_ids[0]
+        if not prefill:
+            logits = self._passes.run(ids, cache.length, keep)
+            cache.length += ids.shape[0]
+            return logits
+        rows = max(keep, hidden_rows)
+        kept = []
+        for start in range(0, ids.shape[0], PREFILL_CHUNK):
+            if start and cancel is not None and cancel.is_set():
+                raise PrefillCancelled
+            chunk = ids[start: start + PREFILL_CHUNK]
+            last = start + chunk.shape[0] == ids.shape[0]
+            logits = self._passes.run(chunk, cache.length, min(keep, chunk.shape[0]) if last else 1)
+            cache.length += chunk.shape[0]
+            if self.keeps_features:
+                kept.append(self.features)
+        if self.keeps_features:
+            self.features = torch.cat(kept)[-rows:] if len(kept) > 1 else self.features[-rows:]
+        return logits
 
-def compile_forward(model: torch.nn.Module, keep_features: Callable[[torch.Tensor], None] | None = None):
-    """The target's step forward compiled with CUDA graphs ("reduce-overhead"): input lengths 1..K+1 each get a
-    graph, replayed without per-kernel launch costs. Needs a static cache (fixed buffer addresses). keep_features:
-    the decoder is compiled instead, its last hidden states (copied) go to this callback, and the output head runs
-    eagerly."""
-    argument = cache_argument(model)
-    if keep_features is not None:
-        decoder, head = model.get_decoder(), model.get_output_embeddings()
-        compiled_decoder = torch.compile(decoder.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
+    def rollback(self, cache: StaticSlot, keep: int, length: int | None = None) -> None:
+        cache.length = min(cache.length, keep)
 
-        def forward_keeping_features(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
-            out = compiled_decoder(input_ids=input_ids, use_cache=True, **{argument: cache})
-            hidden = out.last_hidden_state[0, -keep:].clone()  # graph outputs are overwritten by the next replay
-            keep_features(hidden)
-            return head(hidden)
-
-        return forward_keeping_features
-    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
-
-    def forward(input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
-        out = compiled(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{argument: cache})
-        return out.logits[0].clone()  # graph outputs are overwritten by the next replay
-
-    return forward
+    def _keep_features(self, hidden: torch.Tensor) -> None:
+        self.features = hidden

@@ -28,6 +28,8 @@ from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
 from .runners import TargetRunner, TorchRunner, runner_for
+from .host_syncs import HostToDevice
+from .on_device import verify_greedy_on_device, verify_stochastic_on_device
 from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic
 from .timing import Profile
 
@@ -80,6 +82,11 @@ class SpeculativeEngine:
         self.max_draft = rows - 1 if rows else 1 << 30
         self.vocab_size = self.runner.vocab_size
         self.step_costs = StepCosts()  # measured per engine, reused by every generation
+        self._stage = HostToDevice(self.device)  # host tokens onto the device without a wait
+        # True: the draft and verify phases wait for the device before they close, so a profile (`specchat bench
+        # --profile`, `specchat gpu-check`) puts the GPU's time where it is spent; two waits more per step, so off
+        # otherwise. Nothing to wait for off a GPU.
+        self.settle_phases = False
         self.acceptance: dict = {}  # the draft-length policy's acceptance per acceptance class, kept likewise
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
@@ -172,17 +179,19 @@ class SpeculativeEngine:
         with profile.phase("draft"):
             proposed = self._propose(context, limit, policy, profile)
         draft = proposed.draft
-        tokens = draft.tokens if draft is not None else []
-        k = len(tokens)
+        k = draft.length if draft is not None else 0
         # Verify: ONE target pass over [x_0, x_1..x_K] (x_0 = context[-1], not yet cached); row i of the logits is
-        # p_{i+1} = p(. | context, x_1..x_i), i = 0..K. On a GPU this phase includes the wait for the kernels.
+        # p_{i+1} = p(. | context, x_1..x_i), i = 0..K. On a GPU the pass is only queued here (the host runs on);
+        # with `settle_phases` the phase waits for it, so that a profile puts the GPU's time under verification.
         with profile.phase("verify"):
-            logits = self.runner.forward(torch.tensor([[context[-1], *tokens]], device=self.device), cache, keep=k + 1)
+            logits = self.runner.forward(self._verification_input(context[-1], draft), cache, keep=k + 1)
+            self._settle()
         # Accept the longest prefix x_1..x_n that passes (greedy: x_i = argmax p_i; sampling: u_i < p_i(x_i) /
         # q_i(x_i)), then one token of the target's own: from p_{n+1}, or at a rejection from the residual
-        # norm(max(0, p_{n+1} - q_{n+1})), so each token is distributed as under the target alone.
+        # norm(max(0, p_{n+1} - q_{n+1})), so each token is distributed as under the target alone. The host reads
+        # the outcome here, in the step's one wait for the device (a draft left on the device is read with it).
         with profile.phase("accept"):
-            n, next_token = _verify(logits, tokens, draft, sampler)
+            n, next_token, tokens = _verify(logits, draft, sampler)
         accepted = tokens[:n] + [next_token]
         # Roll back: the cache holds len(context) + K positions; keep [.., x_0, x_1..x_n] and drop x_{n+1}..x_K.
         # next_token is the next step's x_0.
@@ -200,6 +209,17 @@ class SpeculativeEngine:
             emission = reply.append(accepted, [Origin.DRAFT] * n + [Origin.TARGET])
         stats.record_step(k, n, draft.forwards if draft else 0, profile.seconds)
         return emission, tuple(tokens[n:])
+
+    def _verification_input(self, last: int, draft: Draft | None) -> torch.Tensor:
+        """[1, K+1]: the context's last token, then the draft's tokens, on the device without a wait."""
+        if draft is not None and draft.on_device is not None:
+            return torch.cat([self._stage.tokens([last]), draft.on_device]).view(1, -1)
+        return self._stage.tokens([last, *(draft.tokens if draft is not None else ())]).view(1, -1)
+
+    def _settle(self) -> None:
+        """With `settle_phases` on a GPU: waits for the device's queued work (see __init__)."""
+        if self.settle_phases and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _propose(self, context: list[int], limit: int, policy: DraftLengthPolicy, profile: Profile) -> _Proposed:
         """The draft for this step, cut to the length the policy chose (None: none), with what the policy needs to
@@ -223,11 +243,12 @@ class SpeculativeEngine:
         if not free and k_wanted > 0:
             started = time.perf_counter()
             draft = self.drafter.propose(context, k_wanted)
+            self._settle()
             model_s = time.perf_counter() - started
         unused = lookup if lookup is not None and lookup.tokens and (draft is not lookup or k_wanted == 0) else None
         if draft is None or k_wanted == 0:
             return _Proposed(None, free, model_s, unused)
-        return _Proposed(replace(draft, tokens=draft.tokens[:k_wanted]), free, model_s, unused)
+        return _Proposed(draft.cut(k_wanted), free, model_s, unused)
 
     def _free_proposal(self, context: list[int], k: int) -> Draft | None:
         """Up to k tokens that cost no model pass: a model-free drafter's proposal, a FreeProposer's free one (the
@@ -298,12 +319,18 @@ class _Proposed:
     unused: Draft | None
 
 
-def _verify(logits: torch.Tensor, tokens: list[int], draft: Draft | None, sampler: Sampler) -> tuple[int, int]:
-    """(n accepted, the target's next token) by the rule of the sampling: greedy or speculative sampling."""
+def _verify(logits: torch.Tensor, draft: Draft | None, sampler: Sampler) -> tuple[int, int, list[int]]:
+    """(n accepted, the target's next token, the draft's tokens) by the rule of the sampling: greedy or speculative
+    sampling. A draft left on the device is verified there and read back with the outcome, in one wait."""
+    q = draft.probs if draft is not None else None
+    if draft is not None and draft.on_device is not None:
+        if sampler.greedy:
+            return verify_greedy_on_device(logits, draft.on_device)
+        return verify_stochastic_on_device(sampler.probs(logits), draft.on_device, q, sampler)
+    tokens = draft.tokens if draft is not None else []
     if sampler.greedy:
-        return verify_greedy(logits, tokens)
-    q = draft.probs[: len(tokens)] if draft is not None and draft.probs is not None else None
-    return verify_stochastic(sampler.probs(logits), tokens, q, sampler)
+        return (*verify_greedy(logits, tokens), tokens)
+    return (*verify_stochastic(sampler.probs(logits), tokens, q, sampler), tokens)
 
 
 def _merge(first: Emission, second: Emission) -> Emission:

@@ -14,13 +14,18 @@ paths, engine/runners.py; the llama.cpp backend drives one of those, a LlamaCppR
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import torch
 
 from ..cache import cache_argument, new_cache, rollback
+from ..host_syncs import HostToDevice
 from ..lean import LeanDraftForward, lean_forward_supported
 from ..llamacpp import CONTEXT_STEP, LlamaCppModel
+from ..runners import STATIC_CACHE_TOKENS
+from ..static_steps import StaticPasses, verification_buckets
+from ..static_steps import compile_backend as default_compile_backend
 
 
 class LlamaCppDraftBackend:
@@ -70,13 +75,21 @@ class LlamaCppDraftBackend:
 
 
 class TorchDraftBackend:
-    """A torch draft model through the lean Llama forward where it applies, else transformers' forward."""
+    """A torch draft model: on a GPU (or with `static`) over one static cache with compiled steps, its tokens kept
+    on the device (StaticDraftForward, `device_resident`); elsewhere through the lean Llama forward where it applies,
+    else transformers' forward."""
 
-    def __init__(self, model: torch.nn.Module, lean: bool | None = None):
+    def __init__(self, model: torch.nn.Module, lean: bool | None = None, static: bool | None = None,
+                 compile_backend: str | None = "auto"):
         self.model = model
         self.device = next(model.parameters()).device
-        self.lean = lean_forward_supported(model) if lean is None else lean
-        self._forward_path = LeanDraftForward(model) if self.lean else TransformersDraftForward(model)
+        self.device_resident = self.device.type == "cuda" if static is None else static
+        self.lean = not self.device_resident and (lean_forward_supported(model) if lean is None else lean)
+        if self.device_resident:
+            backend = default_compile_backend(self.device) if compile_backend == "auto" else compile_backend
+            self._forward_path = StaticDraftForward(model, backend)
+        else:
+            self._forward_path = LeanDraftForward(model) if self.lean else TransformersDraftForward(model)
         self.vocab_rows = model.get_output_embeddings().weight.shape[0]
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
         self.stop_ids = _configured_eos(model)
@@ -97,12 +110,17 @@ class TorchDraftBackend:
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
         return self._forward_path.forward(tokens)
 
+    def forward_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """forward() for ids already on the device (device_resident only): a drafted token fed back unread."""
+        return self._forward_path.forward_ids(ids)
 
-def draft_backend(model, lean: bool | None = None):
-    """The backend for a draft `model`: a LlamaCppModel (a GGUF draft on llama.cpp) or a torch module."""
+
+def draft_backend(model, lean: bool | None = None, static: bool | None = None, compile_backend: str | None = "auto"):
+    """The backend for a draft `model`: a LlamaCppModel (a GGUF draft on llama.cpp) or a torch module (`static`,
+    `compile_backend`: TorchDraftBackend's)."""
     if isinstance(model, LlamaCppModel):
         return LlamaCppDraftBackend(model)
-    return TorchDraftBackend(model, lean)
+    return TorchDraftBackend(model, lean, static, compile_backend)
 
 
 def can_cut_output_rows(backend) -> bool:
@@ -142,3 +160,55 @@ class TransformersDraftForward:
         ids = torch.tensor([list(tokens)], device=self.device)
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
         return out.logits[0, -1]
+
+
+class StaticDraftForward:
+    """A draft model on a GPU: transformers' forward over one static cache (shared by every drafter of the same
+    model: they never run at once, and each tracks its own length), its 1- and 2-token steps compiled at load
+    (engine/static_steps.py). forward_ids takes the drafted token as the device tensor it is, so drafting K tokens
+    queues K passes and waits for none of them."""
+
+    # A step feeds the last drafted token; a catch-up feeds the target's one or two, or after a free proposal (the
+    # lookup hybrid) up to K_max + 1: every length a step can feed is compiled, none runs eagerly inside a reply.
+    STEP_LENGTHS = verification_buckets(16)
+
+    def __init__(self, model: torch.nn.Module, compile_backend: str | None):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self._passes = _shared_passes(model, compile_backend, self.STEP_LENGTHS)
+        self._stage = HostToDevice(self.device)
+        self.length = 0
+
+    def reset(self) -> None:
+        self.length = 0
+
+    def crop(self, keep: int) -> None:
+        self.length = min(self.length, keep)
+
+    def keep_output_rows(self, ids: torch.Tensor) -> None:
+        raise TypeError("the static draft forward computes the whole output head")
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        return self.forward_ids(self._stage.tokens(tokens))
+
+    def forward_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits [vocab] after `ids` (1-D, on the device), fed after the cached positions."""
+        logits = self._passes.run(ids, self.length, 1)[0]
+        self.length += ids.shape[0]
+        return logits
+
+
+_PASSES: "weakref.WeakKeyDictionary[torch.nn.Module, StaticPasses]" = weakref.WeakKeyDictionary()
+
+
+def _shared_passes(model: torch.nn.Module, compile_backend: str | None, lengths: tuple[int, ...]) -> StaticPasses:
+    """The one StaticPasses of a draft model (its static cache and compiled steps), made and warmed up on first
+    use, which is while the engine is built: a reply never compiles."""
+    passes = _PASSES.get(model)
+    if passes is None or passes.backend != compile_backend:
+        window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
+        passes = StaticPasses(model, min(window, STATIC_CACHE_TOKENS) + 40, lengths,
+                              compile_backend)
+        passes.warm_up()
+        _PASSES[model] = passes
+    return passes

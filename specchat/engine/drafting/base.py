@@ -19,7 +19,7 @@ reads once; each of the three things only some drafters need is a small protocol
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
@@ -43,6 +43,23 @@ class Draft:
     probs: torch.Tensor | None = None
     acceptance_class: AcceptanceClass | None = None
     forwards: int = 0
+    # A draft model on a GPU leaves its tokens there (a 1-D long tensor) and `tokens` empty: the host learns them
+    # with the verification's result, in the step's one wait (engine/host_syncs.py).
+    on_device: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """K, the number of proposed tokens, wherever they are."""
+        return self.on_device.shape[0] if self.on_device is not None else len(self.tokens)
+
+    def cut(self, k: int) -> "Draft":
+        """The first k proposed tokens (and their q_i)."""
+        if k >= self.length:
+            return self
+        probs = self.probs[:k] if self.probs is not None else None
+        if self.on_device is not None:
+            return replace(self, on_device=self.on_device[:k], probs=probs)
+        return replace(self, tokens=self.tokens[:k], probs=probs)
 
 
 @dataclass(frozen=True)

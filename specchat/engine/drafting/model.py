@@ -21,22 +21,26 @@ class DraftModelBase(Drafter):
 
     capabilities = Capabilities(uses_model=True, has_generation_state=True)
 
-    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None,
+                 static: bool | None = None, compile_backend: str | None = "auto"):
         """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp; `lean`: whether to use the
-        lean Llama forward (None: where it applies); `vocab_ids`: the draft folder's proposal vocabulary (draft ids).
+        lean Llama forward (None: where it applies); `vocab_ids`: the draft folder's proposal vocabulary (draft ids);
+        `static`: a torch draft over a static cache, its tokens kept on the device (None: on a GPU), its steps
+        compiled with `compile_backend` ("auto": inductor on a GPU, none elsewhere; drafting/backends.py).
 
         Proposing only from the tokens the target's replies mostly use: for a small draft the output head is most
         of the work per token (49152 x 192 of the shipped draft's 10.6M weights), and a token outside them is
         rarely accepted anyway. A backend that can cut its output head computes only those rows (then self._vocab
         holds them, and row i of the logits is token self._vocab[i]); other backends ignore the vocabulary."""
         self.model = model
-        self._backend = draft_backend(model, lean)
+        self._backend = draft_backend(model, lean, static, compile_backend)
         self.device = self._backend.device
         use_lean = can_cut_output_rows(self._backend)
         self._vocab = vocab_ids.to(self.device) if vocab_ids is not None and use_lean else None
         if self._vocab is not None:
             self._backend.keep_output_rows(self._vocab)
         self._forwards = 0  # the draft's passes since the generation began (Draft.forwards: a proposal's share)
+        self._on_device = getattr(self._backend, "device_resident", False)  # drafts stay on the device
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         """A new generation (GenerationState): the draft's cache emptied and its forwards counted from zero."""
@@ -68,9 +72,10 @@ class ModelDrafter(DraftModelBase):
 
     name = "model"
 
-    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None):
+    def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None,
+                 static: bool | None = None, compile_backend: str | None = "auto"):
         """`model`: a torch causal LM, or a LlamaCppModel for a GGUF draft on llama.cpp (see DraftModelBase)."""
-        super().__init__(model, lean, vocab_ids)
+        super().__init__(model, lean, vocab_ids, static, compile_backend)
         self._draft_vocab = self._backend.vocab_rows
         self._seen = 0  # context tokens in the cache
         self._last_context_len = 0
@@ -81,9 +86,15 @@ class ModelDrafter(DraftModelBase):
         self._seen = 0
         self._sampler = sampler
         self._target_vocab = target_vocab_size
+        if self._on_device and prompt:  # the prompt's pass now, beside the target's, not inside the first step
+            with torch.inference_mode():
+                self._forward(prompt)
+            self._seen = len(prompt)
 
     @torch.inference_mode()
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
+        if self._on_device:
+            return self._propose_on_device(context, k)
         forwards_before = self._forwards
         logits = self._forward(context[self._seen :])
         tokens: list[int] = []
@@ -103,6 +114,32 @@ class ModelDrafter(DraftModelBase):
         self._last_k = k
         self._seen = len(context) + k - 1
         return Draft(tokens=tokens, probs=self._stack_padded(dists) if dists else None,
+                     forwards=self._forwards - forwards_before)
+
+    def _propose_on_device(self, context: Sequence[int], k: int) -> Draft:
+        """propose() for a draft whose backend keeps its tokens on the device: each drafted token (the argmax, or a
+        draw) is fed back as the device tensor it is, so K passes are queued without a wait, and the Draft carries
+        them `on_device` for the target to verify there."""
+        forwards_before = self._forwards
+        logits = self._forward(context[self._seen :])
+        tokens: list[torch.Tensor] = []
+        dists: list[torch.Tensor] = []
+        for i in range(k):
+            if self._sampler.greedy:
+                index = torch.argmax(logits).view(1)
+                token = self._vocab[index] if self._vocab is not None else index
+            else:
+                q = self._sampler.probs(logits)
+                token = self._sampler.sample(q.view(1, -1))
+                dists.append(q)
+            tokens.append(token)
+            if i < k - 1:
+                self._forwards += 1
+                logits = self._backend.forward_ids(token)
+        self._last_context_len = len(context)
+        self._last_k = k
+        self._seen = len(context) + k - 1
+        return Draft(tokens=[], on_device=torch.cat(tokens), probs=self._stack_padded(dists) if dists else None,
                      forwards=self._forwards - forwards_before)
 
     def update(self, context: Sequence[int], n_accepted: int) -> None:
