@@ -87,11 +87,12 @@ def decoding_options(parser: argparse.ArgumentParser) -> None:
 
 def secret_from(value: str | None, key_file: Path | None, env: str, flag: str) -> str | None:
     """A key from the command line (with a note on stderr that `ps` shows it), a key file (its first line), or the
-    environment variable `env`, in that order; None when none is given. SpecchatError for a key file that cannot
+    environment variable `env`, in that order, without spaces at either end (a client's key is trimmed the same
+    way, so a stray space locks nobody out); None when none is given. SpecchatError for a key file that cannot
     be read or is empty."""
-    if value:
+    if value and value.strip():
         print(KEY_ON_COMMAND_LINE.format(flag=flag, env=env), file=sys.stderr)
-        return value
+        return value.strip()
     if key_file is not None:
         try:
             lines = key_file.read_text(encoding="utf-8").splitlines()
@@ -101,7 +102,7 @@ def secret_from(value: str | None, key_file: Path | None, env: str, flag: str) -
         if not lines or not lines[0].strip():
             raise SpecchatError(f"the key file {key_file} is empty")
         return lines[0].strip()
-    return os.environ.get(env) or None
+    return os.environ.get(env, "").strip() or None
 
 
 def without_keys(argv: list[str]) -> list[str]:

@@ -21,16 +21,22 @@ What the Hub answers is untrusted (HF_ENDPOINT may name any mirror): the commit 
 become path parts, so each is checked first (check_commit, check_blob, check_file_name; huggingface_hub checks its
 commits the same way), and every path written, linked or renamed must resolve inside the model's cache folder
 (`inside`). A hostile value stops the download with UnsafeHubAnswer before anything is written.
+
+What is already in the cache is not trusted either (a shared HF_HOME): a link planted at a blob or an unfinished
+file is refused, never written through or kept (O_NOFOLLOW, `refuse_link`). A file is written only up to the size the
+Hub listed: a server that sends more is cut off at once and the unfinished file deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -158,8 +164,8 @@ def repo_folder(repo_id: str) -> Path:
 # --- what the Hub says, checked -------------------------------------------------------------------------------------
 
 class UnsafeHubAnswer(ModelLoadError):
-    """The Hub (or the mirror in HF_ENDPOINT) answered with a value that cannot be used as a path: nothing of the
-    download is written."""
+    """The Hub (or the mirror in HF_ENDPOINT) answered with a value that cannot be used as a path, or the cache
+    holds a link where the download would write: nothing is written there."""
 
 
 def check_commit(commit: object, repo_id: str) -> str:
@@ -211,6 +217,18 @@ def inside(root: Path, path: Path) -> Path:
     if path.name in ("", ".", "..") or not resolved.is_relative_to(base) or resolved == base:
         raise UnsafeHubAnswer(f"refusing to write {path}: it lies outside the model's cache folder {base}")
     return resolved
+
+
+def refuse_link(path: Path) -> None:
+    """UnsafeHubAnswer when `path` is a symbolic link: a download never writes through, or keeps as a blob, a link
+    someone planted in the cache (a shared HF_HOME), which could lead to any file the user can write."""
+    if os.path.islink(path):
+        raise _linked(path)
+
+
+def _linked(path: Path) -> UnsafeHubAnswer:
+    return UnsafeHubAnswer(f"refusing to write {path}: it is a link (symbolic, or a file with other names) that "
+                           "could lead outside the model's cache folder; nothing was written through it")
 
 
 def _shown(value: object, quoted: bool = True) -> str:
@@ -354,6 +372,7 @@ def _download_files(repo_id: str, folder: Path, commit: str, files: list[HubFile
     for file in missing:
         counter.file = file.name
         blob = folder / "blobs" / file.blob
+        refuse_link(blob)
         if blob.is_file() and blob.stat().st_size == file.size:  # fetched before, for another revision
             counter.done += file.size - _partial_size(folder, file)
         else:
@@ -395,9 +414,10 @@ TRANSIENT_ATTEMPTS = 3  # a connection that breaks after some bytes arrived is c
 def _fetch_resuming(repo_id: str, commit: str, file: HubFile, partial: Path, counter: _Counter) -> None:
     """Fetches one file into `partial`, continuing from what is there, checks its checksum, and renames it to
     its blob. A connection that breaks after bytes arrived is continued (a few times); one that fails at once is
-    the caller's error (offline, refused)."""
+    the caller's error (offline, refused). A link at the unfinished file or at the blob is refused (refuse_link)."""
     import httpx2
 
+    refuse_link(partial.with_name(file.blob))  # the unfinished file is checked by each attempt (_fetch)
     for attempt in range(TRANSIENT_ATTEMPTS):
         before = _partial_size(partial.parent.parent, file)
         try:
@@ -425,6 +445,7 @@ def _fetch(repo_id: str, commit: str, file: HubFile, partial: Path, counter: _Co
     from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
+    refuse_link(partial)
     start = partial.stat().st_size if partial.is_file() else 0
     if start > file.size:  # not this file's bytes: start over
         partial.unlink()
@@ -444,12 +465,53 @@ def _fetch(repo_id: str, commit: str, file: HubFile, partial: Path, counter: _Co
         if start and response.status_code != 206:  # the server sent the whole file: take it from the start
             counter.undo(start)
             start = 0
-        with open(partial, "ab" if start else "wb") as out:
-            for chunk in response.iter_bytes(CHUNK_BYTES):
-                counter.check_cancel()
-                out.write(chunk)
-                counter.add(len(chunk))
+        _write_body(response, partial, start, file, counter)
     counter.check_cancel()
+
+
+def _write_body(response, partial: Path, start: int, file: HubFile, counter: _Counter) -> None:
+    """Appends the response's bytes to `partial` (which holds `start` bytes of the file), never past the size the
+    Hub listed: the first chunk that would go beyond it ends the download, before it is written, and the unfinished
+    file is deleted (ModelLoadError), so a hostile or broken server cannot fill the disk."""
+    written = start
+    with _open_partial(partial, append=bool(start)) as out:
+        for chunk in response.iter_bytes(CHUNK_BYTES):
+            counter.check_cancel()
+            if written + len(chunk) > file.size:
+                break
+            out.write(chunk)
+            written += len(chunk)
+            counter.add(len(chunk))
+        else:
+            return
+    partial.unlink()
+    counter.undo(written)
+    raise ModelLoadError(f"{file.name}: the server sent more than the {file.size} bytes the Hub listed, so the "
+                         "download was stopped and the unfinished file deleted; download again")
+
+
+def _open_partial(path: Path, append: bool):
+    """The unfinished file, opened for writing without following a link: appended to (`append`), or made anew
+    (an old one is removed first, never truncated, as a hard link would truncate its other names too). A symbolic
+    link, or a file to append to that has other names (a hard link), is refused with UnsafeHubAnswer."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    if append:
+        flags |= os.O_APPEND
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a link planted since the check is removed, not followed
+        flags |= os.O_EXCL
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EEXIST, errno.EMLINK):  # a link, or one planted since the check
+            raise _linked(path) from None
+        raise
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(descriptor)
+        raise _linked(path)
+    return os.fdopen(descriptor, "ab" if append else "wb")
 
 
 def _checksum(path: Path, file: HubFile, counter: _Counter) -> str:
@@ -490,9 +552,15 @@ def _link(blob: Path, pointer: Path) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """Writes `text` to a new file beside `path` and renames it over `path`. The staging file is made afresh
+    (O_EXCL, which follows no link), so a link planted at its predictable name is removed, never written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    staging.write_text(text)
+    with contextlib.suppress(FileNotFoundError):
+        staging.unlink()
+    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(text)
     os.replace(staging, path)
 
 

@@ -26,7 +26,7 @@ from .catalog_gguf import GgufQuant, gguf_name_problem, repo_problem, split_gguf
 from .errors import ModelLoadError
 from .hub_download import (PARTIAL_SUFFIX, HubFile, Progress, UnsafeHubAnswer, _check_disk_space, _Counter,
                            _fetch_resuming, _link, _partial_size, _write_atomically, check_blob, check_commit,
-                           check_file_name, download_lock, hub_endpoint, inside, repo_folder)
+                           check_file_name, download_lock, hub_endpoint, inside, refuse_link, repo_folder)
 
 GGUF_PATTERNS = ("*.gguf", "*.GGUF")
 STAGING = ".specchat-downloads"  # in a models folder: blobs/<sha256>.incomplete while a file arrives
@@ -130,6 +130,7 @@ def _fetch_blob(repo_id: str, commit: str, file: HubFile, root: Path, report, ca
     """root/blobs/<sha256>: kept if already complete (it was checked when made), else fetched, resuming
     root/blobs/<sha256>.incomplete, and checked (hub_download._fetch_resuming), after a check of the disk space."""
     blob = root / "blobs" / file.blob
+    refuse_link(blob)  # a planted link is never kept as the file
     if _complete(blob, file):
         report(Progress(file.size, file.size, 0, file.name))
         return

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+_SMALLEST_DIVISOR = torch.finfo(torch.float32).tiny  # a temperature below it divides as this (the same limit)
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -44,8 +46,13 @@ class Sampler:
         return self.params.greedy
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """Processed distribution over the vocabulary for each row of `logits` (float32)."""
-        logits = logits.float() / self.params.temperature
+        """Processed distribution over the vocabulary for each row of `logits` (float32).
+
+        Each row is shifted by its maximum before it is divided by the temperature (softmax is the same), so a
+        vanishing temperature gives its limit, the most likely token (ties shared), never inf - inf = NaN; the
+        divisor is at least float32's smallest normal number, so it cannot round to zero."""
+        logits = logits.float()
+        logits = (logits - logits.amax(dim=-1, keepdim=True)) / max(self.params.temperature, _SMALLEST_DIVISOR)
         if self.params.top_k and self.params.top_k < logits.shape[-1]:
             kth = torch.topk(logits, self.params.top_k, dim=-1).values[..., -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -69,10 +76,13 @@ class Sampler:
 
 
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of most likely tokens whose mass reaches top_p, renormalised."""
+    """Keep the smallest set of most likely tokens whose mass reaches top_p, renormalised. The most likely token
+    is always kept: a top_p below float32's precision (1e-50 rounds to 0) still leaves a distribution, not 0/0."""
     sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
     mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+    dropped = mass_before >= top_p
+    dropped[..., 0] = False
+    sorted_probs = sorted_probs.masked_fill(dropped, 0.0)
     kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     return kept / kept.sum(dim=-1, keepdim=True)
 

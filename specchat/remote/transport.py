@@ -2,7 +2,8 @@
 
 The server is untrusted. Each answer is read up to a limit (MAX_JSON_BYTES for the model list and /health,
 MAX_METRICS_BYTES for /metrics, MAX_ERROR_BYTES for an error's body) and within a deadline (a server that trickles
-bytes cannot hold a read open forever); a streamed line is at most MAX_LINE_BYTES and an event MAX_EVENT_BYTES;
+bytes cannot hold a read open forever, its headers included); a streamed line is at most MAX_LINE_BYTES and an event
+MAX_EVENT_BYTES, and a stream must complete an event within its read timeout (comments alone do not keep it open);
 redirects are never followed (a 3xx is an error naming where it pointed) and HTTPS certificates are verified. A
 cancel event, where given, is watched from the moment the connection is open: it shuts the socket down, which ends
 a read blocked on a slow server at once, before the response headers as well as after them. Every failure is a
@@ -150,21 +151,44 @@ def _status_error(status: int, body: bytes, url: str, what: str, key_given: bool
     return RemoteError(f"{url} refused {what} (HTTP {status}: {message})", "request")
 
 
+class Deadline:
+    """When a read must be over: `seconds` from its start, or from the last push() (a stream's next event). The
+    watch (cancel_watch) sets `expired` when it cuts the connection for it: a server that trickles its headers
+    byte by byte, or sends only comments, cannot hold a read open, however often each byte comes."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.expired = seconds, False
+        self.at = time.monotonic() + seconds
+
+    def push(self) -> None:
+        self.at = time.monotonic() + self.seconds
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+
 @contextlib.contextmanager
-def cancel_watch(connection: http.client.HTTPConnection, cancel: threading.Event | None):
-    """While the block runs, a thread shuts the connection's socket down as soon as `cancel` is set, so that a
-    read (or the wait for the headers) blocked on the server ends at once."""
-    if cancel is None:
+def cancel_watch(connection: http.client.HTTPConnection, cancel: threading.Event | None,
+                 deadline: Deadline | None = None):
+    """While the block runs, a thread shuts the connection's socket down as soon as `cancel` is set or `deadline`
+    passes (then marked expired), so that a read (or the wait for the headers) blocked on the server ends at once."""
+    if cancel is None and deadline is None:
         yield
         return
     over = threading.Event()
 
     def watch():
         while not over.is_set():
-            if cancel.wait(CANCEL_POLL_S):
-                with contextlib.suppress(OSError, AttributeError):  # AttributeError: no socket, closed already
-                    connection.sock.shutdown(socket.SHUT_RDWR)
-                return
+            if cancel is not None and cancel.wait(CANCEL_POLL_S):
+                break  # Stop
+            if cancel is None and over.wait(CANCEL_POLL_S):
+                return  # the block has ended
+            if deadline is not None and deadline.passed():
+                deadline.expired = True
+                break
+        if not over.is_set():
+            with contextlib.suppress(OSError, AttributeError):  # AttributeError: no socket, closed already
+                connection.sock.shutdown(socket.SHUT_RDWR)
 
     threading.Thread(target=watch, name="specchat-remote-cancel", daemon=True).start()
     try:
@@ -229,26 +253,34 @@ class _Http:
 
     def request(self, method: str, path: str, body: dict | None = None, limit: int = MAX_JSON_BYTES,
                 cancel: threading.Event | None = None) -> tuple[int, bytes]:
-        """(status, body) of one request: the body read up to `limit` bytes (an error's up to MAX_ERROR_BYTES)
-        within three times the timeout; a set `cancel` ends it with a RemoteError of kind "cancelled"."""
-        deadline = time.monotonic() + 3 * self.timeout_s
+        """(status, body) of one request: the headers and the body read up to `limit` bytes (an error's up to
+        MAX_ERROR_BYTES) within three times the timeout, or a RemoteError of kind "timeout"; a set `cancel` ends
+        it with a RemoteError of kind "cancelled"."""
+        watch = Deadline(3 * self.timeout_s)
+        deadline = watch.at
         connection = self.connect()
         try:
-            with cancel_watch(connection, cancel):
+            with cancel_watch(connection, cancel, watch):
                 response = self.send(connection, method, path, body)  # its own errors are RemoteErrors already
                 if 300 <= response.status < 400:
                     raise _status_error(response.status, b"", self.root, f"{method} {path}", bool(self.api_key),
                                         response.getheader("Location"))
                 limit = limit if response.status == 200 else MAX_ERROR_BYTES
                 try:
-                    return response.status, read_bounded(response, limit, deadline, self.root, f"{method} {path}")
+                    body = read_bounded(response, limit, deadline, self.root, f"{method} {path}")
                 except RemoteError:
                     if response.status == 200:
                         raise
-                    return response.status, b""  # an error answer's body is only its message
+                    body = b""  # an error answer's body is only its message
+                if watch.expired:  # the read ended because the connection was cut: what came is not all
+                    raise RemoteError("cut at the deadline")
+                return response.status, body
         except (OSError, http.client.HTTPException, RemoteError) as error:
             if cancel is not None and cancel.is_set():
                 raise RemoteError(f"the request to {self.root}{path} was cancelled", "cancelled") from None
+            if watch.expired:
+                raise RemoteError(f"{self.root} did not answer {method} {path} within {watch.seconds:g} s",
+                                  "timeout") from None
             if isinstance(error, RemoteError):
                 raise
             raise _transport_error(error, self.root, self.timeout_s) from None
@@ -259,7 +291,8 @@ class _Http:
 class _ServerSentEvents:
     """The JSON data of each event of one streamed answer, until `data: [DONE]`. The cancel watcher runs from the
     moment the connection is open, so Stop is heard while the server has not sent its headers yet; a stream
-    cancelled then simply yields nothing (`cancelled` is true)."""
+    cancelled then simply yields nothing (`cancelled` is true). The headers, and then each event, must arrive
+    within read_timeout_s (a Deadline the watcher keeps): a RemoteError of kind "timeout" otherwise."""
 
     def __init__(self, http_: _Http, path: str, body: dict, what: str, read_timeout_s: float,
                  cancel: threading.Event | None):
@@ -267,16 +300,24 @@ class _ServerSentEvents:
         self.connection = http_.connect()
         self.connection.sock.settimeout(read_timeout_s)
         self._read_timeout_s = read_timeout_s
-        self._watch = cancel_watch(self.connection, cancel)
+        self.deadline = Deadline(read_timeout_s)
+        self._watch = cancel_watch(self.connection, cancel, self.deadline)
         self._watch.__enter__()
         self.response = None
         try:
             self.response = http_.send(self.connection, "POST", path, body)
+            if self.deadline.expired:  # the headers ended because the connection was cut
+                raise RemoteError("cut at the deadline")
         except RemoteError:
             if not self.cancelled:
                 self.close()
+                if self.deadline.expired:
+                    raise RemoteError(f"{http_.root} did not send the headers of {what} within "
+                                      f"{read_timeout_s:g} s", "timeout") from None
                 raise
+            self.response = None
             return
+        self.deadline.push()
         if self.response.status != 200:
             try:
                 answer = read_bounded(self.response, MAX_ERROR_BYTES, time.monotonic() + http_.timeout_s,
@@ -309,7 +350,9 @@ class _ServerSentEvents:
                 text, data, size = "\n".join(data), [], 0
                 if text.strip() == "[DONE]":
                     return
+                self.deadline.push()
                 yield self._parse(text)
+                self.deadline.push()  # the time the caller took is not the server's
 
     def _line(self) -> bytes | None:
         try:
@@ -317,11 +360,19 @@ class _ServerSentEvents:
         except (OSError, http.client.HTTPException, ValueError) as error:
             if self.cancelled:
                 return None
+            if self.deadline.expired:
+                raise self._no_event() from None
             raise _transport_error(error, self._http.root, self._read_timeout_s) from None
+        if self.deadline.expired and not self.cancelled:  # the read ended because the connection was cut
+            raise self._no_event()
         if len(raw) > MAX_LINE_BYTES:
             raise RemoteError(f"{self._http.root} streamed a line longer than {MAX_LINE_BYTES >> 20} MiB; is it an "
                               "OpenAI-compatible server?", "protocol")
         return raw or None
+
+    def _no_event(self) -> RemoteError:
+        return RemoteError(f"{self._http.root} sent no complete event for {self._read_timeout_s:g} s (only comments "
+                           "or a line that did not end)", "timeout")
 
     def _parse(self, text: str) -> dict:
         try:

@@ -10,7 +10,9 @@ never passed off as complete: a stream ends with finish_reason "abort" and an er
 gets a 503.
 
 Tokenizing and templating a prompt run on a thread of their own, never on the event loop: one huge request must
-not stall the others.
+not stall the others. They run inside the line's limit (jobs.py, `admit`): a request takes its place first, so the
+tokenizer's queue is as bounded as the generations' (429 beyond it), and a client that disconnects while its prompt
+waits for the tokenizer gives its place back and its tokenizing is dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import GenerationResult, StepEvent
 from . import guard
-from .jobs import Closing, DeviceLine, Ended, Job, LineFull
+from .jobs import Admission, Closing, DeviceLine, Ended, Job, LineFull
 from .protocol import FINISH_REASONS, Answer, ApiError, ChatCompletionRequest, CompletionRequest
 from .served import ServedModel, answer_job
 
@@ -44,8 +46,10 @@ def aborted_error() -> ApiError:
 
 
 def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None,
-               policy: guard.HostPolicy | None = None, max_body_bytes: int = guard.MAX_BODY_BYTES) -> FastAPI:
-    """The app: the endpoints behind guard.py's checks (policy: the Host and Origin rules; None: loopback only)."""
+               policy: guard.HostPolicy | None = None, max_body_bytes: int = guard.MAX_BODY_BYTES,
+               body_timeout_s: float = guard.BODY_TIMEOUT_S) -> FastAPI:
+    """The app: the endpoints behind guard.py's checks (policy: the Host and Origin rules; None: loopback only;
+    a body must arrive within body_timeout_s)."""
     tokenizing = ThreadPoolExecutor(1, thread_name_prefix="specchat-serve-tokenize")  # one: tokenizers are not
     # guaranteed safe to call from several threads at once
 
@@ -57,7 +61,7 @@ def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None
 
     app = FastAPI(title="specchat", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
-    guard.install(app, policy or guard.HostPolicy(), api_key, max_body_bytes)
+    guard.install(app, policy or guard.HostPolicy(), api_key, max_body_bytes, body_timeout_s)
 
     @app.get("/health")
     async def health() -> dict:
@@ -90,40 +94,29 @@ def _model_card(served: ServedModel) -> dict:
                          "device": str(served.pair.target.device)}}
 
 
+MAX_ECHOED_CHARS = 80  # of a name the client sent, in an error message
+
+
 def _check_model(served: ServedModel, model_id: str) -> None:
     if model_id != served.model_id:
-        raise ApiError(404, f"the model {model_id!r} is not served here; this server serves {served.model_id!r} "
+        shown = repr(model_id)
+        shown = shown if len(shown) <= MAX_ECHOED_CHARS else shown[:MAX_ECHOED_CHARS - 3] + "..."
+        raise ApiError(404, f"the model {shown} is not served here; this server serves {served.model_id!r} "
                             "(GET /v1/models)", param="model", code="model_not_found")
 
 
 async def _answer(request: Request, served: ServedModel, line: DeviceLine,
                   body: ChatCompletionRequest | CompletionRequest, tokenizing: ThreadPoolExecutor) -> Response:
-    """Checks the request, tokenizes its prompt off the event loop, queues its generation, and answers: a stream
-    of events or one JSON reply."""
+    """Checks the request, queues its generation (_queued_job: its prompt tokenized off the event loop, within
+    the line's limit), and answers: a stream of events or one JSON reply."""
     _check_model(served, body.model)
     served.check_request(body)
     chat = isinstance(body, ChatCompletionRequest)
     echo = body.prompt_text() if not chat and body.echo else ""
-    prompt = served.chat_prompt if chat else served.completion_prompt
-    prompt_ids = await asyncio.get_running_loop().run_in_executor(tokenizing, prompt, body)
-    config = served.config_for(body, len(prompt_ids))
+    job = await _queued_job(request, served, line, body, tokenizing)
+    if job is None:  # the client went away while its prompt was made; nobody reads this
+        return Response(status_code=499)
     answer = Answer(chat=chat, model=served.model_id)
-    if chat:
-        messages, system = served.conversation(body)
-        job = Job(lambda job: answer_job(job, served.stream(messages, system, config, job.cancel)),
-                  asyncio.get_running_loop())
-    else:  # a completion's prompt is text, not a conversation
-        job = Job(lambda job: answer_job(job, served.stream_ids(prompt_ids, config, job.cancel)),
-                  asyncio.get_running_loop())
-    try:
-        line.submit(job)
-    except LineFull:
-        running, waiting = line.load()
-        raise ApiError(429, f"the server is busy: one reply is being generated and {waiting} are waiting, the most "
-                            "it queues; try again shortly", type="rate_limit_error", code="server_busy",
-                       headers={"Retry-After": "1"}) from None
-    except Closing:
-        raise ApiError(503, "the server is shutting down", type="server_error", code="shutting_down") from None
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(_stream(job, line, answer, include_usage, echo), media_type="text/event-stream",
@@ -136,6 +129,63 @@ async def _answer(request: Request, served: ServedModel, line: DeviceLine,
     if ended.value.finish_reason == "cancelled":  # cut short by the server, not finished: no 200 with part of it
         return _error_response(aborted_error())
     return JSONResponse(answer.whole(ended.value, prefix=echo))
+
+
+async def _queued_job(request: Request, served: ServedModel, line: DeviceLine,
+                      body: ChatCompletionRequest | CompletionRequest, tokenizing: ThreadPoolExecutor) -> Job | None:
+    """The request's job, in the line: a place is taken first (429 when the line is full, 503 when the server
+    closes), then the prompt is made on the tokenizing thread and the job submitted in that place. None when the
+    client disconnected while its prompt was made (the place is given back; tokenizing not yet begun is
+    dropped)."""
+    chat = isinstance(body, ChatCompletionRequest)
+    with _admitted(line) as place:
+        prompt_ids = await _unless_disconnected(
+            request, asyncio.get_running_loop().run_in_executor(
+                tokenizing, served.chat_prompt if chat else served.completion_prompt, body))
+        if prompt_ids is None:
+            return None
+        config = served.config_for(body, len(prompt_ids))
+        if chat:
+            messages, system = served.conversation(body)
+            job = Job(lambda job: answer_job(job, served.stream(messages, system, config, job.cancel)),
+                      asyncio.get_running_loop())
+        else:  # a completion's prompt is text, not a conversation
+            job = Job(lambda job: answer_job(job, served.stream_ids(prompt_ids, config, job.cancel)),
+                      asyncio.get_running_loop())
+        _in_line(lambda: line.submit(job, place), line)
+    return job
+
+
+def _admitted(line: DeviceLine) -> Admission:
+    """A place in the line; ApiError 429 (busy) or 503 (closing) when there is none."""
+    return _in_line(line.admit, line)
+
+
+def _in_line(step, line: DeviceLine):
+    """step()'s value; the line's LineFull and Closing as the API errors 429 and 503."""
+    try:
+        return step()
+    except LineFull:
+        running, waiting = line.load()
+        raise ApiError(429, f"the server is busy: {running + waiting} requests are being answered or are waiting, "
+                            "the most it takes; try again shortly", type="rate_limit_error", code="server_busy",
+                       headers={"Retry-After": "1"}) from None
+    except Closing:
+        raise ApiError(503, "the server is shutting down", type="server_error", code="shutting_down") from None
+
+
+async def _unless_disconnected(request: Request, work: asyncio.Future):
+    """work's result, or None if the client disconnects first: the work is then cancelled (an executor's task
+    that has not started is dropped; one already running finishes unheard)."""
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not work.done():
+        work.cancel()
+        return None
+    return work.result()
 
 
 async def _wait_for_end(request: Request, job: Job, line: DeviceLine) -> Ended | None:

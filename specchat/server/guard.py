@@ -14,12 +14,14 @@ Plain ASGI middleware, in this order (the outermost first):
    header: with Starlette before 1.0.1 `Host: x?` made `request.url.path` empty and skipped the key,
    CVE-2026-48710), `Content-Type: application/json` on every POST (415 otherwise: a page cannot send a JSON body
    with a "simple" content type that skips the preflight), and a bound on the body (413): the body is read here, up
-   to MAX_BODY_BYTES, and replayed to the endpoint.
+   to MAX_BODY_BYTES and within BODY_TIMEOUT_S (408 after it, and the connection closed), and replayed to the
+   endpoint. (The headers' deadline and the cap on connections are below the app: limits.py.)
 Each refusal is OpenAI's JSON error object with a message that says what to change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import re
@@ -32,6 +34,7 @@ from starlette.responses import JSONResponse
 from .protocol import ApiError
 
 MAX_BODY_BYTES = 4 << 20  # a request's body; 4 MiB holds far more text than the served context
+BODY_TIMEOUT_S = 60.0  # the whole body must arrive within this (a client that trickles it holds a connection)
 OPEN_PATHS = ("/health",)  # answered without the key (liveness probes); everything else needs it when one is set
 LOOPBACK_ORIGIN = r"https?://(localhost|[a-z0-9.-]+\.localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?"
 
@@ -150,8 +153,10 @@ class HostAndOriginGuard:
 class RequestLimits:
     """The API key (401), the JSON content type of a POST (415) and the body's size (413)."""
 
-    def __init__(self, app, api_key: str | None, max_body_bytes: int = MAX_BODY_BYTES):
+    def __init__(self, app, api_key: str | None, max_body_bytes: int = MAX_BODY_BYTES,
+                 body_timeout_s: float = BODY_TIMEOUT_S):
         self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -168,7 +173,13 @@ class RequestLimits:
             return await _refuse(scope, receive, send, ApiError(
                 415, f"send the request body as JSON with 'Content-Type: application/json' (got "
                      f"{kind[:60] or 'no content type'!r})", param="content-type", code="unsupported_media_type"))
-        body = await self._read_body(scope, receive)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._read_body(scope, receive)
+        except TimeoutError:
+            return await _refuse(scope, receive, send, ApiError(
+                408, f"the request body did not arrive within {self.body_timeout_s:g} s; the connection is closed",
+                code="request_timeout", headers={"Connection": "close"}))
         if body is None:
             return await _refuse(scope, receive, send, ApiError(
                 413, f"the request body is larger than {self.max_body_bytes // (1 << 20)} MiB",
@@ -212,9 +223,10 @@ def _key_matches(scope, api_key: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), api_key.encode())
 
 
-def install(app, policy: HostPolicy, api_key: str | None, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+def install(app, policy: HostPolicy, api_key: str | None, max_body_bytes: int = MAX_BODY_BYTES,
+            body_timeout_s: float = BODY_TIMEOUT_S) -> None:
     """Adds the three layers to a FastAPI app (Starlette runs the last added first)."""
-    app.add_middleware(RequestLimits, api_key=api_key, max_body_bytes=max_body_bytes)
+    app.add_middleware(RequestLimits, api_key=api_key, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     origins = policy.origins()
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_origin_regex=LOOPBACK_ORIGIN,
                        allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])

@@ -5,6 +5,10 @@ generations between threads would slow them, as in the app: ui/workers.py). Requ
 loop; each gets a Job whose work runs on that thread and whose events come back through an asyncio queue. When
 the line is full a request is refused at once (429) rather than left waiting for minutes; once the server is
 closing, every new request gets 503.
+
+A request takes its place (`admit`) before its prompt is tokenized, so the tokenizer's work is inside the same
+limit: the line holds at most 1 + max_waiting requests, running, waiting or being prepared, and a request that
+leaves while it is prepared gives its place back at once.
 """
 
 from __future__ import annotations
@@ -51,6 +55,25 @@ class Job:
             pass
 
 
+class Admission:
+    """A request's place in the line from before its prompt is made: counted with the waiting jobs until it is
+    submitted with its job, or released (the request failed, or its client went away). Use it as a context
+    manager: the place is given back when the block ends, unless it was submitted."""
+
+    def __init__(self, line: DeviceLine):
+        self._line, self.held = line, True
+
+    def release(self) -> None:
+        """Gives the place back (once; nothing after submit)."""
+        self._line._release(self)
+
+    def __enter__(self) -> Admission:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class DeviceLine:
     """Runs jobs one at a time on one thread, with at most `max_waiting` jobs waiting behind the running one.
 
@@ -66,16 +89,42 @@ class DeviceLine:
         self.run_on_device = run_on_device
         self._name = name
         self._waiting: deque[Job] = deque()
+        self._admitted = 0  # places taken by requests whose prompts are being made (Admission)
         self._running: Job | None = None
         self._lock = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
 
-    def submit(self, job: Job) -> None:
+    def admit(self) -> Admission:
+        """A place for a request about to prepare its job (tokenize its prompt): LineFull when the line already
+        holds 1 + max_waiting requests (running, waiting or admitted), Closing once the server closes."""
         with self._lock:
             if self._closing:
                 raise Closing()
-            if len(self._waiting) >= self.max_waiting and self._running is not None:
+            if self._full():
+                raise LineFull()
+            self._admitted += 1
+            return Admission(self)
+
+    def _full(self) -> bool:
+        return (self._running is not None) + len(self._waiting) + self._admitted >= 1 + self.max_waiting
+
+    def _release(self, admission: Admission) -> None:
+        with self._lock:
+            if admission.held:
+                admission.held = False
+                self._admitted -= 1
+
+    def submit(self, job: Job, admission: Admission | None = None) -> None:
+        """Puts the job in the line, in the place `admission` holds (else in a free one: LineFull when there is
+        none); Closing once the server closes."""
+        with self._lock:
+            if self._closing:
+                raise Closing()
+            if admission is not None and admission.held:
+                admission.held = False
+                self._admitted -= 1
+            elif self._full():
                 raise LineFull()
             self._waiting.append(job)
             if self._thread is None:
@@ -92,9 +141,9 @@ class DeviceLine:
                 job.put(Ended(error=Closing()))
 
     def load(self) -> tuple[int, int]:
-        """(running, waiting)."""
+        """(running, waiting): the waiting count includes the requests whose prompts are being made."""
         with self._lock:
-            return (self._running is not None), len(self._waiting)
+            return (self._running is not None), len(self._waiting) + self._admitted
 
     def close(self, timeout_s: float = 10.0) -> bool:
         """Refuses new jobs, cancels the waiting and the running one, and waits up to timeout_s (0: not at all) for

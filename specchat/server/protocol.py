@@ -5,7 +5,11 @@ logit_bias, response_format, ...: REFUSED_PARAMETERS) is refused with a 400 that
 ignored: a client that relies on it learns at once. Other unknown fields are ignored, as OpenAI's own server does,
 so clients that send new optional fields that do not change the reply (`user`, `metadata`, ...) still work.
 Every number has a bound: seed and top_k fit the database's 64-bit integers; stop strings are at most 4, each at
-most MAX_STOP_CHARS characters (each step checks the held-back text against every one).
+most MAX_STOP_CHARS characters (each step checks the held-back text against every one); a temperature is 0 (greedy)
+or at least MIN_TEMPERATURE, a top_p at least MIN_TOP_P (smaller ones would only be greedy decoding in disguise).
+Numbers are JSON numbers, integers JSON integers ("3", true and 3.5 are refused, not read as 3 or 1). Every text
+must be text: a lone surrogate (a JSON "\ud800" escape without its pair) is refused with a 400 naming the field, as
+no tokenizer can read it and no JSON answer could repeat it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from ..engine.events import GenerationResult, StepEvent
 from ..run_kind import origin_name
@@ -22,6 +26,8 @@ from ..run_kind import origin_name
 MAX_STOP_STRINGS = 4  # as OpenAI's API
 MAX_STOP_CHARS = 256  # each; a stop string is checked against the reply's tail at every step
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what the statistics database stores (seed, top_k)
+MIN_TEMPERATURE = 1e-3  # a temperature below it (but 0) samples the most likely token in all but name
+MIN_TOP_P = 1e-6  # a smaller nucleus keeps only the most likely token all the same
 
 # Parameters that would change the reply, which we do not implement: refused with a 400 naming them, unless sent
 # with the value that changes nothing (the second element: a test of the value that is harmless).
@@ -66,9 +72,28 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
+def text_only(value):
+    """`value` as sent (a string, a list of strings, or content parts {"type": "text", "text": ...}), checked
+    before pydantic reads it, so that the 400 names the field itself: ValueError for a string with a lone
+    surrogate, which JSON's \\u escapes can carry but no tokenizer reads (nor can a JSON answer repeat it)."""
+    texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    for text in texts:
+        text = text.get("text") if isinstance(text, dict) else text
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"the text holds a lone surrogate (U+{ord(text[error.start]):04X} at character "
+                             f"{error.start}), which is not a character: send UTF-8 text") from None
+    return value
+
+
 class TextPart(BaseModel):
     type: Literal["text"]
     text: str
+
+    _text_only = field_validator("text", mode="before")(text_only)
 
 
 class ChatMessage(BaseModel):
@@ -76,6 +101,8 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
+
+    _text_only = field_validator("content", mode="before")(text_only)
 
     def text(self) -> str:
         if self.content is None:
@@ -98,17 +125,17 @@ class SamplingRequest(BaseModel):
     model: str
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0, le=INT64_MAX)  # not OpenAI's; llama.cpp's and vLLM's take it
-    seed: int | None = Field(default=None, ge=INT64_MIN, le=INT64_MAX)
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
+    top_k: StrictInt | None = Field(default=None, ge=0, le=INT64_MAX)  # not OpenAI's; llama.cpp's, vLLM's take it
+    seed: StrictInt | None = Field(default=None, ge=INT64_MIN, le=INT64_MAX)
     stop: str | list[str] | None = None
-    n: int = 1
+    n: StrictInt = 1
     logprobs: bool | int | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
+    presence_penalty: StrictFloat = 0.0
+    frequency_penalty: StrictFloat = 0.0
     tools: list | None = None
 
     @field_validator("stop")
@@ -122,6 +149,24 @@ class SamplingRequest(BaseModel):
         if any(len(s) > MAX_STOP_CHARS for s in stops):
             raise ValueError(f"a stop sequence may have at most {MAX_STOP_CHARS} characters")
         return stop
+
+    _text_only = field_validator("stop", mode="before")(text_only)
+
+    @field_validator("temperature")
+    @classmethod
+    def _greedy_or_a_real_temperature(cls, temperature):
+        if temperature is not None and 0 < temperature < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}: a smaller one only "
+                             "picks the most likely token, so send 0")
+        return temperature
+
+    @field_validator("top_p")
+    @classmethod
+    def _a_nucleus_that_means_something(cls, top_p):
+        if top_p is not None and top_p < MIN_TOP_P:
+            raise ValueError(f"top_p must be at least {MIN_TOP_P:g}: a smaller nucleus only keeps the most likely "
+                             "token (top_k 1 does that)")
+        return top_p
 
     def stop_strings(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -154,6 +199,8 @@ class ChatCompletionRequest(SamplingRequest):
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str]
     echo: bool = False
+
+    _prompt_only_text = field_validator("prompt", mode="before")(text_only)
 
     def prompt_text(self) -> str:
         if isinstance(self.prompt, str):

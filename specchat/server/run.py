@@ -4,7 +4,9 @@ serve_forever, the app's toggle RunningServer).
 Shutting down cancels the generations first, the moment the server is told to exit (Ctrl-C, SIGTERM, the app's
 stop()), so an open stream ends with finish_reason "abort" within uvicorn's graceful period instead of running to
 its token limit; a waiting request gets 503. RunningServer.stop() can return at once: the app calls it on the GUI
-thread, which must never wait for a busy model thread or for uvicorn."""
+thread, which must never wait for a busy model thread or for uvicorn.
+
+Both run with ConnectionLimits (limits.py): deadlines on a request's headers and body, and a cap on connections."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..engine import SpecchatError
 from .app import create_app
 from .guard import HostPolicy
 from .jobs import DeviceLine
+from .limits import ConnectionLimits
 from .served import ServedModel
 
 DEFAULT_HOST = "127.0.0.1"
@@ -73,8 +76,9 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def _config(app) -> uvicorn.Config:
-    return uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_S)
+def _config(app, limits: ConnectionLimits) -> uvicorn.Config:
+    return uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_S,
+                          **limits.uvicorn_options())
 
 
 class RunningServer:
@@ -82,15 +86,17 @@ class RunningServer:
 
     def __init__(self, served: ServedModel, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  api_key: str | None = None, max_waiting: int = 8, run_on_device=None,
-                 policy: HostPolicy | None = None):
+                 policy: HostPolicy | None = None, limits: ConnectionLimits | None = None):
         check_binding(host, api_key)
+        limits = limits or ConnectionLimits()
         self.served = served
         self.line = DeviceLine(max_waiting, run_on_device=run_on_device)
         self.socket = bind(host, port)
         self.url = url_of(self.socket)
         self.port = self.socket.getsockname()[1]
-        app = create_app(served, self.line, api_key, policy or HostPolicy(bind_host=host))
-        self._server = _Server(_config(app), self.line)
+        app = create_app(served, self.line, api_key, policy or HostPolicy(bind_host=host),
+                         body_timeout_s=limits.body_timeout_s)
+        self._server = _Server(_config(app, limits), self.line)
         self._thread = threading.Thread(target=self._run, name="specchat-serve-http", daemon=True)
 
     def _run(self) -> None:
@@ -121,17 +127,19 @@ class RunningServer:
 
 
 def serve_forever(served: ServedModel, host: str, port: int, api_key: str | None, max_waiting: int,
-                  announce=print, policy: HostPolicy | None = None) -> None:
+                  announce=print, policy: HostPolicy | None = None, limits: ConnectionLimits | None = None) -> None:
     """The CLI's server: runs until Ctrl-C or SIGTERM (uvicorn handles the signal and shuts down gracefully, after
     the generations are cancelled)."""
     check_binding(host, api_key)
+    limits = limits or ConnectionLimits()
     line = DeviceLine(max_waiting)
     sock = bind(host, port)
     announce(f"specchat serve: {served.model_id} (drafter {served.drafter}) on {url_of(sock)}/v1"
              + (" · API key required" if api_key else "") + f" · context {served.context_size} tokens")
     try:
-        _Server(_config(create_app(served, line, api_key, policy or HostPolicy(bind_host=host))), line).run(
-            sockets=[sock])
+        app = create_app(served, line, api_key, policy or HostPolicy(bind_host=host),
+                         body_timeout_s=limits.body_timeout_s)
+        _Server(_config(app, limits), line).run(sockets=[sock])
     finally:
         line.close()
         sock.close()

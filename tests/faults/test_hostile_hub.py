@@ -5,6 +5,10 @@ names a test gives, and serves bytes for any file it is asked for, so that a val
 written. Each case: the download stops with UnsafeHubAnswer (a message naming the value and saying nothing was
 downloaded), no file is fetched, and nothing appears anywhere under the test's folder outside the cache's model
 folder. A well-formed repository still downloads.
+
+A mirror that sends more bytes than it listed is cut off as soon as they arrive, and the oversized unfinished file is
+deleted. A link planted in the cache (at an unfinished file, a blob, the staging file of refs/main; a hard link) is
+never written through: a file outside the cache keeps its bytes.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
 from hub_cache import offline_hf_cache
-from local_http import send, serve_get, stop_server
+from local_http import send, send_file_head, serve_get, stop_server
 
 from specchat.engine import ModelLoadError
 from specchat.engine.hub_download import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
@@ -38,6 +43,7 @@ class HostileHub:
 
     def __init__(self, listing: dict):
         self.listing, self.fetched = listing, []
+        self.weights_answer = None  # answer(handler) for the weights instead of their bytes
         self.server, self.url = serve_get(self.answer)
 
     def answer(self, handler) -> None:
@@ -45,6 +51,8 @@ class HostileHub:
             body = json.dumps(self.listing).encode()
         else:
             self.fetched.append(handler.path)
+            if self.weights_answer is not None and not handler.path.endswith("/config.json"):
+                return self.weights_answer(handler)
             body = CONFIG if handler.path.endswith("/config.json") else WEIGHTS
         send(handler, 200, body, {"Content-Type": "application/json"})
 
@@ -186,3 +194,92 @@ def test_the_checks_themselves():
         check_file_name("model.gguf", REPO)
     with pytest.raises(ModelLoadError, match="not a Hub model id"):
         repo_folder("../../etc")
+
+
+# --- more than listed; links planted in the cache ----------------------------------------------------------------
+
+FLOOD_BYTES = 64 << 20
+
+
+def test_a_file_larger_than_listed_is_cut_off_and_deleted(serve, tmp_path):
+    hub = serve(listing())  # the weights are listed with 1,000 bytes
+    sent, finished = [0], threading.Event()
+
+    def flood(handler):  # 64 MB, announced as such, until the client hangs up
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(FLOOD_BYTES))
+        handler.end_headers()
+        block = b"w" * (256 << 10)
+        try:
+            while sent[0] < FLOOD_BYTES:
+                handler.wfile.write(block)
+                sent[0] += len(block)
+        finally:
+            finished.set()
+
+    hub.weights_answer = flood
+    with network_for_this_thread(), pytest.raises(ModelLoadError, match="more than the 1000 bytes") as refused:
+        download_snapshot(REPO)
+    assert "\n" not in str(refused.value)
+    assert finished.wait(60)  # the server's write failed: the client hung up
+    assert sent[0] < FLOOD_BYTES  # what reached the client's buffers, not the 64 MB
+    blobs = repo_folder(REPO) / "blobs"
+    assert [path.name for path in blobs.iterdir()] == []  # the oversized .incomplete is gone
+    assert not (repo_folder(REPO) / "refs" / "main").exists()
+
+
+def weights_sha() -> str:
+    return hashlib.sha256(WEIGHTS).hexdigest()
+
+
+@pytest.mark.parametrize("planted, victim_bytes", [
+    ("partial", b"precious"),  # blobs/<sha>.incomplete -> a file outside: it would be written through
+    ("blob", b"v" * len(WEIGHTS)),  # blobs/<sha> -> a file of the listed size: it would be kept as the weights
+])
+def test_a_symbolic_link_planted_in_the_cache_is_refused(serve, tmp_path, planted, victim_bytes):
+    victim = tmp_path / "outside.bin"
+    victim.write_bytes(victim_bytes)
+    blobs = repo_folder(REPO) / "blobs"
+    blobs.mkdir(parents=True)
+    os.symlink(victim, blobs / (weights_sha() + (".incomplete" if planted == "partial" else "")))
+    hub = serve(listing())
+    with network_for_this_thread(), pytest.raises(UnsafeHubAnswer, match="is a link") as refused:
+        download_snapshot(REPO)
+    assert "nothing was written through it" in str(refused.value)
+    assert victim.read_bytes() == victim_bytes  # untouched
+    assert not any(path.endswith("/model.safetensors") for path in hub.fetched)
+    assert not (repo_folder(REPO) / "refs" / "main").exists()
+
+
+def test_a_hard_link_or_a_link_at_the_staging_name_is_never_written_through(serve, tmp_path):
+    victim = tmp_path / "outside.bin"
+    victim.write_bytes(b"precious")
+    folder = repo_folder(REPO)
+    (folder / "blobs").mkdir(parents=True)
+    (folder / "refs").mkdir()
+    os.link(victim, folder / "blobs" / (weights_sha() + ".incomplete"))  # another name of the outside file
+    os.symlink(victim, folder / "refs" / f".main.{os.getpid()}.tmp")  # where refs/main is staged
+    serve(listing())
+    with network_for_this_thread():
+        snapshot = download_snapshot(REPO)
+    assert (snapshot / "model.safetensors").read_bytes() == WEIGHTS
+    assert (folder / "refs" / "main").read_text() == GOOD_COMMIT and not (folder / "refs" / "main").is_symlink()
+    assert victim.read_bytes() == b"precious"
+
+
+def test_a_partial_file_with_other_names_is_not_appended_to(serve, tmp_path):
+    victim = tmp_path / "outside.bin"
+    victim.write_bytes(WEIGHTS[:10])  # looks like the start of the weights
+    blobs = repo_folder(REPO) / "blobs"
+    blobs.mkdir(parents=True)
+    os.link(victim, blobs / (weights_sha() + ".incomplete"))
+    hub = serve(listing())
+
+    def resume(handler):  # a mirror that continues the file from the Range asked for
+        start = send_file_head(handler, WEIGHTS)
+        handler.wfile.write(WEIGHTS[start:])
+
+    hub.weights_answer = resume
+    with network_for_this_thread(), pytest.raises(UnsafeHubAnswer, match="is a link"):
+        download_snapshot(REPO)
+    assert victim.read_bytes() == WEIGHTS[:10]

@@ -3,9 +3,10 @@
 Each server here is a real HTTP server on 127.0.0.1 whose answers a test writes byte by byte: a body larger than
 any model list, a streamed line that never ends, chunks that are not JSON objects or carry impossible counts,
 /metrics with impossible labels and values, a redirect to another server, a self-signed HTTPS certificate, a
-server that never sends its headers. Each case ends in a RemoteError with a one-line message (or, for metrics, no
-figures) within a bounded time; nothing grows without bound. Text from the server (its model id) is shown in the
-window as plain text. Every socket has a timeout, every wait a deadline.
+server that never sends its headers or sends them a byte at a time, a stream of comments alone. Each case ends in a
+RemoteError with a one-line message (or, for metrics, no figures) within a bounded time; nothing grows without
+bound. Text from the server (its model id) is shown in the window as plain text. Every socket has a timeout, every
+wait a deadline.
 """
 
 from __future__ import annotations
@@ -161,6 +162,39 @@ def test_a_streamed_line_that_never_ends_is_refused(serve):
     assert error.kind == "protocol" and "line longer than 1 MiB" in str(error)
 
 
+def trickle(server: FakeServer, first: bytes, drip: bytes):
+    """A route that sends `first`, then `drip` every 50 ms, each well within any read timeout, until the test ends
+    (at most 2 * BOUND_S): only an overall deadline ends the read."""
+    def route(handler):
+        handler.wfile.write(first)
+        handler.wfile.flush()
+        end = time.monotonic() + 2 * BOUND_S
+        while not server.release.wait(0.05) and time.monotonic() < end:
+            handler.wfile.write(drip)
+            handler.wfile.flush()
+        handler.close_connection = True
+    return route
+
+
+def test_headers_sent_a_byte_at_a_time_meet_an_overall_deadline(serve):
+    server = serve({})
+    server.routes["/v1/models"] = trickle(server, b"HTTP/1.1 200 OK\r\n", b"X-Slow: 1\r\n")
+    error = refused(lambda: RemoteEndpoint(server.url, timeout_s=1).connect())
+    assert error.kind == "timeout" and "within 3 s" in str(error)
+    server.routes.update({"/v1/models": models, "/v1/chat/completions": trickle(
+        server, b"HTTP/1.1 200 OK\r\n", b"X-Slow: 1\r\n")})
+    error = refused(lambda: reply(server.url))
+    assert error.kind == "timeout" and "headers" in str(error)
+
+
+def test_a_stream_of_comments_alone_meets_a_deadline(serve):
+    server = serve({"/v1/models": models})
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    server.routes["/v1/chat/completions"] = trickle(server, head + chunk("ok", 1), b": keep-alive\n\n")
+    error = refused(lambda: reply(server.url))  # reply(): a 3 s read timeout
+    assert error.kind == "timeout" and "no complete event for 3 s" in str(error)
+
+
 # --- malformed chunks --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("event, words", [
@@ -292,6 +326,10 @@ def test_the_keys_on_the_command_line_are_discouraged_in_help_and_read_from_env_
     monkeypatch.setenv("SPECCHAT_API_KEY", "from-env")
     assert secret_from(None, key_file, "SPECCHAT_API_KEY", "--api-key") == "from-file"
     assert secret_from(None, None, "SPECCHAT_API_KEY", "--api-key") == "from-env"
+    monkeypatch.setenv("SPECCHAT_API_KEY", " from-env \n")  # trimmed, as the server trims the client's key
+    assert secret_from(None, None, "SPECCHAT_API_KEY", "--api-key") == "from-env"
+    monkeypatch.setenv("SPECCHAT_API_KEY", "   ")
+    assert secret_from(None, None, "SPECCHAT_API_KEY", "--api-key") is None
     assert capsys.readouterr().err == ""
     assert secret_from("typed", None, "SPECCHAT_API_KEY", "--api-key") == "typed"
     assert "ps" in capsys.readouterr().err
