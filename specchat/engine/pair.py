@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Generator
 
 import torch
 
@@ -29,6 +29,7 @@ class ModelPair:
     # packs, for a second copy of the layers in memory (docs/performance-torch.md). False: plain weights only.
     packed_weights: bool = True
     _head: torch.nn.Module | None = field(default=None, repr=False)
+    _static_runners: dict = field(default_factory=dict, repr=False)  # on a GPU: _torch_runner
 
     def context_window(self) -> int:
         """How many tokens the target reads at most (prompt and reply together)."""
@@ -65,9 +66,20 @@ class ModelPair:
         if native is not None:
             return SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
                                      self.target.tokenizer, made, eos_token_ids=eos)
-        runner = runner_for(self.target.model, keeps_features=made.capabilities.reads_target_states,
-                            packed_weights=self.packed_weights if packed_weights is None else packed_weights)
+        runner = self._torch_runner(made.capabilities.reads_target_states,
+                                    self.packed_weights if packed_weights is None else packed_weights)
         return SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
+
+    def _torch_runner(self, keeps_features: bool, packed_weights: bool):
+        """The torch target's runner. On a GPU the pair keeps one StaticCacheRunner per kind (keeping hidden states
+        or not): its static cache and compiled steps are made once, by the first engine, while loading, and every
+        engine of the pair shares them (they never run at once)."""
+        model = self.target.model
+        if next(model.parameters()).device.type != "cuda":
+            return runner_for(model, keeps_features=keeps_features, packed_weights=packed_weights)
+        if keeps_features not in self._static_runners:
+            self._static_runners[keeps_features] = runner_for(model, keeps_features=keeps_features)
+        return self._static_runners[keeps_features]
 
     def _head_target(self) -> torch.nn.Module:
         """Where a draft head finds the target's embeddings and output head: the model, or for a llama.cpp target
@@ -103,8 +115,25 @@ class ModelPair:
 
 def check_sources(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()) -> CompatibilityReport:
     """Compares tokenizers and configs only, so a bad pair is refused in seconds, before any weights load."""
-    return check_pair(load_tokenizer(target, options), load_tokenizer(draft, options),
-                      load_config(target, options), load_config(draft, options))
+    steps = checking_sources(target, draft, options)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+
+
+def checking_sources(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()
+                     ) -> Generator[str, None, CompatibilityReport]:
+    """check_sources step by step, for a window to follow: yields what it does next ("reading the target's
+    tokenizer (1 of 3)"), before each part that can be slow, and returns the report. Reading a GGUF file's tokenizer
+    converts it the first time (half a minute for a 1.5B model), so a window runs this off its GUI thread."""
+    yield "reading the target's tokenizer (1 of 3)"
+    target_tokenizer = load_tokenizer(target, options)
+    yield "reading the draft's tokenizer (2 of 3)"
+    draft_tokenizer = load_tokenizer(draft, options)
+    yield "comparing the tokenizers (3 of 3)"
+    return check_pair(target_tokenizer, draft_tokenizer, load_config(target, options), load_config(draft, options))
 
 
 def load_pair(target: ModelSource, draft: ModelSource | None = None, options: LoadOptions = LoadOptions(),

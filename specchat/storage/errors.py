@@ -3,6 +3,27 @@
 
 from ..errors import SpecchatError
 
+QUOTE_LIMIT = 60  # characters of a bad value that an error message quotes
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """The value as an error message quotes it: its repr, cut to about `limit` characters with its full length
+    said. Imported files are untrusted and can hold megabytes in one field; a message that repeated it whole froze
+    the window that laid it out (issue 37). Containers are named by type and size, never expanded."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value):,} items"
+    if isinstance(value, dict):
+        return f"an object of {len(value):,} items"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
+        return f"an integer of {value.bit_length():,} bits"  # str() of a huge int is itself slow, and refused
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)[:limit]
+    return f"a value of type {type(value).__name__}"
+
 
 class StorageError(SpecchatError):
     """The chat database cannot be opened, read or written, or imported data is invalid.

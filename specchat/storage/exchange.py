@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
-from .errors import StorageError
+from .errors import StorageError, quoted
 from .records import ROLES, SPAN_ORIGINS, ConversationInfo, MessageInfo, Span
 
 FORMAT = "specchat-conversation"
@@ -27,6 +27,19 @@ class ImportedMessage:
     stopped: bool
     spans: tuple[Span, ...] | None
     finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class ImportProgress:
+    """How far an import is, for a progress display: `phase` is "checking" (validating the messages), "preparing"
+    (converting them to rows) or "writing" (storing them); `done` of `total` messages."""
+
+    phase: str
+    done: int
+    total: int
+
+
+PROGRESS_EVERY = 5000  # messages between two progress reports
 
 
 @dataclass(frozen=True)
@@ -53,9 +66,9 @@ def _validate_span(span: Any, text_length: int, where: str) -> Span:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
         raise StorageError(f"{where}: start and end must be integers")
     if not 0 <= start <= end <= text_length:
-        raise StorageError(f"{where}: [{start}, {end}] is outside the text (length {text_length})")
+        raise StorageError(f"{where}: [{quoted(start)}, {quoted(end)}] is outside the text (length {text_length})")
     if origin not in SPAN_ORIGINS:
-        raise StorageError(f"{where}: origin must be one of {', '.join(SPAN_ORIGINS)}, not {origin!r}")
+        raise StorageError(f"{where}: origin must be one of {', '.join(SPAN_ORIGINS)}, not {quoted(origin)}")
     return (start, end, origin)
 
 
@@ -97,8 +110,9 @@ def to_json(conversation: ConversationInfo, messages: list[MessageInfo]) -> dict
     }
 
 
-def parse_json(data: Any) -> ImportedConversation:
-    """Validate an exported conversation (a dict, or JSON text/bytes); StorageError says what is wrong."""
+def parse_json(data: Any, on_progress: Callable[[ImportProgress], None] | None = None) -> ImportedConversation:
+    """Validate an exported conversation (a dict, or JSON text/bytes); StorageError says what is wrong.
+    on_progress, if given, hears how many messages are checked, every PROGRESS_EVERY and at the end."""
     if isinstance(data, (str, bytes, bytearray)):
         try:
             data = json.loads(data)
@@ -108,14 +122,27 @@ def parse_json(data: Any) -> ImportedConversation:
         raise StorageError(f'not a specchat conversation: expected a JSON object with "format": "{FORMAT}"')
     version = data.get("version")
     if version != VERSION or isinstance(version, bool):
-        raise StorageError(f"unsupported specchat conversation version {version!r} (this specchat reads {VERSION})")
+        raise StorageError(f"unsupported specchat conversation version {quoted(version)} (this specchat reads "
+                           f"{VERSION})")
     messages = _field(data, "messages", list, "conversation")
     return ImportedConversation(
         title=_title(data),
         system_prompt=_optional_str(data, "system_prompt", "conversation"),
         created_at=_optional_time(data, "conversation"),
-        messages=tuple(_parse_message(m, f"messages[{i}]") for i, m in enumerate(messages)),
+        messages=_parse_messages(messages, on_progress),
     )
+
+
+def _parse_messages(messages: list, on_progress: Callable[[ImportProgress], None] | None
+                    ) -> tuple[ImportedMessage, ...]:
+    parsed = []
+    for i, message in enumerate(messages):
+        parsed.append(_parse_message(message, f"messages[{i}]"))
+        if on_progress is not None and (i + 1) % PROGRESS_EVERY == 0:
+            on_progress(ImportProgress("checking", i + 1, len(messages)))
+    if on_progress is not None:
+        on_progress(ImportProgress("checking", len(messages), len(messages)))
+    return tuple(parsed)
 
 
 def _parse_message(data: Any, where: str) -> ImportedMessage:
@@ -123,7 +150,7 @@ def _parse_message(data: Any, where: str) -> ImportedMessage:
         raise StorageError(f"{where} must be an object")
     role = data.get("role")
     if role not in ROLES:
-        raise StorageError(f"{where}: role must be one of {', '.join(ROLES)}, not {role!r}")
+        raise StorageError(f"{where}: role must be one of {', '.join(ROLES)}, not {quoted(role)}")
     text = _field(data, "text", str, where)
     stopped = data.get("stopped", False)
     if not isinstance(stopped, bool):
@@ -182,6 +209,6 @@ def _optional_time(data: dict, where: str) -> datetime | None:
     except (ValueError, OverflowError):
         parsed = None
     if parsed is None:
-        raise StorageError(f'{where}: "created_at" must be an ISO 8601 timestamp, not {value!r}')
+        raise StorageError(f'{where}: "created_at" must be an ISO 8601 timestamp, not {quoted(value)}')
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 

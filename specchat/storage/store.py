@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from sqlalchemy import delete, exists, func, or_, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from . import exchange
+from . import exchange, import_rows
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
-from .errors import StorageError
+from .errors import StorageError, quoted
 from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
 from .records import (INTERRUPTED, ROLES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo,
                       RunAggregate, RunFilter, RunInfo, RunRecord, RunRow, TrackRecord)
@@ -385,12 +385,17 @@ class Store:
         conversation, messages = self._snapshot(conversation_id)
         return exchange.to_json(conversation, messages)
 
-    def import_json(self, data: dict | str | bytes) -> ConversationInfo:
+    def import_json(self, data: dict | str | bytes,
+                    on_progress: Callable[[exchange.ImportProgress], None] | None = None) -> ConversationInfo:
         """Create a new conversation from exported data (dict or JSON text), all or nothing.
 
-        Invalid input raises StorageError saying what is wrong; nothing is written then.
+        Invalid input raises StorageError saying what is wrong; nothing is written then. on_progress, if given,
+        hears how far checking, preparing and writing the messages is (exchange.ImportProgress), on the calling
+        thread: the window runs a large import off its GUI thread and follows it so. The rows are made before the
+        write transaction, which then only inserts them (import_rows.py), so that it holds the lock briefly.
         """
-        parsed = exchange.parse_json(data)
+        parsed = exchange.parse_json(data, on_progress)
+        rows = import_rows.message_rows(parsed.messages, self.database.engine.dialect, utcnow(), on_progress)
         with self._writing() as session:
             # not drafted from until the user opens it: its text has never been shown in this app
             conversation = Conversation(title=parsed.title, system_prompt=parsed.system_prompt, in_history=False)
@@ -398,13 +403,8 @@ class Store:
                 conversation.created_at = parsed.created_at
             session.add(conversation)
             session.flush()
-            for position, m in enumerate(parsed.messages):
-                session.add(Message(
-                    conversation_id=conversation.id, position=position, role=m.role, text=m.text,
-                    created_at=m.created_at or utcnow(), stopped=m.stopped,
-                    spans=exchange.spans_to_json(m.spans), finish_reason=m.finish_reason))
-            session.flush()
-            return _conversation_info(conversation, len(parsed.messages))
+            import_rows.insert_messages(session, conversation.id, rows, on_progress)
+            return _conversation_info(conversation, len(rows))
 
     def include_in_history(self, conversation_id: int) -> list[str]:
         """Let a chat's replies feed the history drafter (an imported chat, when the user opens it). Returns its
@@ -475,7 +475,7 @@ def _optional_text(text: str | None) -> str | None:
 
 def _check_role(role: str) -> None:
     if role not in ROLES:
-        raise StorageError(f"a message role must be one of {', '.join(ROLES)}, not {role!r}")
+        raise StorageError(f"a message role must be one of {', '.join(ROLES)}, not {quoted(role)}")
 
 
 def _check_text(text: str) -> None:

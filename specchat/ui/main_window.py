@@ -17,6 +17,7 @@ from ..chats import StorageError, stopped_by_user
 from ..engine import Message, SpecchatError
 from ..engine.events import GenerationResult, StepEvent
 from .banner import ActiveReply, ErrorBanner
+from .chat_files import ChatFiles
 from .composer import Composer
 from .session import ChatSession
 from .settings import SettingsDialog
@@ -24,7 +25,7 @@ from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
 from .api_server import ApiServerSwitch
-from .plain import plain_label
+from .plain import ElidedLabel
 from .remote_target import RemoteTargetSwitch, reply_source
 from .workers import GenerationWorker
 
@@ -53,6 +54,7 @@ class MainWindow(QMainWindow):
         self.race_window = None
         self.dashboard = None
         self._build()
+        self.files = ChatFiles(self)  # Export and Import (an import runs on the session's background thread)
         self._frame_timer = QTimer(self, interval=FRAME_MS)
         self._frame_timer.timeout.connect(self._flush_events)
         session.status_changed.connect(self._on_model_status)
@@ -146,11 +148,13 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
 
-        self.model_label = plain_label(QLabel())  # model names, read from files and servers
+        # Model names (read from files and servers) and the chat's figures share the status bar: both give way,
+        # cut with "…", the model's first (its stretch), so that they never run into each other.
+        self.model_label = ElidedLabel(minimum_width=120)
         self.load_progress = QProgressBar(maximumWidth=160, textVisible=False)
         self.load_progress.setRange(0, 0)
-        self.session_label = plain_label(QLabel())
-        self.statusBar().addWidget(self.model_label)
+        self.session_label = ElidedLabel(minimum_width=120)
+        self.statusBar().addWidget(self.model_label, 1)
         self.statusBar().addWidget(self.load_progress)
         self.statusBar().addPermanentWidget(self.session_label)
         self._build_actions()
@@ -492,21 +496,25 @@ class MainWindow(QMainWindow):
     # -- settings, status, errors ---------------------------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.session.settings, self.session.check_pair, self)
+        dialog = SettingsDialog(self.session.settings, self.session.check_pair, self,
+                                check_thread=self.session.background)
         dialog.download_requested.connect(lambda hub_id: self.session.download(hub_id, dialog.download_progress))
         if dialog.exec():
             self.session.apply_settings(dialog.settings())
 
     def _on_model_status(self) -> None:
-        self.model_label.setText(self.session.status_text())
+        self.model_label.set_full_text(self.session.status_text())
         self.load_progress.setVisible(self.session.loading)
         self.send_button.setEnabled(self.session.ready and self.active is None)
         if self.session.error:
             self._show_error(self.session.error)
             self.session.error = None
+        if self.session.note:
+            self.banner.show_note(self.session.note)  # information, in the banner's calm style
+            self.session.note = None
 
     def _refresh_session_stats(self) -> None:
-        self.session_label.setText(self.session.stats_text(self.conversation_id))
+        self.session_label.set_full_text(self.session.stats_text(self.conversation_id))
 
     def _on_highlight_options(self) -> None:
         self.transcript.set_highlighting(self.highlight_box.isChecked(), self.rejected_box.isChecked())
@@ -525,31 +533,10 @@ class MainWindow(QMainWindow):
         self.banner.show_message(message)
 
     def _export(self, kind: str) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        if self.conversation_id is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{kind}")
-        if path:
-            try:
-                self.session.export(self.conversation_id, path, kind)
-            except (SpecchatError, OSError) as error:
-                self._show_error(f"Could not export to {path}: {error}")
-                return
-            self.statusBar().showMessage(f"Exported to {path}.", 4000)
+        self.files.export(kind)
 
     def _import(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        path, _ = QFileDialog.getOpenFileName(self, "Import chat", filter="JSON (*.json)")
-        if path:
-            try:
-                self.conversation_id = self.session.import_file(path)
-            except (SpecchatError, OSError) as error:  # StorageError is a SpecchatError
-                self._show_error(f"Could not import {path}: {error}")
-                return
-            self.refresh_conversations()
-            self.open_conversation(self.conversation_id)
+        self.files.import_chat()
 
     # -- window state ---------------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Generator
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
@@ -20,7 +20,8 @@ from ..engine.events import GenerationResult
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
 from ..engine.history import SuffixIndex
 from ..engine.models import default_draft_for
-from ..engine.pair import ModelPair, check_sources, load_pair
+from ..engine.built import build_report
+from ..engine.pair import ModelPair, checking_sources, load_pair
 from ..run_kind import RunKind
 from ..run_models import RunModels
 from ..storage.records import RunRecord
@@ -36,7 +37,7 @@ CALIBRATION_TOKENS = 96
 # How long closing the window waits for the threads: a running job stops at its next check (a reply or race after
 # its current step), but loading a model cannot be interrupted.
 SHUTDOWN_WAIT_MS = 10_000
-MAX_IMPORT_BYTES = 50_000_000  # read on the GUI thread: bounded, so that a wrong file cannot freeze the window
+MAX_IMPORT_BYTES = 50_000_000  # read whole into memory, on the background thread: bounded all the same
 
 
 class ChatSession(QObject):
@@ -61,7 +62,8 @@ class ChatSession(QObject):
         self.pair = pair  # also sets `engines`: the pair's engines, for the chat, the race and the API alike
         self.loading = False
         self._load_generation = 0  # counts load_models calls: only the newest one's result is taken
-        self.error: str | None = None
+        self.error: str | None = None  # for the window's banner, as an error
+        self.note: str | None = None  # for the window's banner, as information (what a load runs with)
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.conversations = Conversations(store)
         # A finished reply's run goes through record_run, which tells the windows; looked up at each call, so that
@@ -71,6 +73,9 @@ class ChatSession(QObject):
         # Downloads are network I/O, not model work: they run on a thread of their own.
         self.downloads = Downloads(JobThread("specchat-downloads"))
         self.downloads.ended.connect(self._on_download_ended)
+        # Pair checks and chat imports: file work that may take a minute (converting a GGUF tokenizer, storing a
+        # large chat), kept off the GUI thread and out of the model thread's queue, one job at a time.
+        self.background = JobThread("specchat-background")
         self._device_users: set[str] = set()
         self.remote = None  # the RemoteConnection (ui/remote_target.py) the chat's replies come from, if any
         if pair is None and load_models:
@@ -183,8 +188,10 @@ class ChatSession(QObject):
                     raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
                 draft = default_draft_for(target)
-            options = LoadOptions(device=settings.device, dtype=settings.load_dtype, exactness=settings.exactness)
+            options = LoadOptions(device=settings.device, dtype=settings.load_dtype, exactness=settings.exactness,
+                                  gpu_layers=settings.load_gpu_layers)
             pair = load_pair(target, draft, options)
+            build_report()  # probed here, off the GUI thread: the banner, the status bar and About read it
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
@@ -224,11 +231,14 @@ class ChatSession(QObject):
         self._load_history()
         self.loading = False
         self.plain_tokens_per_s = speed
-        self.store.save_calibration(self.pair.target.name, str(self.pair.target.device), str(self.pair.target.dtype),
+        self.store.save_calibration(self.pair.target.name, self.pair.target.place, str(self.pair.target.dtype),
                                     speed)
-        # A float format that does not hold replies exact (bfloat16, float16) is said once per load, in the banner.
-        if self.pair.target.precision_note:
-            self.error = self.pair.target.precision_note
+        # A float format or kernels that do not hold replies bit-identical (bfloat16, llama.cpp's fastest kernels)
+        # are said once per load, in the banner: as information, not as an error.
+        # So is a GPU that this installation cannot use (engine/built.py), with the fix.
+        notes = [self.pair.target.precision_note] + [f"A GPU is unused: {n}." for n in build_report().unused_gpu()]
+        if any(notes):
+            self.note = "\n".join(note for note in notes if note)
         self.status_changed.emit()
 
     def _on_load_failed(self, message: str, generation: int) -> None:
@@ -248,9 +258,11 @@ class ChatSession(QObject):
         worker.errored.connect(on_failed)
         (thread or self.model_thread).submit(worker)
 
-    def check_pair(self, target: str, draft: str) -> tuple[bool, str]:
+    def check_pair(self, target: str, draft: str) -> Generator[str, None, tuple[bool, str]]:
+        """The Settings dialog's pair check, as a generator run on a background thread (it can take half a minute:
+        engine.pair.checking_sources): yields what it is doing, returns (compatible, the verdict for the user)."""
         try:
-            report = check_sources(ModelSource.parse(target), ModelSource.parse(draft))
+            report = yield from checking_sources(ModelSource.parse(target), ModelSource.parse(draft))
         except SpecchatError as error:
             return False, str(error)
         return report.compatible, report.summary().capitalize()
@@ -296,7 +308,9 @@ class ChatSession(QObject):
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
         # The status bar is narrow: "(embedded, GGUF Q4_1)" is dropped, and a file is named without its folder.
         target = Path(self.pair.target.name.split(" (")[0]).name
-        return f"{target} · {drafter} · {k} · {self.pair.target.runs_on}"
+        draft = self.pair.draft
+        where = f" · draft: {draft.runs_on.removeprefix('llama.cpp, ').split(',')[0]}" if draft is not None else ""
+        return f"{target} · {drafter} · {k} · {self.pair.target.runs_on}{where}"
 
     # -- one generation at a time -----------------------------------------------------------------------------------
 
@@ -356,18 +370,24 @@ class ChatSession(QObject):
             text = json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False, default=str)
         write_private(Path(path), text)
 
-    def import_file(self, path: str) -> int:
-        """Imports an exported chat; StorageError says what is wrong with the file (nothing is written then)."""
+    def import_file(self, path: str, on_progress: Callable | None = None) -> int:
+        """Imports an exported chat and returns its id; StorageError says what is wrong with the file (nothing is
+        written then). Runs on the background thread (ui/chat_files.py): a large file takes seconds to check and
+        store. on_progress hears the store's storage.exchange.ImportProgress reports."""
         file = Path(path)
-        size = file.stat().st_size
-        if size > MAX_IMPORT_BYTES:
-            raise StorageError(f"the file has {format_size(size)}; a specchat chat export is at most "
-                               f"{format_size(MAX_IMPORT_BYTES)}")
-        return self.store.import_json(file.read_bytes()).id
+        try:
+            size = file.stat().st_size
+            if size > MAX_IMPORT_BYTES:
+                raise StorageError(f"the file has {format_size(size)}; a specchat chat export is at most "
+                                   f"{format_size(MAX_IMPORT_BYTES)}")
+            data = file.read_bytes()
+        except OSError as error:
+            raise StorageError(f"the file cannot be read ({error.strerror or error})") from None
+        return self.store.import_json(data, on_progress).id
 
     def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:
         """Cancels the running and waiting jobs and ends the threads, waiting at most timeout_ms for each."""
-        for thread in (self.model_thread, self.downloads.thread):
+        for thread in (self.model_thread, self.downloads.thread, self.background):
             thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
 

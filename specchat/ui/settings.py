@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
-                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout,
-                               QWidget)
+                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
 
 from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
 from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS
 from .downloads import DownloadsLink
+from .pair_check import PairCheck
+from .workers import JobThread
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 PRECISION_LABELS = {"auto": "Automatic (float32 unless the model does not fit)", "float32": "float32 (exact)",
@@ -66,12 +68,20 @@ class AppSettings:
     precision: str = "auto"
     # What a llama.cpp target's replies promise (engine/llama_kernels.py): bit-identical, distribution or auto.
     exactness: str = "auto"
+    # Layers of a GGUF model that llama.cpp puts on the GPU (engine/offload.py): AUTO_LAYERS as many as fit (or
+    # $SPECCHAT_GPU_LAYERS), 0 none, n that many.
+    gpu_layers: int = -1
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             self.precision = "auto"  # a damaged or unknown value: the default, not a failed load
         if self.exactness not in EXACTNESS:
             self.exactness = "auto"
+
+    @property
+    def load_gpu_layers(self) -> int | None:
+        """LoadOptions.gpu_layers for the setting: None lets the engine choose (AUTO_LAYERS)."""
+        return None if self.gpu_layers < 0 else self.gpu_layers
 
     @property
     def load_dtype(self) -> str | None:
@@ -85,7 +95,7 @@ class AppSettings:
     def model_key(self) -> tuple:
         """Settings that need the models reloaded when they change."""
         return (self.target, self.draft if self.drafter in MODEL_DRAFTERS else "", self.drafter in MODEL_DRAFTERS,
-                self.device, self.precision, self.exactness,
+                self.device, self.precision, self.exactness, self.gpu_layers,
                 self.packed_weights)  # reloaded so that turning packing off frees the packed copies
 
     @classmethod
@@ -104,6 +114,18 @@ class AppSettings:
     def save(self, store: QSettings) -> None:
         for field in dataclasses.fields(self):
             store.setValue(f"generation/{field.name}", getattr(self, field.name))
+
+
+def devices_here_text() -> str:
+    """What the Device setting can use here: the CPU, llama.cpp's devices and torch's, and a GPU that no build can
+    use with the fix (engine/built.py; probed once per process)."""
+    from ..engine.built import build_report
+
+    report = build_report()
+    llama = ", ".join(d.describe() for d in report.llama_devices if d.is_gpu) or "no GPU"
+    torch_gpus = ", ".join(report.torch_gpus) or "no CUDA or MPS device"
+    lines = [f"Here: CPU · llama.cpp: {llama if report.llama_version else 'not installed'} · torch: {torch_gpus}"]
+    return "\n".join(lines + [f"Unused: {note}." for note in report.unused_gpu()])
 
 
 def _convert(raw, kind):
@@ -158,13 +180,17 @@ class SettingsDialog(QDialog):
     # to ChatSession.download, which attaches the session's downloads to that link.
     download_requested = Signal(str)
 
-    def __init__(self, settings: AppSettings, check_pair, parent=None):
-        """settings: the values the fields start with; check_pair(target, draft) -> (ok, message): the pair check,
-        which may be slow, so it runs on edits only (and once now)."""
+    def __init__(self, settings: AppSettings, check_pair, parent=None, check_thread: JobThread | None = None):
+        """settings: the values the fields start with; check_pair(target, draft) -> (ok, message), or a generator
+        that yields what it is doing first (ChatSession.check_pair): the pair check, which may take half a minute,
+        so it runs on edits only (and once now), on check_thread (a thread of the dialog's own when None), while
+        the dialog says "Checking the pair…" (ui/pair_check.py)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setMinimumWidth(660)  # room for the model pickers' hints
-        self._check_pair = check_pair
+        self.pair_check = PairCheck(check_pair, check_thread, self)
+        self.pair_check.progress.connect(self._show_checking)
+        self.pair_check.checked.connect(self._show_compat)
         target_row = self._build_model_fields(settings)
         self._build_generation_fields(settings)
         self._build_runtime_fields(settings)
@@ -185,6 +211,11 @@ class SettingsDialog(QDialog):
         finally:
             self.deleteLater()
 
+    def done(self, result: int) -> None:
+        """Closes the dialog (OK or Cancel) and drops a pair check still under way."""
+        self.pair_check.close()
+        super().done(result)
+
     def _build_model_fields(self, settings: AppSettings) -> QHBoxLayout:
         """The target and draft pickers, the drafter, the pair's verdict and the Models… button; returns the
         target's row (the picker and the button)."""
@@ -199,6 +230,8 @@ class SettingsDialog(QDialog):
         self.drafter.setCurrentIndex(max(self.drafter.findData(settings.drafter), 0))
         self.compat = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.compat.setWordWrap(True)
+        self.check_progress = QProgressBar(maximumWidth=120, textVisible=False, visible=False)
+        self.check_progress.setRange(0, 0)  # busy: a tokenizer's conversion does not say how far it is
         self.from_history = QCheckBox("Draft from my past replies")
         self.from_history.setToolTip(
             "Prompt lookup also proposes text from the replies in your saved chats (imported chats only once you "
@@ -239,6 +272,18 @@ class SettingsDialog(QDialog):
         self.device = QComboBox()
         self.device.addItems(["auto", "cpu", "cuda", "mps"])
         self.device.setCurrentText(settings.device)
+        self.device.setToolTip("auto: GGUF models on llama.cpp's GPU where it was built with one (else the CPU), "
+                               "other models on torch's CUDA or MPS device where there is one. cpu: everything on "
+                               "the CPU. Changing it reloads the models.")
+        self.gpu_layers = QSpinBox()
+        self.gpu_layers.setRange(-1, 999)
+        self.gpu_layers.setSpecialValueText("auto (every layer that fits)")
+        self.gpu_layers.setValue(max(settings.gpu_layers, -1))
+        self.gpu_layers.setToolTip("How many layers of a GGUF model llama.cpp puts on the GPU: auto counts the GPU's "
+                                   "free memory (or takes SPECCHAT_GPU_LAYERS); 0 keeps the model on the CPU.")
+        self.devices_here = QLabel(devices_here_text())
+        self.devices_here.setWordWrap(True)
+        self.devices_here.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.packed = QCheckBox("Packed weights for verification (faster; about 400 MB more memory)")
         self.packed.setToolTip("Verifying several drafted tokens at once multiplies by copies of the target's "
                                "weights laid out for the CPU's math library (Intel MKL; about 400 MB for the "
@@ -262,7 +307,10 @@ class SettingsDialog(QDialog):
         form.addRow("Target model", target_row)
         form.addRow("Drafter", self.drafter)
         form.addRow("Draft model", self.draft)
-        form.addRow("", self.compat)
+        compat_row = QHBoxLayout()
+        compat_row.addWidget(self.compat, 1)
+        compat_row.addWidget(self.check_progress)
+        form.addRow("", compat_row)
         form.addRow("Draft length K", self.k)
         form.addRow("", self.adaptive)
         form.addRow("", self.from_history)
@@ -271,6 +319,8 @@ class SettingsDialog(QDialog):
         form.addRow("Top-k", self.top_k)
         form.addRow("Max new tokens", self.max_new)
         form.addRow("Device", self.device)
+        form.addRow("", self.devices_here)
+        form.addRow("GPU layers (GGUF)", self.gpu_layers)
         form.addRow("Precision", self.precision)
         form.addRow("Exactness", self.exactness)
         form.addRow("", self.packed)
@@ -302,6 +352,8 @@ class SettingsDialog(QDialog):
                               "it from the command line with --head), so choose another drafter.")
             return
         if not uses_draft:
+            self.pair_check.cancel()
+            self.check_progress.setVisible(False)
             self.compat.setText("")
             self.ok_button.setEnabled(True)
             return
@@ -309,8 +361,8 @@ class SettingsDialog(QDialog):
         if not draft:
             self._show_compat(False, "Choose a draft model: a folder or GGUF file with the target's tokenizer.")
             return
-        ok, message = self._check_pair(self.target.text() or "embedded", draft)
-        self._show_compat(ok, message)
+        self._show_checking("starting")
+        self.pair_check.start(self.target.text() or "embedded", draft)
 
     @staticmethod
     def _has_default_head(target: str) -> bool:
@@ -331,7 +383,17 @@ class SettingsDialog(QDialog):
             return ""
         return default.spec if default else ""
 
+    def _show_checking(self, step: str) -> None:
+        """The pair is being checked (on another thread): what it is doing, a busy bar, and OK waits for it."""
+        self.compat.setText(f"Checking the pair… {step}")
+        self.compat.setStyleSheet("color: #6b7280;")
+        self.check_progress.setVisible(True)
+        self.ok_button.setEnabled(False)
+
     def _show_compat(self, ok: bool, message: str) -> None:
+        """The verdict on the pair (a check's, or one the dialog knows at once), which OK follows."""
+        self.pair_check.cancel()  # a check still under way is superseded by this verdict
+        self.check_progress.setVisible(False)
         self.compat.setText(("✔ " if ok else "✖ ") + message)
         self.compat.setStyleSheet("color: #2e8b57;" if ok else "color: #c0392b;")
         self.ok_button.setEnabled(ok)
@@ -367,7 +429,8 @@ class SettingsDialog(QDialog):
                            temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
                            max_new_tokens=self.max_new.value(), device=self.device.currentText(),
                            packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked(),
-                           precision=self.precision.currentData(), exactness=self.exactness.currentData())
+                           precision=self.precision.currentData(), exactness=self.exactness.currentData(),
+                           gpu_layers=self.gpu_layers.value())
 
 
 def _not_downloaded(target: str) -> str | None:

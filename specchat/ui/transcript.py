@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip
 
 from .spans import DRAFT, INFERRED, NAMES, ReplySpans, align_rendered, runs
 from ..engine.events import StepEvent
-from .code_style import style_code_blocks
+from .code_style import character_positions, style_code_blocks
 from .theme import current_theme
 
 ORIGIN_PROPERTY = QTextFormat.Property.UserProperty + 1  # "draft", "target" or "rejected" on character formats
@@ -197,6 +197,7 @@ class Transcript(QTextBrowser):
         start = cursor.position()
         cursor.insertMarkdown(text or " ", MARKDOWN)
         end = cursor.position()
+        _keep_first_code_fence(self.document().findBlock(start), text)
         theme = current_theme()
         style_code_blocks(self.document(), start, end, theme.code_background, theme.dark)
         self._apply_origins(start, end, text, spans)
@@ -207,13 +208,14 @@ class Transcript(QTextBrowser):
         mapping = align_rendered(source, rendered)
         theme = current_theme()
         cursor = QTextCursor(self.document())
+        last = self.document().characterCount() - 1  # a run that ends with the reply's last line ends here
         for origin in (DRAFT, INFERRED):
             mask = spans.draft_mask(len(source), origin)
             flags = [index is not None and mask[index] for index in mapping]
             for run_start, run_end in runs(flags):
-                for a, b in _contiguous(positions[run_start:run_end]):
+                for a, b in _contiguous(positions[run_start:run_end], rendered[run_start:run_end]):
                     cursor.setPosition(a)
-                    cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
+                    cursor.setPosition(min(b, last), QTextCursor.MoveMode.KeepAnchor)
                     cursor.mergeCharFormat(self._origin_format(origin, theme))
         if self.show_rejected:
             self._insert_rejections(positions, mapping, spans, theme)
@@ -240,8 +242,7 @@ class Transcript(QTextBrowser):
         chars: list[str] = []
         block = self.document().findBlock(start)
         while block.isValid() and block.position() < end:
-            for i, char in enumerate(block.text()):
-                position = block.position() + i
+            for position, char in zip(character_positions(block), block.text()):
                 if start <= position < end:
                     positions.append(position)
                     chars.append(char)
@@ -338,14 +339,33 @@ def draft_positions(document, origin: str = DRAFT) -> list[int]:
     return found
 
 
-def _contiguous(positions: list[int]) -> list[tuple[int, int]]:
-    """Ranges [a, b) of consecutive document positions."""
+def _keep_first_code_fence(block, text: str) -> None:
+    """A reply that starts with a code block keeps its first line in the block: inserted Markdown's first block
+    merges into the cursor's block and takes that block's format, so the first line lost its code-fence marks (no
+    code look, not lexed with the rest). They are read from the Markdown parsed alone and set back."""
+    if not text.lstrip(" \n").startswith(("```", "~~~", "    ", "\t")):
+        return  # only a code block's fence is at stake: the parse below is skipped for every other reply
+    alone = InertDocument()
+    alone.setMarkdown(text, MARKDOWN)
+    first = alone.begin().blockFormat()
+    fmt = QTextBlockFormat()
+    for mark in (QTextFormat.Property.BlockCodeFence, QTextFormat.Property.BlockCodeLanguage):
+        if first.hasProperty(mark):
+            fmt.setProperty(mark, first.property(mark))
+    if fmt.properties():
+        QTextCursor(block).mergeBlockFormat(fmt)
+
+
+def _contiguous(positions: list[int], chars: str) -> list[tuple[int, int]]:
+    """Ranges [a, b) of consecutive document positions of the characters `chars` (one that Qt stores as two UTF-16
+    units, an emoji, spans two positions)."""
     ranges = []
-    for position in positions:
+    for position, char in zip(positions, chars):
+        end = position + (2 if ord(char) > 0xFFFF else 1)
         if ranges and ranges[-1][1] == position:
-            ranges[-1] = (ranges[-1][0], position + 1)
+            ranges[-1] = (ranges[-1][0], end)
         else:
-            ranges.append((position, position + 1))
+            ranges.append((position, end))
     return ranges
 
 

@@ -124,6 +124,16 @@ class GeneratorWorker(ModelJob):
             self.yielded.emit(value)
 
 
+class ReportingWorker(ModelJob):
+    """Runs a function that reports as it goes: work(report) is called on the job's thread, and each value it
+    passes to report goes out through `yielded` (queued to the GUI thread); its value is returned. For work whose
+    progress comes from a callback deep inside Qt-free code (the store's import), which a generator cannot reach."""
+
+    def __init__(self, work: Callable[[Callable[[object], None]], object], cancel: threading.Event | None = None,
+                 if_not_run=_FAIL):
+        super().__init__(lambda: work(self.yielded.emit), cancel, if_not_run)
+
+
 def batched_reply(make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
                   config: GenerationConfig, cancel: threading.Event,
                   on_result: Callable[[GenerationResult], None] | None = None,

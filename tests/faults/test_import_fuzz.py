@@ -46,6 +46,7 @@ def test_an_import_makes_one_chat_or_says_what_is_wrong(store, document, as_text
         store.import_json(data)
     except StorageError as error:
         assert str(error) and "\n" not in str(error).strip()[:1]
+        assert len(str(error)) < 400  # a bad value is quoted in part, however long (issue 37)
         assert len(store.list_conversations()) == before  # all or nothing
     else:
         assert len(store.list_conversations()) == before + 1

@@ -82,3 +82,41 @@ def test_an_imported_chat_feeds_past_replies_only_once_opened(store, chat):
     assert store.include_in_history(imported.id) == []  # already in
     assert sorted(store.history_replies()) == sorted(["He and I go.", "He and I go to"] * 2)  # by time written
     assert store.history_replies(limit=1) == ["He and I go to"]  # the newest
+
+
+@pytest.mark.parametrize("field, value", [
+    ("created_at", "9" * 20_000_000),  # issue 37: a 20,971,584-character message
+    ("role", "x" * 1_000_000),
+    ("version", "2" * 1_000_000),
+    ("origin", "y" * 1_000_000),
+    ("start", 10 ** 4000),
+    ("role", list(range(100_000))),
+])
+def test_an_error_quotes_a_huge_value_only_in_part(store, field, value):
+    message = {"role": "user", "text": "x"}
+    document = {"format": "specchat-conversation", "version": 1, "title": "t", "messages": [message]}
+    if field == "version":
+        document["version"] = value
+    elif field in ("origin", "start"):
+        message["spans"] = [[value, 1, "draft"] if field == "start" else [0, 1, value]]
+    else:
+        message[field] = value
+    with pytest.raises(StorageError) as raised:
+        store.import_json(document)
+    assert len(str(raised.value)) < 200, str(raised.value)[:300]
+    assert store.list_conversations() == []
+
+
+def test_an_import_reports_how_far_it_is(store, monkeypatch):
+    from specchat.storage import exchange
+
+    monkeypatch.setattr(exchange, "PROGRESS_EVERY", 4)
+    messages = [{"role": ("user", "assistant")[i % 2], "text": f"m{i}"} for i in range(10)]
+    reports = []
+    imported = store.import_json({"format": "specchat-conversation", "version": 1, "title": "t",
+                                  "messages": messages}, reports.append)
+    assert [(r.phase, r.done, r.total) for r in reports] == [
+        ("checking", 4, 10), ("checking", 8, 10), ("checking", 10, 10), ("preparing", 4, 10), ("preparing", 8, 10),
+        ("writing", 4, 10), ("writing", 8, 10), ("writing", 10, 10)]
+    assert [m.text for m in store.messages(imported.id)] == [f"m{i}" for i in range(10)]  # in order, all of them
+    assert [m.position for m in store.messages(imported.id)] == list(range(10))

@@ -3,8 +3,10 @@
 import json
 import os
 import stat
+import threading
 
 import pytest
+from PySide6.QtCore import QTimer
 
 from specchat.storage import StorageError
 
@@ -14,6 +16,13 @@ def choose_file(monkeypatch, path):
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), "JSON (*.json)"))
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), ""))
+
+
+def run_import(qtbot, window):
+    """Imports the chosen file as the menu does, and waits until the outcome is on screen (it runs on the
+    session's background thread)."""
+    with qtbot.waitSignal(window.files.import_ended, timeout=30000):
+        window._import()
 
 
 def export(conversation, created_at="2026-01-01T10:00:00+00:00"):
@@ -33,7 +42,7 @@ def test_a_bad_import_shows_why_and_writes_nothing(qtbot, make_window, store, tm
     path = tmp_path / "chat.json"
     path.write_bytes(content.encode("utf-8", "surrogateescape"))
     choose_file(monkeypatch, path)
-    window._import()
+    run_import(qtbot, window)
     assert window.banner.isVisible() and says in window.banner.label.text()
     assert store.list_conversations() == []
 
@@ -46,7 +55,7 @@ def test_an_oversized_import_is_refused_before_it_is_read(qtbot, make_window, st
     path = tmp_path / "big.json"
     path.write_text(json.dumps(export({"messages": [{"role": "user", "text": "x" * 2000}]})))
     choose_file(monkeypatch, path)
-    window._import()
+    run_import(qtbot, window)
     assert "a specchat chat export is at most" in window.banner.label.text() and store.list_conversations() == []
 
 
@@ -73,3 +82,57 @@ def test_export_is_private_whole_and_reports_failures(qtbot, make_window, store,
     choose_file(monkeypatch, tmp_path / "no-such-folder" / "chat.md")
     window._export("md")
     assert "Could not export" in window.banner.label.text() and "No such file" in window.banner.label.text()
+
+
+def test_a_huge_bad_value_is_quoted_only_in_part(qtbot, make_window, store, tmp_path, monkeypatch):
+    """A 5 MB created_at once made a 5-million-character message, which the banner took seconds to lay out."""
+    window = make_window()
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(export({}, created_at="9" * 5_000_000)))
+    choose_file(monkeypatch, path)
+    run_import(qtbot, window)
+    text = window.banner.label.text()
+    assert '"created_at" must be an ISO 8601 timestamp' in text and "(5,000,000 characters)" in text
+    assert len(text) < 300 + len(str(path)) and store.list_conversations() == []
+
+
+def test_an_import_runs_off_the_gui_thread_and_shows_how_far_it_is(qtbot, make_window, store, tmp_path,
+                                                                    monkeypatch):
+    """The import waits, on its thread, until a 100 ms timer on the GUI thread has fired five times: it ends only if
+    the window's loop runs meanwhile (at most 30 s, so that an import on the GUI thread fails instead of hanging)."""
+    from specchat.storage import exchange
+
+    monkeypatch.setattr(exchange, "PROGRESS_EVERY", 2)  # a report every two messages: progress in a small file
+    window = make_window()
+    path = tmp_path / "chat.json"
+    messages = [{"role": ("user", "assistant")[i % 2], "text": f"message {i}"} for i in range(5)]
+    path.write_text(json.dumps(export({"messages": messages})))
+    choose_file(monkeypatch, path)
+    ticks, ticked, threads, shown = [], threading.Event(), [], []
+    real_import = store.import_json
+
+    def slow_import(data, on_progress=None):
+        threads.append(threading.current_thread())
+        waited = ticked.wait(30)
+        assert waited, "the GUI thread did not run while the import ran"
+        return real_import(data, on_progress)
+
+    monkeypatch.setattr(store, "import_json", slow_import)
+    window.statusBar().messageChanged.connect(shown.append)
+    timer = QTimer(interval=100)
+    timer.timeout.connect(lambda: (ticks.append(1), len(ticks) >= 5 and ticked.set()))
+    timer.start()
+    with qtbot.waitSignal(window.files.import_ended, timeout=30000):
+        window._import()
+        assert shown == ["Importing chat.json: reading the file…"]  # at once, before any work is done
+        window._import()  # a second one waits for the first
+        assert shown[-1] == "An import is under way: wait for it to end."
+    timer.stop()
+    assert len(ticks) >= 5 and threads and threads[0] is not threading.main_thread()
+    assert "Importing chat.json: checking 2 of 5 messages…" in shown
+    assert "Importing chat.json: saving 4 of 5 messages…" in shown
+    assert "Importing chat.json: saving 5 of 5 messages…" in shown and shown[-1] == "Imported chat.json."
+    assert window.banner.isHidden()
+    document = window.transcript.toPlainText()
+    assert all(f"message {i}" in document for i in range(5))  # the imported chat is open
+    assert [c.title for c in store.list_conversations()] == ["Imported"]

@@ -183,13 +183,20 @@ def test_settings_dialog_checks_the_pair_as_the_user_picks(qtbot, tmp_path, stor
     build_byte_tokenizer(vocab_size=300).save_pretrained(other_dir)
     session = ChatSession(store, AppSettings(), pair=tiny_pair)
     dialog = SettingsDialog(AppSettings(target=str(target_dir), drafter="model", draft=str(other_dir)),
-                            session.check_pair)
+                            session.check_pair, check_thread=session.background)
     qtbot.addWidget(dialog)
+
+    def checked():  # the check runs on the session's background thread (test_pair_check.py)
+        qtbot.waitUntil(lambda: not dialog.pair_check.running, timeout=30000)
+
+    checked()
     # another tokenizer: drafting goes through text (issue 21), and the dialog explains it
     assert "vocabulary sizes differ" in dialog.compat.text() and "through text" in dialog.compat.text()
     assert dialog.compat.text().startswith("✔") and dialog.ok_button.isEnabled()
     dialog.draft.set_text(str(model_folders / "draft"))
     dialog.recheck()
+    assert dialog.compat.text().startswith("Checking the pair…") and not dialog.ok_button.isEnabled()
+    checked()
     assert dialog.compat.text().startswith("✔") and dialog.ok_button.isEnabled()
     dialog.drafter.setCurrentIndex(dialog.drafter.findData("pld"))
     dialog.recheck()

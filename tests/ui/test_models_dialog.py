@@ -112,12 +112,17 @@ def machine(monkeypatch):
 def settings_dialog(qtbot, store, machine):
     """The Settings dialog wired to a session as the window wires it (main_window.open_settings)."""
     session = ChatSession(store, AppSettings(drafter="pld"), load_models=False)
-    dialog = SettingsDialog(session.settings, session.check_pair)
+    dialog = SettingsDialog(session.settings, session.check_pair, check_thread=session.background)
     dialog.download_requested.connect(lambda hub_id: session.download(hub_id, dialog.download_progress))
     qtbot.addWidget(dialog)
     dialog.show()
     yield dialog
     session.shutdown()
+
+
+def checked(qtbot, dialog):
+    """Waits for the dialog's pair check, which runs on the session's background thread (test_pair_check.py)."""
+    qtbot.waitUntil(lambda: not dialog.pair_check.running, timeout=30000)
 
 
 def open_models(qtbot, dialog):
@@ -344,6 +349,7 @@ def test_download_smollm2_17b_from_the_catalog_then_choose_it_with_the_embedded_
     assert models.progress_label.text().startswith(f"{SMOLLM2_17B}: Downloaded to ")
     assert "README.md" not in os.listdir(cached_snapshot(SMOLLM2_17B))  # only what a model folder needs
     qtbot.mouseClick(models.use_button, Qt.MouseButton.LeftButton)
+    checked(qtbot, settings_dialog)
     assert settings_dialog.compat.text().startswith("✔ Compatible") and settings_dialog.ok_button.isEnabled()
     assert (settings_dialog.settings().target, settings_dialog.settings().draft) == (SMOLLM2_17B, "embedded")
 
@@ -423,6 +429,7 @@ def test_a_downloaded_model_is_on_this_computer_and_chosen_with_the_embedded_dra
     assert not models.download_button.isEnabled()
     assert models.draft.currentText() == "✔ SmolLM2 135M Instruct (embedded)"
     qtbot.mouseClick(models.use_button, Qt.MouseButton.LeftButton)
+    checked(qtbot, settings_dialog)
     assert settings_dialog.compat.text().startswith("✔ Compatible")  # the real tokenizers, compared offline
     assert settings_dialog.ok_button.isEnabled()
     chosen = settings_dialog.settings()
