@@ -24,7 +24,8 @@ class RunModels:
     def of_pair(cls, pair, drafter: str) -> RunModels:
         """A local pair's (engine.pair.ModelPair) target, device and exactness, and what drafts for `drafter`."""
         target = pair.target
-        return cls(target.name, str(target.device), pair.draft_name(drafter), getattr(target, "exactness", None))
+        return cls(target.name, getattr(target, "place", str(target.device)), pair.draft_name(drafter),
+                   getattr(target, "exactness", None))
 
     @classmethod
     def remote(cls, name: str, server: str | None = None) -> RunModels:

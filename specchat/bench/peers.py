@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..engine.errors import SpecchatError
 from ..engine import llamacpp
-from ..engine.llamacpp import INSTALL_HINT, KV_CACHE_TYPE, default_threads
+from ..engine.llamacpp import INSTALL_HINT, KV_CACHE_TYPE, default_threads, gpu_layers_for
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
 CONTEXT = 2048
@@ -37,8 +37,10 @@ class LlamaCppPeer:
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         threads = threads or default_threads()
+        gpu_layers, _ = gpu_layers_for(Path(gguf_path))  # offloaded as our target is: the same device, same layers
         self._make = lambda n_ctx: Llama(
             model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+            n_gpu_layers=gpu_layers,
             flash_attn=True, type_k=KV_CACHE_TYPE, type_v=KV_CACHE_TYPE,  # as in our runner: the same numbers
             draft_model=LlamaPromptLookupDecoding(num_pred_tokens=lookup_tokens) if prompt_lookup else None,
             # its draft mode keeps logits of every position but sizes that array from this flag: without it, any

@@ -4,9 +4,10 @@ Models… (ui/model_rows.py) share, so that the terminal and the window never di
 verdict. The memory rule itself is catalog.memory_verdict; the CPU's choice of float32 is engine/precision.py's,
 the one the loader makes. No Qt; torch only to find the device and through engine/precision.py.
 
-On a CPU with llama.cpp installed, a model whose entry names GGUF files is offered as its default quantization
-(Q4_K_M), which llama.cpp runs several times faster than torch runs safetensors; elsewhere (a GPU, no llama.cpp)
-the safetensors checkpoint is offered, as for training drafters."""
+On a CPU with llama.cpp installed, or where llama.cpp offloads to a GPU, a model whose entry names GGUF files is
+offered as its default quantization (Q4_K_M), which llama.cpp runs several times faster than torch runs
+safetensors, and on llama.cpp's GPU it must fit in that GPU's free memory; elsewhere (a torch GPU with a CPU-only
+llama.cpp, no llama.cpp) the safetensors checkpoint is offered, as for training drafters."""
 
 from __future__ import annotations
 
@@ -27,12 +28,29 @@ class Machine:
     device: str  # "cpu", "cuda" or "mps"
     available_bytes: int | None
     native_bf16: bool  # the CPU computes bfloat16 natively (what "auto" precision needs to choose it)
-    llama_cpp: bool = False  # llama-cpp-python is installed, so GGUF files run on llama.cpp on the CPU
+    llama_cpp: bool = False  # llama-cpp-python is installed, so GGUF files run on llama.cpp
     gpu_format: str = "bf16"  # what a GPU runs at: bf16 on CUDA (fp16 where bf16 is missing), fp16 on MPS
+    # The free memory of the GPU llama.cpp offloads GGUF files to (engine/offload.py); None: they stay on the CPU.
+    llama_gpu_bytes: int | None = None
+
+    @property
+    def gguf_on_llama(self) -> bool:
+        """GGUF files run on llama.cpp here: on the CPU, or offloaded to llama.cpp's GPU."""
+        return self.llama_cpp and (self.device == "cpu" or self.llama_gpu_bytes is not None)
+
+    def memory_for(self, fmt: str) -> int | None:
+        """The memory a model in `fmt` must fit in: llama.cpp's GPU's for a GGUF format it offloads, else
+        available_bytes (the RAM on the CPU, a torch GPU's own)."""
+        if self.llama_gpu_bytes is not None and self.llama_cpp and (fmt == "q4" or fmt.upper() in GGUF_BITS):
+            return self.llama_gpu_bytes
+        return self.available_bytes
 
     def describe(self) -> str:
         free = format_size(self.available_bytes) if self.available_bytes is not None else "unknown memory"
-        engine = ", llama.cpp" if self.device == "cpu" and self.llama_cpp else ""
+        if self.llama_gpu_bytes is not None and self.llama_cpp:
+            engine = f", llama.cpp on the GPU ({format_size(self.llama_gpu_bytes)} free)"
+        else:
+            engine = ", llama.cpp" if self.device == "cpu" and self.llama_cpp else ""
         return f"{self.device}{engine}, {free} available"
 
 
@@ -56,7 +74,22 @@ def machine_here(device_setting: str = "auto") -> Machine:
     else:
         available = cat.available_memory_bytes()
     gpu_format = cat.dtype_name(str(choose_dtype(device)).removeprefix("torch.")) if device.type != "cpu" else "bf16"
-    return Machine(device.type, available, cpu_has_native_bf16(), llama_cpp_available(), gpu_format)
+    llama = llama_cpp_available()
+    llama_gpu = _llama_gpu_bytes() if llama and device_setting != "cpu" else None
+    return Machine(device.type, available, cpu_has_native_bf16(), llama, gpu_format, llama_gpu)
+
+
+def _llama_gpu_bytes() -> int | None:
+    """The free memory of the GPU that llama.cpp offloads to (engine/offload.py), None where it offloads nowhere;
+    0 where the device does not say (the file is then taken to fit: llama.cpp offloads it, or says it cannot)."""
+    from .llamacpp import _llama
+    from .offload import free_memory, offload_target
+
+    llama = _llama()
+    if not llama.llama_supports_gpu_offload():
+        return None
+    target = offload_target(llama)
+    return None if target is None else (free_memory(target) or 0)
 
 
 def run_format(entry: CatalogEntry, precision: str, machine: Machine, dtype: str | None = None) -> str:
@@ -66,10 +99,10 @@ def run_format(entry: CatalogEntry, precision: str, machine: Machine, dtype: str
     CPU float32 unless it does not fit and bfloat16 is native."""
     if dtype:
         return cat.dtype_name(dtype)
-    if machine.device == "cpu":
+    if machine.device == "cpu" or machine.gguf_on_llama:
         if entry.source == "embedded":
             return "q4"
-        if entry.gguf is not None and machine.llama_cpp:
+        if entry.gguf is not None and machine.gguf_on_llama:
             return entry.gguf.default
     if precision in ("float32", "bfloat16"):
         return cat.dtype_name(precision)
@@ -141,4 +174,4 @@ def run_here(entry: CatalogEntry, machine: Machine, precision: str = "auto", dty
     """How `entry` runs on `machine` with the Precision setting `precision` ("auto", "float32", "bfloat16") or the
     format `dtype` forces (`--dtype`, None: none): the one judgement the terminal and the Models dialog show."""
     fmt = run_format(entry, precision, machine, dtype)
-    return RunHere(fmt, cat.fits_in_memory(entry, fmt, machine.available_bytes), offer(entry, fmt))
+    return RunHere(fmt, cat.fits_in_memory(entry, fmt, machine.memory_for(fmt)), offer(entry, fmt))

@@ -1,4 +1,4 @@
-"""Which of llama.cpp's CPU kernels a GGUF target runs on, and so what a speculative reply can promise.
+"""Which of llama.cpp's kernels a GGUF target runs on, and so what a speculative reply can promise.
 
 A speculative reply equals plain decoding bit for bit only if a verification pass over n tokens gives every row the
 numbers a one-token pass would. llama.cpp's CPU matrix products change kernel with the rows of a pass, per tensor
@@ -15,8 +15,10 @@ exact at every size, so that it costs nothing), or takes the fastest kernels wit
 token is still drawn by the exact rule from the verifying pass's distribution, but a greedy reply can part from
 plain decoding where its top two logits nearly tie).
 
-The verdict is kept per file, llama.cpp build and CPU in the user cache (`kernels.json`), so it costs the
-seconds of its passes once, not at every start.
+The verdict is kept per file, llama.cpp build, CPU and placement in the user cache (`kernels.json`), so it costs
+the seconds of its passes once, not at every start. A GPU's kernels (CUDA, Vulkan, Metal) choose their own way by
+rows of a pass, so a file whose layers are offloaded (engine/offload.py) is measured on that backend and layer
+count, and keeps a verdict of its own.
 """
 
 from __future__ import annotations
@@ -116,9 +118,10 @@ def choose(verdicts: dict[bool, KernelVerdict], wanted: str) -> KernelChoice:
 
 
 def verdicts_for(path: Path, measure: Callable[[bool], KernelVerdict], settings: Sequence[bool] = (True, False),
-                 cache_file: Path | None = None) -> dict[bool, KernelVerdict]:
+                 cache_file: Path | None = None, placement: str = "") -> dict[bool, KernelVerdict]:
     """The verdict for each repack setting, in order until one is exact at every checked size: from the cache when
-    this file, build and CPU were checked before, else measured by `measure(repack)` and kept."""
+    this file, build, CPU and placement (offload.Placement.key: "" on the CPU) were checked before, else measured
+    by `measure(repack)` and kept."""
     cache_file = cache_file or default_cache_file()
     kept = _read_cache(cache_file)
     found: dict[bool, KernelVerdict] = {}
@@ -126,7 +129,7 @@ def verdicts_for(path: Path, measure: Callable[[bool], KernelVerdict], settings:
     for repack in settings:
         if any(v.exact_rows >= MAX_CHECKED_ROWS and v.chunked_prefill for v in found.values()):
             break  # no other setting can do better (and the first one tried wins a tie)
-        key = verdict_key(path, repack)
+        key = verdict_key(path, repack, placement)
         if key in kept:
             found[repack] = KernelVerdict(**kept[key])
             continue
@@ -138,11 +141,15 @@ def verdicts_for(path: Path, measure: Callable[[bool], KernelVerdict], settings:
     return found
 
 
-def verdict_key(path: Path, repack: bool) -> str:
-    """The file (path, size, modification time), llama.cpp's build, the CPU's features and the setting."""
+def verdict_key(path: Path, repack: bool, placement: str = "") -> str:
+    """The file (path, size, modification time), llama.cpp's build, the CPU's features, the setting and, for a file
+    whose layers are offloaded, the GPU backend, device and layer count (a GPU's kernels have verdicts of their
+    own); a file on the CPU keeps the key it had before offloading existed."""
     stat = path.stat()
     parts = [str(path.resolve()), str(stat.st_size), str(stat.st_mtime_ns), _llama_build(), _cpu_features(),
              f"repack={int(repack)}", f"tiled={os.environ.get('GGML_CPU_TILED_MM', '')}"]
+    if placement:
+        parts.append(f"offload={placement}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 

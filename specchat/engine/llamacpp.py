@@ -38,7 +38,10 @@ import numpy as np
 import torch
 
 from .errors import ModelLoadError, PrefillCancelled
+from .gguf_header import layer_shape
 from .llama_kernels import DISTRIBUTION, KernelChoice, KernelVerdict, choose, measure_verdict, verdicts_for
+from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
+                      plan_layers, requested_layers)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,14 @@ def _llama():
     return llama_cpp
 
 
+_recording: LoadLog | None = None  # the load whose log lines are being kept (one load at a time: _load_lock)
+_load_lock = threading.Lock()
+
+
 def _log_errors_only(level: int, text: bytes, user_data) -> None:
+    """llama.cpp's log callback: errors go to our log; every line goes to the load being recorded, if any."""
+    if _recording is not None and text:
+        _recording.line(text)
     if level == 4 and text:  # GGML_LOG_LEVEL_ERROR; llama.cpp's information and debug lines are not for users
         log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
 
@@ -98,13 +108,70 @@ def _quiet_log(llama_cpp) -> None:
     llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
+def _load_recording(llama, path: Path, params) -> tuple[object, LoadLog]:
+    """llama_model_load_from_file, with what llama.cpp's log said meanwhile (where the layers went)."""
+    global _recording
+    with _load_lock:
+        _recording = LoadLog()
+        try:
+            return llama.llama_model_load_from_file(str(path).encode(), params), _recording
+        finally:
+            _recording = None
+
+
+def gpu_layers_for(path: Path, device: str | None = None, requested: int | None = None) -> tuple[int, str]:
+    """The n_gpu_layers to load `path` with, and the part of a kernel verdict's key it makes (offload.Placement.key
+    before the load: "" on the CPU). Takes the device setting (LoadOptions.device: "cpu" keeps every layer on the
+    CPU) and the requested count (LoadOptions.gpu_layers, else $SPECCHAT_GPU_LAYERS; offload.requested_layers).
+    With no GPU that llama.cpp can use, 0; else offload.plan_layers from the device's free memory."""
+    llama = _llama()
+    wanted = requested_layers(requested)
+    if (device or "auto") == "cpu" or wanted == 0 or not llama.llama_supports_gpu_offload():
+        return 0, ""
+    target = offload_target(llama)
+    if target is None:
+        return 0, ""
+    n_layers, kv_per_layer = _kv_bytes_per_layer(path)
+    layers = plan_layers(wanted, n_layers, path.stat().st_size, free_memory(target), kv_per_layer)
+    key = f"{target.backend}:{target.name}:{layers}" if layers else ""
+    return layers, key
+
+
+def why_no_gpu_offload() -> str | None:
+    """None where this llama.cpp can put layers on a GPU here; else why not and what to do, for the user."""
+    llama = _llama()
+    if llama.llama_supports_gpu_offload():
+        return None
+    gpu_backends = [name for name in built_backends(llama) if name not in ("CPU", "BLAS", "RPC")]
+    if gpu_backends:
+        hidden = (" (llama.cpp uses a software Vulkan device such as lavapipe only when GGML_VK_VISIBLE_DEVICES "
+                  "names it)" if "Vulkan" in gpu_backends else "")
+        return f"llama.cpp was built with {', '.join(gpu_backends)} but finds no GPU here{hidden}"
+    from ..accelerators import CPU_ARGS, cmake_args, probe
+
+    wanted = cmake_args(probe(full=False))
+    fix = (f"rebuild it with `make clean && make setup` (which builds with CMAKE_ARGS={wanted} here)"
+           if wanted != CPU_ARGS else "rebuild it with CMAKE_ARGS=-DGGML_CUDA=ON, -DGGML_VULKAN=ON or "
+           "-DGGML_METAL=ON for your GPU (docs/gpu.md)")
+    return f"llama.cpp was built for the CPU only; {fix}"
+
+
+def _kv_bytes_per_layer(path: Path) -> tuple[int, int]:
+    """(repeating layers, KV cache bytes per layer at offload.PLAN_CONTEXT) of a GGUF file, from its header alone
+    (engine/gguf_header.py)."""
+    n_layers, kv_heads, head_size = layer_shape(path)
+    return n_layers, 2 * PLAN_CONTEXT * kv_heads * head_size * KV_BYTES
+
+
 class LlamaCppModel:
     """A GGUF file loaded by llama.cpp (weights memory-mapped), shared by every runner made from it."""
 
     def __init__(self, path: Path | str, threads: int | None = None, repack: bool = True,
-                 kernels: KernelChoice | None = None):
+                 kernels: KernelChoice | None = None, gpu_layers: int = 0):
         """`repack`: let llama.cpp re-lay weights for its fastest CPU kernels (its default). `kernels`: the choice
-        the runners follow (None: this layout with no cap on a pass, prefix reuse on)."""
+        the runners follow (None: this layout with no cap on a pass, prefix reuse on). `gpu_layers`: llama.cpp's
+        n_gpu_layers (0: all on the CPU, -1: all on the GPU; gpu_layers_for plans it); `placement` says where the
+        layers went, as llama.cpp's log reports it."""
         self.llama = _llama()
         self.path = Path(path)
         self.threads = threads or default_threads()
@@ -115,12 +182,16 @@ class LlamaCppModel:
         # reuse llama.cpp's team instead of resizing it at every switch, which would slow every pass.
         torch.set_num_threads(self.threads)
         params = self.llama.llama_model_default_params()
-        params.n_gpu_layers = 0
+        params.n_gpu_layers = gpu_layers
         params.use_extra_bufts = self.kernels.repack
-        handle = self.llama.llama_model_load_from_file(str(self.path).encode(), params)
+        handle, load_log = _load_recording(self.llama, self.path, params)
         if not handle:
-            raise ModelLoadError(f"llama.cpp could not load {self.path.name}")
+            where = " with its layers on the GPU (try --device cpu or SPECCHAT_GPU_LAYERS=0)" if gpu_layers else ""
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name}{where}")
         self.handle = handle
+        self.gpu_layers = gpu_layers
+        device = offload_target(self.llama) if gpu_layers else None
+        self.placement: Placement = load_log.placement(device, int(self.llama.llama_model_n_layer(handle)))
         self.vocab = self.llama.llama_model_get_vocab(handle)
         self.vocab_size = int(self.llama.llama_vocab_n_tokens(self.vocab))
         self.hidden_size = int(self.llama.llama_model_n_embd(handle))
@@ -154,13 +225,16 @@ class LlamaCppModel:
             pass
 
 
-def load_with_exactness(path: Path | str, threads: int | None = None, wanted: str = "auto") -> LlamaCppModel:
-    """The GGUF file on the kernels that `wanted` exactness allows (llama_kernels.choose). The first load of a file
-    on this build and CPU measures its verdicts (a few seconds: each repack setting loaded once, the last one kept
-    when it is the one chosen); later loads read them from the cache."""
+def load_with_exactness(path: Path | str, threads: int | None = None, wanted: str = "auto",
+                        device: str | None = None, gpu_layers: int | None = None) -> LlamaCppModel:
+    """The GGUF file on the kernels that `wanted` exactness allows (llama_kernels.choose), its layers placed by
+    gpu_layers_for(path, device, gpu_layers). The first load of a file on this build, CPU and placement measures
+    its verdicts (a few seconds: each repack setting loaded once, the last one kept when it is the one chosen);
+    later loads read them from the cache. GPU kernels have verdicts of their own (the placement is in the key)."""
     path = Path(path)
+    layers, placement = gpu_layers_for(path, device, gpu_layers)
     if wanted == DISTRIBUTION:
-        return LlamaCppModel(path, threads, kernels=choose({}, wanted))
+        return LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers)
     settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
     measured: dict[bool, LlamaCppModel] = {}
 
@@ -168,17 +242,17 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
         for earlier in measured.values():  # one copy of the weights in memory at a time
             earlier.close()
         measured.clear()
-        model = measured[repack] = LlamaCppModel(path, threads, repack=repack)
+        model = measured[repack] = LlamaCppModel(path, threads, repack=repack, gpu_layers=layers)
         return model.kernel_verdict()
 
-    kernels = choose(verdicts_for(path, measure, settings), wanted)
+    kernels = choose(verdicts_for(path, measure, settings, placement=placement), wanted)
     for repack, model in measured.items():
         if repack != kernels.repack:
             model.close()
     if kernels.repack in measured:  # already loaded in this layout: its runners follow the choice from now on
         measured[kernels.repack].kernels = kernels
         return measured[kernels.repack]
-    return LlamaCppModel(path, threads, kernels=kernels)
+    return LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers)
 
 
 class TargetEmbeddings(torch.nn.Module):
@@ -426,6 +500,9 @@ class LlamaCppRunner:
         params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.type_k = params.type_v = KV_CACHE_TYPE
         params.no_perf = True
+        # A GPU build sends a CPU-placed model's large passes (32+ tokens) to the GPU all the same, whose kernels
+        # round otherwise: a prefill and a one-token pass would then disagree. A model on the CPU stays there.
+        params.op_offload = self.model.placement.offloaded
         if self.keeps_features:
             params.embeddings = True
             params.pooling_type = self.llama.LLAMA_POOLING_TYPE_NONE

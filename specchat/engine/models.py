@@ -148,6 +148,9 @@ class LoadOptions:
     # capped where its kernels stay batch-invariant), "distribution" (the fastest kernels: the same distribution,
     # rounding may differ) or "auto" (bit-identical where that leaves room to draft).
     exactness: str = "auto"
+    # A llama.cpp model's layers on the GPU (engine/offload.py): -1 all, 0 none, n; None: $SPECCHAT_GPU_LAYERS, else
+    # as many as fit in its free memory. Only where llama.cpp was built with GPU offload and the device is not "cpu".
+    gpu_layers: int | None = None
 
 
 @dataclass
@@ -169,12 +172,20 @@ class LoadedModel:
 
     @property
     def runs_on(self) -> str:
-        """Where the model runs, for the user: "llama.cpp, 2 threads", "cpu", "cuda"."""
+        """Where the model runs, for the user: "llama.cpp, CPU, 2 threads, …", "llama.cpp, CUDA0, 29/29 layers, …",
+        "cpu, float32", "cuda, bfloat16"."""
         if self.native is not None:
             threads = f"{self.native.threads} thread{'s' if self.native.threads > 1 else ''}"
-            return f"llama.cpp, {threads}, {SHORT_LABELS[self.native.kernels.exactness]}"
+            return (f"llama.cpp, {self.native.placement.describe()}, {threads}, "
+                    f"{SHORT_LABELS[self.native.kernels.exactness]}")
         place = f"{self.device}, {dtype_label(self.dtype)}"
         return f"{place} ({self.backend_note})" if self.backend_note else place
+
+    @property
+    def place(self) -> str:
+        """The device its passes run on, for records and calibrations: "cpu", "cuda", or llama.cpp's "Vulkan0"."""
+        offloaded = self.native is not None and self.native.placement.offloaded
+        return self.native.placement.device if offloaded else str(self.device)
 
     @property
     def runnable(self):
@@ -353,19 +364,19 @@ def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):
 
 
 def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> LoadedModel:
-    """Loads model and tokenizer onto the chosen device in eval mode (a GGUF file on the CPU: onto llama.cpp, see
-    LoadOptions.backend)."""
+    """Loads model and tokenizer onto the chosen device in eval mode (a GGUF file onto llama.cpp, its layers on the
+    GPU where llama.cpp can offload them: see LoadOptions.backend and gpu_layers)."""
+    location, extra = _weights_location(source)
+    if "gguf_file" in extra and runs_on_llama_cpp(source, options):
+        native = _load_native(Path(location) / extra["gguf_file"], options)  # its logits come back to the CPU
+        return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options),
+                           device=torch.device("cpu"), dtype=torch.float32, native=native, options=options)
     device = choose_device(options.device)
     dtype = choose_dtype(device, options.dtype)
-    location, extra = _weights_location(source)
     if device.type == "cpu" and (options.dtype or "auto") == "auto" and "gguf_file" not in extra:
         dtype = _auto_cpu_dtype(location)
     note = None
-    if "gguf_file" in extra and runs_on_llama_cpp(source, options):
-        native = _load_native(Path(location) / extra["gguf_file"], options)
-        return LoadedModel(source=source, model=None, tokenizer=load_tokenizer(source, options), device=device,
-                           dtype=torch.float32, native=native, options=options)
-    elif "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
+    if "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
         from .llamacpp import INSTALL_HINT
 
         note = "torch: llama.cpp is not installed"
@@ -390,25 +401,24 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
 
 
 def runs_on_llama_cpp(source: ModelSource, options: LoadOptions = LoadOptions()) -> bool:
-    """Whether load_model puts `source` on llama.cpp: a GGUF file, on the CPU, llama-cpp-python installed, and the
-    backend not "torch". An explicit "llama.cpp"
-    that cannot run is a ModelLoadError saying why."""
-    from .llamacpp import INSTALL_HINT, llama_cpp_available
+    """Whether load_model puts `source` on llama.cpp: a GGUF file, llama-cpp-python installed, the backend not
+    "torch", and for a GPU named by the device setting ("cuda", "mps"), a llama.cpp that can offload to one (else
+    auto takes the torch path on that GPU). An explicit "llama.cpp" that cannot run is a ModelLoadError saying why."""
+    from .llamacpp import INSTALL_HINT, llama_cpp_available, why_no_gpu_offload
 
     backend = options.backend or "auto"
     if backend not in BACKENDS:
         raise ModelLoadError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
     if backend == "torch" or source.kind not in ("embedded", "gguf"):
         return False
-    if choose_device(options.device).type != "cpu":
-        if backend == "llama.cpp":
-            raise ModelLoadError("the llama.cpp backend runs on the CPU here; use --device cpu or --backend torch")
-        return False
     if not llama_cpp_available():
         if backend == "llama.cpp":
             raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
         return False
-    return True
+    no_gpu = why_no_gpu_offload() if (options.device or "auto") not in ("auto", "cpu") else None
+    if no_gpu is not None and backend == "llama.cpp":
+        raise ModelLoadError(f"--device {options.device} with the llama.cpp backend: {no_gpu}; or use --device auto")
+    return no_gpu is None
 
 
 def _load_native(gguf_path: Path, options: LoadOptions):
@@ -417,7 +427,8 @@ def _load_native(gguf_path: Path, options: LoadOptions):
     from .llamacpp import load_with_exactness
 
     try:
-        return load_with_exactness(gguf_path, threads=options.threads, wanted=options.exactness)
+        return load_with_exactness(gguf_path, threads=options.threads, wanted=options.exactness,
+                                   device=options.device, gpu_layers=options.gpu_layers)
     except ValueError as error:  # an unknown exactness name
         raise ModelLoadError(str(error)) from error
 

@@ -1,4 +1,5 @@
-"""Help → About: the version, what it runs on, and the licences of the bundled model and the libraries."""
+"""Help → About: the version, what it runs on (llama.cpp's and torch's builds, where the models run, a GPU left
+unused), and the licences of the bundled model and the libraries."""
 
 from __future__ import annotations
 
@@ -51,7 +52,19 @@ def version_of(distribution: str) -> str:
         return "–"
 
 
-def about_html() -> str:
+def runs_on_html(pair=None) -> str:
+    """What llama.cpp and torch were built with, where the loaded models run (`pair`: the session's ModelPair, None
+    before one is loaded) and any GPU here that they cannot use, with the fix (engine/built.py)."""
+    from ..engine.built import build_report, where_models_run
+
+    report = build_report()
+    rows = [report.llama_line(), report.torch_line()] + ([where_models_run(pair)] if pair is not None else [])
+    notes = "".join(f"<p><b>A GPU is unused:</b> {html.escape(note)}.</p>" for note in report.unused_gpu())
+    return "<h3>Where it runs</h3><ul>" + "".join(f"<li>{html.escape(row)}</li>" for row in rows) + "</ul>" + notes
+
+
+def about_html(pair=None) -> str:
+    """The dialog's text; `pair`, the loaded models, for where they run."""
     models = "".join(f"<tr><td><b>{html.escape(n)}</b></td><td>{html.escape(lic)}</td><td>{html.escape(who)}; "
                      f"{html.escape(where)}</td></tr>" for n, who, lic, where in MODELS)
     libraries = "".join(f"<tr><td>{html.escape(d)}</td><td>{html.escape(version_of(d))}</td>"
@@ -62,6 +75,7 @@ def about_html() -> str:
             "would have written, only faster. Works offline.</p>"
             f"<p>specchat is licensed under the Apache License 2.0. Python {platform.python_version()}, "
             f"Qt {qVersion()}, {html.escape(platform.platform(terse=True))}.</p>"
+            f"{runs_on_html(pair)}"
             "<h3>Models</h3><table cellspacing='6'><tr><th align='left'>Model</th><th align='left'>Licence</th>"
             f"<th align='left'>Source</th></tr>{models}</table>"
             "<h3>Libraries</h3><table cellspacing='6'><tr><th align='left'>Package</th><th align='left'>Version</th>"
@@ -75,7 +89,7 @@ class AboutDialog(QDialog):
         self.setWindowTitle("About specchat")
         self.resize(640, 560)
         self.text = QTextBrowser(openExternalLinks=True)
-        self.text.setHtml(about_html())
+        self.text.setHtml(about_html(getattr(getattr(parent, "session", None), "pair", None)))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
