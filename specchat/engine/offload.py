@@ -10,8 +10,8 @@ did ("offloaded 31/31 layers to GPU"), so that what the app reports is what llam
 
 The choice, in order: LoadOptions.gpu_layers, else $SPECCHAT_GPU_LAYERS (-1 all, 0 none, n), else "auto": every
 layer when they fit in the device's free memory with room for the KV cache and llama.cpp's buffers, as many as fit
-otherwise, none on a build or machine without a GPU. No torch here (it may be imported lazily only to read a CUDA
-device's free memory where ggml cannot).
+otherwise, none on a build or machine without a GPU. No torch here: a CUDA device's free memory comes from
+llama.cpp, else from nvidia-smi.
 """
 
 from __future__ import annotations

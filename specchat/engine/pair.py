@@ -15,7 +15,7 @@ from .history import SuffixIndex
 from .errors import IncompatibleDraftError, SpecchatError
 from .models import (LoadedModel, LoadOptions, ModelSource, default_head_for, load_config, load_model,
                      load_tokenizer)
-from .runners import runner_for
+from .runners import STATIC_CACHE_TOKENS, runner_for
 from .speculative import SpeculativeEngine
 
 
@@ -36,7 +36,9 @@ class ModelPair:
         native = self.target.native
         if native is not None:
             return native.context_window
-        return getattr(self.target.model.config, "max_position_embeddings", None) or 1 << 30
+        window = getattr(self.target.model.config, "max_position_embeddings", None) or 1 << 30
+        on_gpu = self.target.device.type == "cuda"  # StaticCacheRunner's static cache holds this many at most
+        return min(window, STATIC_CACHE_TOKENS) if on_gpu else window
 
     def check_drafter(self, drafter: str) -> None:
         """SpecchatError if this pair cannot run `drafter` (no draft model, no head), without building anything."""
@@ -150,6 +152,19 @@ def load_pair(target: ModelSource, draft: ModelSource | None = None, options: Lo
     # A GGUF draft runs on llama.cpp in a context of its own (drafting/backends.py), on its fastest kernels: the
     # draft's numbers only decide what is proposed, never what is accepted.
     loaded_draft = load_model(draft, replace(options, exactness="distribution")) if draft is not None else None
+    if loaded_draft is not None:
+        loaded_draft = beside_the_target(loaded_draft, loaded_target)
     if on_loaded and draft is not None:
         on_loaded("draft")
     return ModelPair(loaded_target, loaded_draft)
+
+
+def beside_the_target(draft: LoadedModel, target: LoadedModel) -> LoadedModel:
+    """The draft where its tokens meet the target's: a torch draft of a llama.cpp target (whose logits come back
+    to the host, wherever its layers run) moves to the CPU in float32, since the engine verifies on the target's
+    device and samples with the target's generator; a GGUF draft stays where llama.cpp put it."""
+    if target.native is None or draft.native is not None or draft.device.type == "cpu":
+        return draft
+    model = draft.model.to(device="cpu", dtype=torch.float32)
+    return replace(draft, model=model, device=torch.device("cpu"), dtype=torch.float32,
+                   proposal_vocab=draft.proposal_vocab.cpu() if draft.proposal_vocab is not None else None)

@@ -70,7 +70,8 @@ class SpeculativeEngine:
         if self._keeps_features and not target.keeps_features:
             raise ValueError("the drafter reads the target's hidden states; this runner does not keep them")
         self.runner: TargetRunner = target
-        self.target = target.target if isinstance(target, TorchRunner) else None  # the transformers model, if any
+        model = getattr(target, "target", None)  # the transformers model, if any (TorchRunner, StaticCacheRunner)
+        self.target = model if isinstance(model, torch.nn.Module) else None
         self.device = self.runner.device
         if eos_token_ids is None:
             eos_token_ids = default_eos_ids(self.target, tokenizer)

@@ -10,7 +10,7 @@ This is the GPU path's forward, for the target (runners.StaticCacheRunner) and f
   causal mask hides everything after a query's own position. So rolling back is only moving the caller's length back, and
   a new reply needs no clearing: what a pass reads was always written by it or by a pass that was kept.
 - A few input lengths. A pass of n tokens is padded to the smallest bucket >= n (verification: 1, 2, 4, 8, and
-  K_max + 1; a draft's steps: 1 and 2). Padding rows come after the real ones, so the causal mask keeps them out of
+  K_max + 1, for a draft's steps too). Padding rows come after the real ones, so the causal mask keeps them out of
   the real rows; they write junk past the kept length, which the next pass overwrites before anything reads it.
 - Compiled at load. `warm_up()` runs every bucket a few times while loading, so dynamo traces each length once and
   CUDA graphs are recorded then ("reduce-overhead"). A reply never compiles; `specchat gpu-check` counts that.

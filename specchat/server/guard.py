@@ -173,10 +173,9 @@ class RequestLimits:
             return await _refuse(scope, receive, send, ApiError(
                 415, f"send the request body as JSON with 'Content-Type: application/json' (got "
                      f"{kind[:60] or 'no content type'!r})", param="content-type", code="unsupported_media_type"))
-        try:
-            async with asyncio.timeout(self.body_timeout_s):
-                body = await self._read_body(scope, receive)
-        except TimeoutError:
+        try:  # wait_for, not asyncio.timeout (3.11+): Python 3.10 is supported; its timeout is asyncio's own class
+            body = await asyncio.wait_for(self._read_body(scope, receive), self.body_timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
             return await _refuse(scope, receive, send, ApiError(
                 408, f"the request body did not arrive within {self.body_timeout_s:g} s; the connection is closed",
                 code="request_timeout", headers={"Connection": "close"}))

@@ -85,7 +85,7 @@ def test_stochastic_rule_on_the_device_reproduces_p_and_a_wrong_rule_is_caught()
     p = torch.tensor([[0.5, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.1, 0.1, 0.6]])
     q = torch.tensor([[0.1, 0.6, 0.1, 0.1, 0.1]])
     expected = {i: float(p[0, i]) for i in range(5)}
-    runs = 20000
+    runs = 6000
 
     def first_token_counts(rule):
         sampler = Sampler(SamplingParams(temperature=1.0), seed=0)
@@ -137,3 +137,26 @@ def test_gpu_check_quick_on_the_cpu_reports_one_sync_a_step_and_no_recompiles(tm
     assert [c["k"] for c in pair["ceiling"]] == [4, 8] and all(c["tokens_per_step"] > 1 for c in pair["ceiling"])
     assert [p["alpha"] for p in pair["predicted"]] == [0.6, 0.8, 0.9]
     assert "host syncs per step" in capsys.readouterr().out
+
+
+def test_a_torch_draft_of_a_llama_cpp_target_runs_beside_it_on_the_host(close_draft):
+    """A llama.cpp target's logits come back to the host (wherever its layers run), so its torch draft, loaded on a
+    GPU, moves to the CPU in float32: the engine verifies there and samples with the target's generator."""
+    from specchat.engine.models import LoadedModel, ModelSource
+    from specchat.engine.pair import beside_the_target
+
+    source = ModelSource.parse("embedded")
+    target = LoadedModel(source, None, None, torch.device("cpu"), torch.float32, native=object())
+    draft = LoadedModel(source, perturbed_bf16(close_draft), None, torch.device("cuda"), torch.bfloat16,
+                        proposal_vocab=torch.arange(5))
+    moved = beside_the_target(draft, target)
+    assert moved.device.type == "cpu" and moved.dtype == torch.float32
+    assert next(moved.model.parameters()).dtype == torch.float32
+    torch_target = LoadedModel(source, close_draft, None, torch.device("cuda"), torch.bfloat16)
+    assert beside_the_target(draft, torch_target) is draft  # a torch target's draft stays where it was loaded
+
+
+def perturbed_bf16(model):
+    import copy
+
+    return copy.deepcopy(model).to(torch.bfloat16)

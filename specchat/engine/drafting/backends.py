@@ -92,6 +92,8 @@ class TorchDraftBackend:
             self._forward_path = LeanDraftForward(model) if self.lean else TransformersDraftForward(model)
         self.vocab_rows = model.get_output_embeddings().weight.shape[0]
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
+        if self.device_resident:  # its static cache's positions
+            self.window = min(self.window, STATIC_CACHE_TOKENS)
         self.stop_ids = _configured_eos(model)
 
     def reset(self) -> None:
@@ -164,12 +166,12 @@ class TransformersDraftForward:
 
 class StaticDraftForward:
     """A draft model on a GPU: transformers' forward over one static cache (shared by every drafter of the same
-    model: they never run at once, and each tracks its own length), its 1- and 2-token steps compiled at load
-    (engine/static_steps.py). forward_ids takes the drafted token as the device tensor it is, so drafting K tokens
-    queues K passes and waits for none of them."""
+    model: they never run at once, and each tracks its own length), its steps compiled at load for the same lengths
+    as a verification (engine/static_steps.py). forward_ids takes the drafted token as the device tensor it is, so
+    drafting K tokens queues K passes and waits for none of them."""
 
-    # A step feeds the last drafted token; a catch-up feeds the target's one or two, or after a free proposal (the
-    # lookup hybrid) up to K_max + 1: every length a step can feed is compiled, none runs eagerly inside a reply.
+    # A step feeds the last drafted token; a catch-up feeds the target's one or two tokens, or after steps the draft
+    # sat out (a free proposal, K = 0) more, in chunks of the longest length: no pass inside a reply runs eagerly.
     STEP_LENGTHS = verification_buckets(16)
 
     def __init__(self, model: torch.nn.Module, compile_backend: str | None):
@@ -189,12 +191,22 @@ class StaticDraftForward:
         raise TypeError("the static draft forward computes the whole output head")
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        return self.forward_ids(self._stage.tokens(tokens))
+        """Logits [vocab] after host `tokens`: a prompt (nothing cached yet) in eager chunks, else as forward_ids."""
+        ids = self._stage.tokens(tokens)
+        if self.length == 0:
+            logits = self._passes.run(ids, 0, 1)[0]
+            self.length = ids.shape[0]
+            return logits
+        return self.forward_ids(ids)
 
     def forward_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """Logits [vocab] after `ids` (1-D, on the device), fed after the cached positions."""
-        logits = self._passes.run(ids, self.length, 1)[0]
-        self.length += ids.shape[0]
+        """Logits [vocab] after `ids` (1-D, on the device), fed after the cached positions through compiled
+        lengths only."""
+        longest = self._passes.buckets[-1]
+        for start in range(0, ids.shape[0], longest):
+            chunk = ids[start: start + longest]
+            logits = self._passes.run(chunk, self.length, 1)[0]
+            self.length += chunk.shape[0]
         return logits
 
 
@@ -206,9 +218,7 @@ def _shared_passes(model: torch.nn.Module, compile_backend: str | None, lengths:
     use, which is while the engine is built: a reply never compiles."""
     passes = _PASSES.get(model)
     if passes is None or passes.backend != compile_backend:
-        window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 1 << 30
-        passes = StaticPasses(model, min(window, STATIC_CACHE_TOKENS) + 40, lengths,
-                              compile_backend)
+        passes = StaticPasses(model, STATIC_CACHE_TOKENS + 40, lengths, compile_backend)  # the target's + drafts
         passes.warm_up()
         _PASSES[model] = passes
     return passes
