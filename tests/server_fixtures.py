@@ -52,6 +52,40 @@ def served_pair(served_model_dir):
     return load_pair(ModelSource.parse(str(served_model_dir)), None, LoadOptions(**EXACT_PLACEMENT))
 
 
+@pytest.fixture
+def serve(served_pair):
+    """Starts servers in this process (RunningServer, as the app's switch runs it) on the tiny pair, bound to
+    127.0.0.1 on a free port: `serve(context_size=None, **RunningServer options)` returns one once /health answers;
+    each is stopped at teardown."""
+    from specchat.engine import GenerationConfig
+    from specchat.server.run import RunningServer
+    from specchat.server.served import ServedModel
+
+    servers = []
+
+    def start(context_size: int | None = None, **options):
+        served = ServedModel(served_pair, "pld", GenerationConfig(max_new_tokens=16), model_id="tiny",
+                             context_size=context_size)
+        server = RunningServer(served, port=0, **options).start()
+        servers.append(server)
+        wait_until(lambda: answers_health(server.url), 30)
+        return server
+
+    yield start
+    for server in servers:
+        assert server.stop(20)
+
+
+def answers_health(url: str) -> bool:
+    """Whether a server at `url` answers /health with 200 now."""
+    import httpx2 as httpx
+
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("serve-data")

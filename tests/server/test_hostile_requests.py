@@ -25,37 +25,13 @@ import threading
 import httpx2 as httpx
 import pytest
 
-from server_fixtures import wait_until
-from specchat.engine import GenerationConfig
+from server_fixtures import answers_health, wait_until
 from specchat.server.limits import ConnectionLimits
 from specchat.server.run import RunningServer
 from specchat.server.served import ServedModel
 
 TIMEOUT = 60
 HELLO = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-
-
-@pytest.fixture
-def serve(served_pair):
-    servers = []
-
-    def start(**options) -> RunningServer:
-        served = ServedModel(served_pair, "pld", GenerationConfig(max_new_tokens=16), model_id="tiny")
-        server = RunningServer(served, port=0, **options).start()
-        servers.append(server)
-        wait_until(lambda: _answers(server.url), 30)
-        return server
-
-    yield start
-    for server in servers:
-        assert server.stop(20)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def post_json(url: str, body: dict, path: str = "/v1/chat/completions") -> httpx.Response:
@@ -257,4 +233,4 @@ def test_a_connection_beyond_the_cap_gets_503(serve):
     assert json_error(answer_then_close(extra), 503)["code"] == "server_busy"
     for connection in held:
         connection.close()
-    wait_until(lambda: _answers(server.url), 30)
+    wait_until(lambda: answers_health(server.url), 30)

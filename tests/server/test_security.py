@@ -39,34 +39,6 @@ TIMEOUT = 60
 HELLO = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
-def running(pair, context_size=None, **options) -> RunningServer:
-    served = ServedModel(pair, "pld", GenerationConfig(max_new_tokens=16), model_id="tiny",
-                         context_size=context_size)
-    return RunningServer(served, port=0, **options).start()
-
-
-@pytest.fixture
-def serve(served_pair):
-    servers = []
-
-    def start(**options) -> RunningServer:
-        server = running(served_pair, **options)
-        servers.append(server)
-        wait_until(lambda: _answers(server.url), 30)
-        return server
-
-    yield start
-    for server in servers:
-        assert server.stop(20)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 def post(url: str, body, **options) -> httpx.Response:
     return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=TIMEOUT, **options)
 
