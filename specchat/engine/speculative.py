@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -27,7 +27,7 @@ from .drafting.base import Draft, Drafter, NoDrafter, check_capabilities
 from .errors import PrefillCancelled, PromptError
 from .events import GenerationResult, GenerationStats, Origin, StepEvent
 from .reply import Emission, Reply
-from .runners import TargetRunner, TorchRunner, runner_for
+from .runners import TargetRunner, runner_for
 from .host_syncs import HostToDevice
 from .on_device import verify_greedy_on_device, verify_stochastic_on_device
 from .sampling import Sampler, SamplingParams, verify_greedy, verify_stochastic

@@ -27,7 +27,6 @@ import pytest
 
 from server_fixtures import answers_health, wait_until
 from specchat.server.limits import ConnectionLimits
-from specchat.server.run import RunningServer
 from specchat.server.served import ServedModel
 
 TIMEOUT = 60

@@ -32,7 +32,6 @@ from server_fixtures import start_server, stop_server, wait_until
 from specchat.engine import GenerationConfig
 from specchat.server.guard import MAX_BODY_BYTES
 from specchat.server.protocol import MAX_STOP_CHARS
-from specchat.server.run import RunningServer
 from specchat.server.served import ServedModel
 
 TIMEOUT = 60
