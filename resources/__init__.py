@@ -20,6 +20,12 @@ def human_eval_problems() -> Traversable:
     return resource("human_eval", "HumanEval.jsonl.gz")
 
 
+def human_eval_fix_problems() -> Traversable:
+    """bigcode-project/octopack's HumanEvalFix: HumanEval's 164 problems with a bug inserted in each, gzipped JSONL
+    (humanevalfix/PROVENANCE.md)."""
+    return resource("humanevalfix", "humanevalpack-python.jsonl.gz")
+
+
 def spec_bench_questions() -> Traversable:
     """Spec-Bench's 480 questions (spec_bench/PROVENANCE.md)."""
     return resource("spec_bench", "question.jsonl")

@@ -44,6 +44,18 @@ ORIGINS = {"TARGET": (0, TARGET_ORIGIN), "DRAFT": (1, DRAFT_ORIGIN), "INFERRED_D
 ORIGIN_NAMES = {value: name for value, name in ORIGINS.values()}  # by Origin value (an Origin is an int)
 
 
+def default_drafter(on_llama_cpp: bool, has_draft: bool, has_head: bool = False) -> str:
+    """What the app picks when the user has not (`--drafter` unset, "Use the offline pair", a draft chosen in the
+    Models dialog). Prompt lookup first: it is free and pays wherever a reply copies. On llama.cpp on a CPU, lookup
+    alone: there a verification of n tokens costs far more than one pass (its curve is steep), and the offline
+    pair's 0.5B draft never paid (docs/performance.md, "Drafting that pays where replies copy"), while a hybrid's
+    model costs its catch-up passes. Elsewhere the pair's model joins the lookup where the policy finds it pays
+    (engine/adaptive.py weighs them at every step): the draft head's hybrid, else the draft model's."""
+    if on_llama_cpp:
+        return "pld"
+    return "eagle-hybrid" if has_head else "hybrid" if has_draft else "pld"
+
+
 def origin_name(origin: int) -> str:
     """The name of a token origin, given an engine.events.Origin or its int value; an unknown value (a newer
     version's) reads as the target's own token, which claims nothing about drafts."""

@@ -17,6 +17,45 @@ def test_shipped_suite_is_valid_spec_bench():
     assert any(len(p.turns) > 1 for p in prompts)
 
 
+def test_shipped_humanevalfix_gives_164_buggy_functions_to_fix():
+    import gzip
+
+    from specchat.bench import human_eval_fix_prompts
+    from specchat.resources import human_eval_fix_problems
+
+    records = [json.loads(line) for line in gzip.decompress(human_eval_fix_problems().read_bytes()).decode(
+        "utf-8").splitlines() if line.strip()]
+    prompts = human_eval_fix_prompts("\n".join(json.dumps(r) for r in records))
+    assert len(records) == len(prompts) == 164
+    assert len({p.question_id for p in prompts}) == 164 and {p.question_id for p in prompts} == set(range(164))
+    assert {p.category for p in prompts} == {"humanevalfix"}
+    for record, prompt in zip(records, prompts):
+        assert prompt.question_id == int(record["task_id"].split("/")[1]) and len(prompt.turns) == 1
+        assert record["buggy_solution"] != record["canonical_solution"]  # a bug is in each
+        text = prompt.turns[0]
+        assert text.startswith("Fix the bug in this Python function. Reply with the whole fixed function in one code")
+        # the whole buggy function: imports, signature and docstring, then the buggy body; not the fix
+        assert f"```python\n{record['prompt']}{record['buggy_solution']}```" in text
+        assert record["declaration"].strip() in text and record["canonical_solution"] not in text
+
+
+def test_bench_suite_humanevalfix_is_parsed_and_sampled_per_task():
+    from specchat import bench
+    from specchat.cli import build_parser
+    from specchat.commands.bench import _prompts
+
+    args = build_parser().parse_args(["bench", "--suite", "humanevalfix"])
+    assert args.suite == "humanevalfix"
+    every = _prompts(args, bench)
+    assert len(every) == 164 and {p.category for p in every} == {"humanevalfix"}
+    sampled = _prompts(build_parser().parse_args(["bench", "--suite", "humanevalfix", "--per-task", "6"]), bench)
+    again = _prompts(build_parser().parse_args(["bench", "--suite", "humanevalfix", "--per-task", "6"]), bench)
+    assert len(sampled) == 6 and sampled == again  # seeded, as for humaneval
+    assert {p.question_id for p in sampled} < {p.question_id for p in every}
+    limited = _prompts(build_parser().parse_args(["bench", "--suite", "humanevalfix", "--limit", "3"]), bench)
+    assert [p.question_id for p in limited] == [0, 1, 2]
+
+
 def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_draft):
     for name, model in (("target", target), ("draft", close_draft)):
         model.save_pretrained(tmp_path / name)
@@ -46,6 +85,10 @@ def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_
     assert two_turns["new_tokens"] == 32  # both turns counted
     assert set(report["summary"]) == {"rewriting", "chat", "overall"}
     assert report["summary"]["overall"]["none"]["speedup"] == 1.0
+    # a torch target's engine has no cost curve: the hindsight oracle is priced on the run's own steps
+    assert report["summary"]["overall"]["none"]["oracle_speedup"] >= 1.0
+    assert "captured" in report["summary"]["overall"]["pld"]
+    assert all(r["oracle_speedup"] is not None for r in records if r["mode"] == "none")
     model = report["summary"]["overall"]["model"]
     assert model["alpha"] is not None and model["draft_cost"] > 0
     assert model["acceptance_by_position"] and all(0 <= a <= 1 for a in model["acceptance_by_position"])

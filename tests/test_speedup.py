@@ -57,9 +57,10 @@ class Settings:
     drafter, k, adaptive_k, temperature, top_p, top_k = "pld", 4, True, 0.0, 1.0, 0
 
 
-@pytest.mark.parametrize("drafter, new_tokens, expected", [("pld", 30, 2.0), ("remote pld", 30, None),
-                                                           ("pld", 0, None)])
-def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_tokens, expected):
+@pytest.mark.parametrize("drafter, new_tokens, proposed, expected", [
+    ("pld", 30, 25, 2.0), ("remote pld", 30, 25, None), ("pld", 0, 0, None),
+    ("pld", 30, 0, None)])  # nothing drafted: decoded plainly, and no ratio is claimed
+def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_tokens, proposed, expected):
     from specchat.chats.run_book import ReplyContext, RunBook
     from specchat.run_models import RunModels
     from specchat.engine.events import GenerationResult, GenerationStats
@@ -67,7 +68,8 @@ def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_t
 
     book = RunBook(FakeStore(), app_session_id=7)
     book.plain_tokens_per_s = 10.0
-    stats = GenerationStats(prompt_tokens=5, new_tokens=new_tokens, target_passes=10, prefill_s=0.5, wall_s=2.0)
+    stats = GenerationStats(prompt_tokens=5, new_tokens=new_tokens, target_passes=10, prefill_s=0.5, wall_s=2.0,
+                            draft_proposed=proposed, draft_accepted=proposed - 5 if proposed else 0)
     result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
     book.complete(3, 4, result, ReplyContext(Settings(), RunModels.of_pair(Pair(), drafter), drafter))
     [run] = book.store.runs

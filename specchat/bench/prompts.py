@@ -1,5 +1,5 @@
-"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, Spec-Bench's stratified sample) and its
-modes (`--modes`), each checked before any model loads."""
+"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, HumanEvalFix, Spec-Bench's stratified
+sample) and its modes (`--modes`), each checked before any model loads."""
 
 from __future__ import annotations
 
@@ -56,6 +56,24 @@ def human_eval_prompts(jsonl: str) -> list[BenchPrompt]:
     return prompts
 
 
+HUMAN_EVAL_FIX_REQUEST = "Fix the bug in this Python function. Reply with the whole fixed function in one code block."
+
+
+def human_eval_fix_prompts(jsonl: str) -> list[BenchPrompt]:
+    """HumanEvalFix's buggy functions (bigcode-project/octopack's HumanEvalPack, Python) as one-turn chat prompts:
+    each gives a whole buggy function (the record's `prompt`, its imports, signature and docstring, then its
+    `buggy_solution`, the body with one bug inserted) and asks for it fixed, a code edit whose reply copies most of
+    its prompt (where lookup pays most); category "humanevalfix", question_id the task's number."""
+    prompts = []
+    for line in jsonl.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            number = int(str(record["task_id"]).rsplit("/", 1)[-1])
+            prompts.append(BenchPrompt(number, "humanevalfix", (
+                f"{HUMAN_EVAL_FIX_REQUEST}\n\n```python\n{record['prompt']}{record['buggy_solution']}```",)))
+    return prompts
+
+
 def select_prompts(prompts: list[BenchPrompt], source: str, limit: int | None = None,
                    categories: set[str] | None = None) -> list[BenchPrompt]:
     """The prompts of the given categories, at most `limit` of them."""
@@ -77,7 +95,7 @@ def spec_bench_sample(prompts: list[BenchPrompt], per_task: int | None, seed: in
     if per_task is None:
         return tasked
     keep: set[int] = set()
-    for task in dict.fromkeys(p.category for p in tasked):  # Spec-Bench's six, or HumanEval's one
+    for task in dict.fromkeys(p.category for p in tasked):  # Spec-Bench's six, or HumanEval's (HumanEvalFix's) one
         indices = [i for i, p in enumerate(tasked) if p.category == task]
         keep.update(random.Random(f"{seed}:{task}").sample(indices, min(per_task, len(indices))))
     return [p for i, p in enumerate(tasked) if i in keep]

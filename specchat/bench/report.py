@@ -23,7 +23,8 @@ from .runner import OVERHEAD_PARTS, BenchSettings, ModeRecord, add_lists, rounde
 def summarize(records: list[ModeRecord]) -> dict:
     """Per-category and overall aggregates per mode, {group: {mode: figures}} (the groups: each category and
     "overall"): throughput = total tokens / total time, and the speedup is the ratio of throughputs to `none` over
-    the same prompts (run_kind.speedup: none for a remote mode, whose speed is another machine's)."""
+    the same prompts (run_kind.speedup: none for a remote mode, whose speed is another machine's). Every row also
+    has the group's hindsight oracle (oracle.py; _oracle_figures) and the share of its gain the mode captured."""
     groups: dict[str, dict[str, list[ModeRecord]]] = {}
     for record in records:
         for group in (record.category, "overall"):
@@ -33,9 +34,38 @@ def summarize(records: list[ModeRecord]) -> dict:
         plain = by_mode.get(PLAIN, [])
         plain_rate = _throughput(plain)
         decode = _decode_rate(plain)
+        oracle = _oracle_figures(plain)
         summary[group] = {mode: _aggregate(rows, plain_rate, _plain_pass_s(plain), decode)
                           for mode, rows in by_mode.items()}
+        for row in summary[group].values():
+            row.update(oracle, captured=captured(row["speedup"], oracle["oracle_speedup"]),
+                       decode_captured=captured(row.get("decode_speedup"), oracle["oracle_decode_speedup"]))
     return summary
+
+
+def _oracle_figures(plain: list[ModeRecord]) -> dict:
+    """The hindsight oracle over a group's plain records (runner.attach_oracle), aggregated as the speedups are:
+    plain decoding's total seconds over the oracle's, prompt processing included ("oracle_speedup") and left out
+    on both sides ("oracle_decode_speedup"). None unless every plain record of the group has its oracle (a torch
+    target's run that measured no pass longer than one token has none)."""
+    if not plain or any(r.oracle_s is None or r.oracle_plain_s is None for r in plain):
+        return {"oracle_speedup": None, "oracle_decode_speedup": None, "oracle_copied": None}
+    plain_s = sum(r.oracle_plain_s for r in plain)
+    oracle_s = sum(r.oracle_s for r in plain)
+    prefill = sum(r.prefill_s or 0.0 for r in plain)
+    decode = oracle_s - prefill
+    return {"oracle_speedup": rounded(plain_s / oracle_s) if oracle_s > 0 else None,
+            "oracle_decode_speedup": rounded((plain_s - prefill) / decode) if decode > 0 else None,
+            "oracle_copied": sum(r.oracle_copied or 0 for r in plain)}
+
+
+def captured(speedup_: float | None, oracle_speedup: float | None, least_gain: float = 0.01) -> float | None:
+    """The share of the oracle's gain a mode took: (speedup - 1) / (oracle_speedup - 1); negative for a mode
+    slower than plain decoding, above 1 for one that gains beyond copying from the conversation (a draft model).
+    None without either figure, or where the oracle's gain is at most `least_gain` (nothing to share)."""
+    if speedup_ is None or oracle_speedup is None or oracle_speedup - 1 <= least_gain:
+        return None
+    return rounded((speedup_ - 1) / (oracle_speedup - 1))
 
 
 def _plain_pass_s(plain: list[ModeRecord]) -> float | None:
@@ -153,11 +183,12 @@ def _llama_cpp_version() -> str | None:
 
 def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) -> None:
     """The table `specchat bench` prints: summarize()'s figures, one line per category and mode (modes in the
-    order given), overall last; to `out` (stdout when None)."""
+    order given), then the category's hindsight oracle (its speedup; "captured": the share of its gain each mode
+    took), overall last; to `out` (stdout when None)."""
     out = out or sys.stdout
     width = max(10, *(len(m) + 1 for m in modes))  # llama-server-draft and the like
     header = (f"{'category':<15}{'mode':<{width}}{'tokens':>8}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}"
-              f"{'identical':>11}{'draft c':>9}{'1st acc':>9}")
+              f"{'identical':>11}{'draft c':>9}{'1st acc':>9}{'captured':>10}")
     print(header, file=out)
     print("-" * len(header), file=out)
     groups = sorted(g for g in summary if g != "overall") + ["overall"]
@@ -169,7 +200,15 @@ def print_summary(summary: dict, modes: list[str], out: TextIO | None = None) ->
             print(f"{group:<15}{mode:<{width}}{row['new_tokens']:>8}{row['tokens_per_s']:>9.2f}"
                   f"{_fmt(row['speedup'], 'x'):>9}{_fmt(row['alpha']):>8}{_fmt(row['tau']):>7}"
                   f"{row['identical'] * 100:>10.0f}%{_fmt(row.get('draft_cost')):>9}"
-                  f"{_fmt((row.get('acceptance_by_position') or [None])[0]):>9}", file=out)
+                  f"{_fmt((row.get('acceptance_by_position') or [None])[0]):>9}"
+                  f"{_fmt_share(row.get('captured')):>10}", file=out)
+        oracle = next((row.get("oracle_speedup") for row in summary[group].values()), None)
+        if oracle is not None:
+            print(f"{group:<15}{'oracle':<{width}}{'-':>8}{'-':>9}{_fmt(oracle, 'x'):>9}", file=out)
+
+
+def _fmt_share(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
 
 
 def _fmt(value: float | None, suffix: str = "") -> str:
@@ -231,6 +270,9 @@ def print_profile(summary: dict, modes: list[str], memory: dict | None = None, o
         curve = " ".join(f"{n}:{ms:.0f}" for n, ms in list(row["verify_curve_ms"].items())[:9])
         print(f"{mode:<10}{_fmt(row['decode_speedup'], 'x'):>9}{_fmt(row['predicted_speedup'], 'x'):>10}"
               f"{_fmt(row['efficiency']):>11}{_fmt(row['iid_alpha']):>10}   {curve}", file=out)
+    oracle = next((row.get("oracle_decode_speedup") for row in overall.values()), None)
+    if oracle is not None:  # the hindsight oracle's decode speedup (oracle.py): the ceiling of the column above
+        print(f"{'oracle':<10}{_fmt(oracle, 'x'):>9}", file=out)
     parts = [p.removesuffix("_s") for p in OVERHEAD_PARTS] + ["python", "total"]
     print("\nOverhead outside the models, as a share of the time inside them", file=out)
     print(f"{'mode':<10}" + "".join(f"{p:>12}" for p in parts), file=out)

@@ -13,12 +13,14 @@ import torch
 
 from ..engine import GenerationConfig, Message, SpecchatError
 from ..engine.chat_engine import ChatEngine, EngineCache, reply_to
+from ..engine.cost_curve import CostCurve
 from ..engine.events import GenerationStats
 from ..engine.history import SuffixIndex
 from ..engine.models import LoadOptions, ModelSource, load_model
 from ..engine.pair import ModelPair
 from ..engine.race import UNKNOWN_TOKEN
 from ..run_kind import PLAIN, RunKind, speedup
+from .oracle import PlainTurn, measured_curve, oracle_of
 from .peer_engine import PeerEngine, PeerReply
 from .peer_server import SERVER_MODES, bench_peer
 from .peers import LlamaCppPeer
@@ -37,6 +39,7 @@ class TurnOutput:
     stats: object | None = None  # GenerationStats for our modes
     draft_proposed: int | None = None  # a peer's own draft counters (llama-server's)
     draft_accepted: int | None = None
+    prompt_ids: list[int] | None = None  # the prompt the reply followed (plain decoding's, for the oracle)
 
 
 @dataclass
@@ -82,6 +85,15 @@ class ModeRecord:
     text: str = ""
     speedup: float | None = None
     identical: bool | None = None
+    # Plain decoding's record only: each turn's ids and seconds, and the hindsight oracle over them (oracle.py):
+    # its seconds and plain decoding's under its model (prefill included, summed over the turns), the tokens it
+    # copied, and its speedups, prefill included and decode only. None where it was not worked out (no curve).
+    plain_turns: list[PlainTurn] = field(repr=False, default_factory=list)
+    oracle_s: float | None = None
+    oracle_plain_s: float | None = None
+    oracle_copied: int | None = None
+    oracle_speedup: float | None = None
+    oracle_decode_speedup: float | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -115,7 +127,9 @@ class ModeRecord:
                 "tokens_per_s": round(self.tokens_per_s, 3), "speedup": rounded(self.speedup),
                 "alpha": rounded(self.alpha), "tau": rounded(self.tau), "identical": self.identical,
                 "target_passes": self.target_passes, "draft_proposed": self.draft_proposed,
-                "draft_accepted": self.draft_accepted, "text": self.text}
+                "draft_accepted": self.draft_accepted, "oracle_speedup": rounded(self.oracle_speedup),
+                "oracle_decode_speedup": rounded(self.oracle_decode_speedup), "oracle_copied": self.oracle_copied,
+                "text": self.text}
 
 
 class BenchRunner:
@@ -197,7 +211,11 @@ class BenchRunner:
         if isinstance(engine, PeerEngine):  # another program's: its own draft counters, no figures of ours
             return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s,
                               draft_proposed=engine.last.draft_proposed, draft_accepted=engine.last.draft_accepted)
-        return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats)
+        prompt_ids = None
+        if RunKind.parse(mode).is_plain and hasattr(engine, "fit"):  # the prompt it read (remembered: no new work)
+            prompt_ids = list(engine.fit(messages, None, max_new_tokens).ids)
+        return TurnOutput(list(result.token_ids), result.text, result.stats.wall_s, result.stats,
+                          prompt_ids=prompt_ids)
 
     @torch.inference_mode()
     def _run_hf(self, drafter: str, prompt_ids: list[int], max_new_tokens: int) -> PeerReply:
@@ -248,6 +266,7 @@ class BenchRunner:
             if ours else {},
             token_ids=[t for o in outputs for t in o.token_ids],
             text="\n\n".join(o.text for o in outputs),
+            plain_turns=plain_turns(outputs) if RunKind.parse(mode).is_plain else [],
         )
 
     def _fastest_of_repeats(self, mode: str, messages: list[Message], max_new_tokens: int) -> TurnOutput:
@@ -285,14 +304,60 @@ class BenchRunner:
             by_mode = {}
             for mode in modes:
                 if cancel is not None and cancel.is_set():
-                    return records
+                    return _with_measured_oracles(records)
                 record = self.run_prompt(prompt, mode)
+                if mode == PLAIN:
+                    attach_oracle(record, self.oracle_curve())
                 by_mode[mode] = record
                 if progress:
                     progress(len(records) + len(by_mode), total, record)
             _compare_with_plain(by_mode)
             records.extend(by_mode.values())
-        return records
+        return _with_measured_oracles(records)
+
+    def oracle_curve(self) -> CostCurve | None:
+        """The verification cost curve the oracle prices its passes on: the plain engine's measured one
+        (StepCosts.curve, which llama.cpp targets have), or None (a torch target: _with_measured_oracles then
+        builds one from the run's own steps)."""
+        engine = getattr(self._modes.get(PLAIN), "engine", None)
+        return getattr(getattr(engine, "step_costs", None), "curve", None)
+
+
+def plain_turns(outputs: list[TurnOutput]) -> list[PlainTurn]:
+    """Plain decoding's turns as the oracle reads them (oracle.PlainTurn): prompt and reply ids, the prefill's
+    seconds and the decoding's after it (the turn's wall time less its prefill). Empty unless every turn has its
+    prompt ids and our figures."""
+    if not outputs or any(o.prompt_ids is None or o.stats is None for o in outputs):
+        return []
+    return [PlainTurn(tuple(o.prompt_ids), tuple(o.token_ids), o.stats.prefill_s,
+                      max(o.wall_s - o.stats.prefill_s, 0.0)) for o in outputs]
+
+
+def attach_oracle(record: ModeRecord, curve: CostCurve | None) -> None:
+    """Sets plain decoding's record's oracle figures (oracle_s, oracle_plain_s, oracle_copied and the speedups,
+    prefill included and decode only), over its turns on `curve`; nothing without a curve or turns."""
+    if curve is None or not record.plain_turns:
+        return
+    turns = [oracle_of(turn, curve) for turn in record.plain_turns]
+    record.oracle_s = sum(t.oracle_s for t in turns)
+    record.oracle_plain_s = sum(t.plain_s for t in turns)
+    record.oracle_copied = sum(t.copied for t in turns)
+    prefill = sum(t.prefill_s for t in turns)
+    record.oracle_speedup = record.oracle_plain_s / record.oracle_s if record.oracle_s > 0 else None
+    decode = record.oracle_s - prefill
+    record.oracle_decode_speedup = (record.oracle_plain_s - prefill) / decode if decode > 0 else None
+
+
+def _with_measured_oracles(records: list[ModeRecord]) -> list[ModeRecord]:
+    """The records, with the oracle of every plain record that has none yet (its engine had no cost curve)
+    priced on a curve measured from the run's own steps (oracle.measured_curve: every mode of ours, plain
+    decoding's one-token steps the baseline); left without one when the run did not measure a longer pass."""
+    missing = [r for r in records if r.mode == PLAIN and r.plain_turns and r.oracle_s is None]
+    if missing:
+        curve = measured_curve((r.steps_by_k, r.verify_s_by_k) for r in records if r.steps_by_k)
+        for record in missing:
+            attach_oracle(record, curve)
+    return records
 
 
 def _compare_with_plain(by_mode: dict[str, ModeRecord]) -> None:

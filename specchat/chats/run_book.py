@@ -16,6 +16,11 @@ ENDINGS = {"context": "reached the model's context window: start a new chat to g
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
            "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
 
+# The footer of a reply in which the drafter found nothing worth checking: it was decoded as plain decoding is.
+NOTHING_DRAFTED = "decoded plainly (nothing worth drafting)"
+# Below this share of a reply's tokens from accepted drafts, its speed against plain decoding is the machine's noise
+# (a first reply ran at 0.79× "vs plain" with 1 drafted token in 50), so no ratio is stored or shown.
+MIN_DRAFTED_SHARE = 0.1
 # What a drafted reply promised against plain decoding, under it (engine/llama_kernels.py).
 EXACTNESS_WORDS = {"bit-identical": "bit-identical to plain", "distribution": "same distribution as plain"}
 
@@ -72,6 +77,8 @@ class RunBook:
         # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
         # None for a remote engine: its speed says nothing against this machine's plain decoding.
         speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
+        if stats.draft_accepted < MIN_DRAFTED_SHARE * stats.new_tokens:
+            speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         values = self.record(
             stats.to_dict(), context.drafter, result.seed, settings, context.models, message_id=message_id,
             conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
@@ -98,14 +105,20 @@ class RunBook:
             return ""
         parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
         kind = RunKind.parse(run.drafter)
-        if not kind.is_plain and run.draft_proposed:
+        drafted = not kind.is_plain and bool(run.draft_proposed)
+        if drafted:
             parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
                       f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
         parts.append(run.drafter if kind.is_remote else
                      f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
-        if run.speedup:
+        if not kind.is_plain and not kind.is_remote and not run.draft_proposed:
+            parts.append(NOTHING_DRAFTED)  # no ratio: with no draft, any difference from plain decoding is noise
+        elif not kind.is_plain and not kind.is_remote and run.draft_accepted < MIN_DRAFTED_SHARE * run.new_tokens:
+            kept = run.draft_accepted
+            parts.append(f"decoded almost plainly ({kept} drafted token{'' if kept == 1 else 's'} kept)")
+        elif run.speedup:
             parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
-        if run.exactness in EXACTNESS_WORDS and not kind.is_plain and not kind.is_remote:
+        if run.exactness in EXACTNESS_WORDS and drafted and not kind.is_remote:
             parts.append(EXACTNESS_WORDS[run.exactness])
         if run.finish_reason in ENDINGS:
             parts.append(ENDINGS[run.finish_reason])

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..resources import default_prompt_suite, human_eval_problems, spec_bench_questions
+from ..resources import default_prompt_suite, human_eval_fix_problems, human_eval_problems, spec_bench_questions
 from ..run_kind import REMOTE, RunKind
 from .options import model_options, positive_int, secret_from, without_keys
 
@@ -17,11 +17,14 @@ from .options import model_options, positive_int, secret_from, without_keys
 def add_parser(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
     bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
-    bench.add_argument("--suite", choices=("own", "spec-bench", "humaneval"), default="own",
+    bench.add_argument("--suite", choices=("own", "spec-bench", "humaneval", "humanevalfix"), default="own",
                        help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; humaneval: "
-                            "openai/human-eval's 164 code prompts (shipped); own: the 48-prompt smoke suite (default)")
+                            "openai/human-eval's 164 code prompts (shipped); humanevalfix: HumanEvalFix, "
+                            "bigcode-project/octopack's 164 buggy functions to fix (shipped), a code-edit suite where "
+                            "replies copy their prompt; own: the 48-prompt smoke suite (default)")
     bench.add_argument("--per-task", type=positive_int,
-                       help="with --suite spec-bench: a fixed, seeded sample of N questions per task")
+                       help="with --suite spec-bench, humaneval or humanevalfix: a fixed, seeded sample of N "
+                            "questions per task")
     bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
     bench.add_argument("--categories", help="comma-separated categories to keep")
     bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
@@ -67,7 +70,9 @@ def run(args) -> int:
                               has_universal_draft=args.universal_draft is not None)
     prompts = _prompts(args, bench)
     memory = {"before loading": bench.resident_mb()}
-    kinds = [RunKind.parse(mode) for mode in modes]  # a given --peer-draft serves llama-server-draft instead
+    default = drafter_choice(args)  # what the "default" mode runs: the app's pick for this pair
+    # a given --peer-draft serves llama-server-draft instead
+    kinds = [RunKind.parse(default if mode == "default" else mode) for mode in modes]
     drafted = any(k.needs_draft_model and not (k.is_llama_server and args.peer_draft) for k in kinds)
     pair = load(args, with_draft=drafted,
                 on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
@@ -75,7 +80,7 @@ def run(args) -> int:
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats, packed_weights=args.packed_weights,
                                    peer_draft=str(args.peer_draft) if args.peer_draft else None,
-                                   default_drafter=drafter_choice(args), universal_draft=args.universal_draft,
+                                   default_drafter=default, universal_draft=args.universal_draft,
                                    profile=args.profile)
     runner = bench.BenchRunner(pair, settings, remote=_remote_engine(args) if args.remote else None)
     if args.remote:
@@ -122,7 +127,11 @@ def _prompts(args, bench) -> list:
     if args.suite == "humaneval" and not args.prompts:
         source = "HumanEval"
         prompts = bench.human_eval_prompts(gzip.decompress(human_eval_problems().read_bytes()).decode("utf-8"))
-    if args.suite in ("spec-bench", "humaneval") and not args.prompts:
+    if args.suite == "humanevalfix" and not args.prompts:
+        source = "HumanEvalFix"
+        prompts = bench.human_eval_fix_prompts(
+            gzip.decompress(human_eval_fix_problems().read_bytes()).decode("utf-8"))
+    if args.suite in ("spec-bench", "humaneval", "humanevalfix") and not args.prompts:
         prompts = bench.spec_bench_sample(prompts, args.per_task)
     return bench.select_prompts(prompts, source, args.limit, categories)
 

@@ -8,7 +8,7 @@ import sys
 from ..engine import GenerationConfig, LoadOptions, ModelSource, SamplingParams, SpecchatError
 from ..engine.models import default_draft_for, default_head_for, needs_conversion, runs_on_llama_cpp
 from ..engine.pair import load_pair
-from ..run_kind import RunKind
+from ..run_kind import RunKind, default_drafter
 
 
 def draft_source(args):
@@ -45,13 +45,12 @@ def has_head(args) -> bool:
 
 
 def drafter_choice(args) -> str:
-    """--drafter, else prompt lookup for a target on llama.cpp (no drafter beats plain decoding there on Spec-Bench,
-    and lookup needs no extra weights: docs/performance.md); else the fastest the target has on the torch path:
-    the draft head with prompt lookup, else the draft model with prompt lookup, else prompt lookup alone."""
+    """--drafter, else run_kind.default_drafter for this target: prompt lookup first, with the pair's draft model
+    (--draft) where it pays, or its draft head on the torch path."""
     has_draft = draft_source(args) is not None
-    drafter = getattr(args, "drafter", None) or (
-        "pld" if runs_on_llama_cpp(ModelSource.parse(args.target), load_options(args)) else
-        "eagle-hybrid" if has_head(args) and not args.draft else "hybrid" if has_draft else "pld")
+    on_llama_cpp = runs_on_llama_cpp(ModelSource.parse(args.target), load_options(args))
+    drafter = getattr(args, "drafter", None) or default_drafter(
+        on_llama_cpp, has_draft=has_draft, has_head=has_head(args) and not args.draft)
     if RunKind.ours(drafter).needs_draft_model and not has_draft:
         raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
     return drafter

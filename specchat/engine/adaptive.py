@@ -6,6 +6,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from .cost_curve import CostCurve
+
 CONTEXT = "context"  # an AcceptanceClass source: prompt lookup in the context (prompt + reply so far)
 HISTORY = "history"  # an AcceptanceClass source: lookup in the user's past replies (engine/history.py)
 
@@ -44,6 +46,14 @@ class StepCosts:
     verify: dict[int, float] = field(default_factory=dict)
     draft_per_token: float | None = None  # EMA seconds per drafted token: a draft model's or a head's own passes
     frozen: bool = False  # a fixed model that ignores timings
+    # The verification cost curve measured while loading (cost_curve.py), or None (learned from live steps alone).
+    # With a curve, K + 1 is always one of its measured sizes, each priced as a plain step's cost now (from every
+    # live step: _record_on_curve) times its ratio.
+    curve: CostCurve | None = None
+    # A draft model's token in plain steps before its passes were timed (the ratio of its weights to the target's,
+    # ModelPair.engine), or None: with a curve, a model that could not pay even if every draft were accepted is
+    # never run, not even in a probe (DraftLengthPolicy.choose).
+    draft_prior: float | None = None
     since_plain: int = 0  # drafting steps since the last plain one (the last fresh measurement of the baseline)
     # verify_estimate(n) until the next record(): the policy asks for every n up to K_max+1 two or three times a
     # step, and each estimate sorts the measurements, so each size is worked out once between measurements
@@ -51,6 +61,7 @@ class StepCosts:
     # size -> the last SAMPLES (seconds, the baseline verify[1] when it was taken, None for a plain step or before
     # any): _trusted() leaves out a size measured only while the baseline was much higher than now
     _samples: dict[int, deque] = field(default_factory=dict, repr=False, compare=False)
+    _anchor: float | None = field(default=None, repr=False, compare=False)  # with a curve: the last plain step's s
 
     SAMPLES = 16
     PLAIN_SAMPLES = 2  # plain steps measured before the first draft
@@ -66,6 +77,9 @@ class StepCosts:
         one target pass = 1, +10% per extra token verified, a draft model token 0.1."""
         return cls(verify={1: 1.0, 2: 1.1}, draft_per_token=0.1 if model_drafter else 0.0, frozen=True)
 
+    CURVE_WEIGHT = 3  # a size's load-time ratio counts as this many of its live ratios (_curve_ratio)
+    ANCHOR_STEPS = 10  # drafting steps after a plain one whose live ratios are taken against it (_record_on_curve)
+
     def record(self, k: int, verify_s: float, draft_s: float | None) -> None:
         """Adds one step of k drafts: verify_s, the seconds of all but its drafting (DraftLengthPolicy.observe);
         draft_s, the draft model's seconds, or None for a free proposal (prompt lookup inside a model drafter),
@@ -74,6 +88,9 @@ class StepCosts:
         if self.frozen:
             return
         self._estimates.clear()
+        if self.curve is not None:
+            self._record_on_curve(k, verify_s, draft_s)
+            return
         plain = self._samples.get(1)
         if k and plain and verify_s < self.STALE * self.verify[1]:
             # checking more tokens cannot cost less than one: the plain steps were measured in a slower spell (the
@@ -88,6 +105,45 @@ class StepCosts:
             per_token = draft_s / k
             previous = self.draft_per_token
             self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
+
+    def _record_on_curve(self, k: int, verify_s: float, draft_s: float | None) -> None:
+        """record() with a measured curve. Every step is a sample of what a plain step costs now (its seconds over
+        its size's ratio), so the machine's speed, which moves with its other work, is followed without spending
+        plain steps on it. A size's ratio is kept current from its live steps, each against the plain steps of the
+        time (the anchor: only a plain step can tell a dearer size from a slower machine): the latest plain step,
+        for the ANCHOR_STEPS drafting steps after it (plain steps run first, then one every PLAIN_REFRESH drafting
+        steps: needs_plain_step)."""
+        n = k + 1
+        if not k:
+            self._anchor = verify_s
+        elif self._anchor and self.since_plain < self.ANCHOR_STEPS:
+            self._samples.setdefault(n, deque(maxlen=self.SAMPLES // 2)).append(verify_s / self._anchor)
+        baseline = self._samples.setdefault(1, deque(maxlen=self.SAMPLES))
+        baseline.append(verify_s / self._curve_ratio(n))
+        self.verify[1] = sorted(baseline)[(len(baseline) - 1) // 4]
+        self.since_plain = self.since_plain + 1 if k else 0
+        if k and draft_s is not None:
+            per_token = draft_s / k
+            previous = self.draft_per_token
+            self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
+
+    def _curve_ratio(self, n: int) -> float:
+        """A measured size's cost in plain steps: the median of its load-time ratio (counted CURVE_WEIGHT times)
+        and its live ratios (_record_on_curve), so that a size the live steps keep finding cheaper or dearer than
+        at load moves there, and one slow pass does not move it. Sizes the curve lacks: _beyond."""
+        if n not in self.curve.ratios:
+            return self._beyond(n)
+        if n == 1:
+            return 1.0
+        values = [self.curve.ratio(n)] * self.CURVE_WEIGHT + list(self._samples.get(n, ()))
+        return sorted(values)[len(values) // 2]
+
+    def sizes(self, most: int) -> list[int]:
+        """The draft lengths K the policy may choose, up to `most`: with a curve those whose pass (K + 1) it
+        measured, else every length."""
+        if self.curve is None or self.frozen:
+            return list(range(most + 1))
+        return [n - 1 for n in self.curve.sizes if n - 1 <= most]
 
     def plain(self) -> float:
         """Seconds of a plain one-token step on this machine: what decoding without drafts costs a token."""
@@ -104,19 +160,40 @@ class StepCosts:
         if self.frozen:
             return False
         samples = self._samples.get(1)
+        if self.curve is not None:  # any step measures the baseline; plain steps anchor the live ratios
+            return not samples or self.since_plain >= self.PLAIN_REFRESH
         if samples is None:
             return 1 not in self.verify
         return len(samples) < self.PLAIN_SAMPLES or self.since_plain >= self.PLAIN_REFRESH
 
     def step(self, k: int, free: bool = False) -> float:
-        """Expected seconds of a step with k drafts: verify(k+1), plus k draft tokens unless the proposal was free."""
-        return self.verify_estimate(k + 1) + (0.0 if free else k * (self.draft_per_token or 0.0))
+        """Expected seconds of a step with k drafts: verify(k+1), plus k draft tokens unless the proposal was free
+        (their measured cost, else draft_prior plain steps each)."""
+        if free or not k:
+            return self.verify_estimate(k + 1)
+        per_token = self.draft_per_token
+        if per_token is None:
+            per_token = (self.draft_prior or 0.0) * self.verify_estimate(1)
+        return self.verify_estimate(k + 1) + k * per_token
 
     def verify_estimate(self, n: int) -> float:
         estimate = self._estimates.get(n)
         if estimate is None:
-            estimate = self._estimates[n] = self._estimate(n)
+            if self.curve is not None and not self.frozen:
+                estimate = self.verify[1] * self._curve_ratio(n)
+            else:
+                estimate = self._estimate(n)
+            self._estimates[n] = estimate
         return estimate
+
+    def _beyond(self, n: int) -> float:
+        """The price of a size the curve lacks (only a caller outside the policy asks: the policy drafts measured
+        sizes only): that of the next larger measured size, or a line beyond the largest."""
+        larger = [m for m in self.curve.sizes if m >= n]
+        if larger:
+            return self._curve_ratio(larger[0])
+        top = self.curve.sizes[-1]
+        return self._curve_ratio(top) * n / top
 
     def _estimate(self, n: int) -> float:
         """The cost of verifying n tokens, never more than a measured cost for more tokens (checking fewer tokens
@@ -212,15 +289,37 @@ class _Acceptance:
             prior = key.length / (key.length + 1)
         else:
             prior = key.length / (key.length + 2)
-        return cls(successes=3.0 * prior * factor, prior=prior)
+        return cls(successes=3.0 * prior * factor, prior=prior, cap=cls.cap_for(key))
+
+    @staticmethod
+    def cap_for(key: AcceptanceClass | None) -> float:
+        """How far a class's alpha may be believed on a measured curve: 0.99 for a match of 16 tokens or more (a
+        copy in progress, accepted 98-99% of the time, and only then does a 31- or 47-token check pay on a steep
+        curve), 0.97 for 8-15, 0.9 for shorter matches and a model's drafts. A short match's run of hits is luck
+        more often than a copy: believed at 0.99 it had checked 15 tokens at a time and lost 9 plain steps each
+        time its copy ended (docs/performance.md)."""
+        length = key.length if key is not None else None
+        if length is None or length < 8:
+            return 0.9
+        return 0.97 if length < 16 else 0.99
+
+    cap: float = 0.99  # the most alpha may count for on a measured curve (with_prior: by match length)
 
     @property
     def alpha(self) -> float:
         return self.successes / self.trials
 
+    # The most trials the estimate weighs: a long copy checked 31 tokens at a time would otherwise pile up so many
+    # successes that, once the copy ends, its class went on checking long drafts for many steps, each all rejected.
+    MAX_TRIALS = 20.0
+
     def add(self, k: int, n: int, decay: float) -> None:
         self.successes = decay * self.successes + n
         self.trials = decay * self.trials + n + (1 if n < k else 0)
+        if self.trials > self.MAX_TRIALS:
+            scale = self.MAX_TRIALS / self.trials
+            self.successes *= scale
+            self.trials = self.MAX_TRIALS
 
 
 @dataclass
@@ -292,7 +391,7 @@ class DraftLengthPolicy:
     acceptance: dict = field(default_factory=dict)  # AcceptanceClass (Draft.acceptance_class) or None -> _Acceptance
     costs: StepCosts = field(default_factory=StepCosts)
 
-    ALPHA_CAP = 0.95
+    ALPHA_CAP = 0.95  # without a measured curve; with one, each class's own cap (_Acceptance.cap_for)
     K_STRIDE = 2
     # A free class at K = 0 is probed (a paid check, to measure the costs again) only while its best check is
     # expected to reach this share of plain decoding's speed: closer than the costs' noise from paying.
@@ -321,6 +420,8 @@ class DraftLengthPolicy:
         if self.costs.needs_plain_step():
             return 0
         acceptance = self._class(acceptance_class)
+        if not free and not self._could_pay(limit):
+            return 0  # a model that would lose time even with every draft accepted: not even a probe
         best_k, _ = self._best(limit, acceptance, free)
         in_the_red = acceptance.gain < -self.floor_tokens
         if best_k and not in_the_red:
@@ -335,6 +436,16 @@ class DraftLengthPolicy:
             acceptance.misses += 1
             return probe_k
         return 0
+
+    def _could_pay(self, limit: int) -> bool:
+        """Whether a paid proposal (a draft model's) could beat plain decoding on the measured curve if its drafts
+        were accepted as often as a model's drafts may be believed to be (its alpha cap). Without a curve it is
+        assumed it could: the costs are then learned by trying."""
+        if self.costs.curve is None or self.costs.frozen:
+            return True
+        certain = _Acceptance(successes=1.0, trials=1.0, cap=_Acceptance.cap_for(None))
+        best_k, _ = self._best(limit, certain, free=False)
+        return best_k > 0
 
     def wants_lookup(self) -> bool:
         """Whether to look up a free proposal (prompt lookup) this step. A lookup costs the same whether or not it
@@ -367,12 +478,20 @@ class DraftLengthPolicy:
     def _best(self, limit: int, acceptance: _Acceptance, free: bool, smallest: int = 0) -> tuple[int, float]:
         """The K (at least `smallest`) with the highest expected rate, and that rate (tokens per second). Two guards
         against trusting too little data: alpha counts as at most ALPHA_CAP (a run of copied tokens can drive a match
-        class's estimate close to 1, and with it K to the longest checks), and K grows at most K_STRIDE past the
-        largest size measured so far, so the cost of a longer check is measured before it is relied on."""
+        class's estimate close to 1, and with it K to the longest checks), and without a measured curve K grows at
+        most K_STRIDE past the largest size measured so far, so the cost of a longer check is measured before it is
+        relied on. With a curve (StepCosts.curve) K + 1 is one of its measured sizes, and alpha may reach the class's
+        own cap (_Acceptance.cap_for): a long copy is worth its long check only if a near-certain match may be
+        believed, and a short one is not near-certain."""
         best_k, best_rate = smallest, 0.0
-        alpha = min(acceptance.alpha, self.ALPHA_CAP)
-        top = self.k_max if self.costs.frozen else max(self.costs.verify) - 1 + self.K_STRIDE
-        for k in range(smallest, max(min(self.k_max, limit, top), smallest) + 1):
+        on_curve = self.costs.curve is not None and not self.costs.frozen
+        alpha = min(acceptance.alpha, acceptance.cap if on_curve else self.ALPHA_CAP)
+        if on_curve:
+            candidates = [k for k in self.costs.sizes(min(self.k_max, limit)) if k >= smallest] or [smallest]
+        else:
+            top = self.k_max if self.costs.frozen else max(self.costs.verify) - 1 + self.K_STRIDE
+            candidates = range(smallest, max(min(self.k_max, limit, top), smallest) + 1)
+        for k in candidates:
             rate = expected_tokens(alpha, k) / self.costs.step(k, free)
             if rate > best_rate:
                 best_k, best_rate = k, rate

@@ -154,32 +154,46 @@ def verdict_key(path: Path, repack: bool, placement: str = "") -> str:
 
 
 def default_cache_file() -> Path:
+    return user_cache_file(VERDICTS_FILE)
+
+
+def user_cache_file(name: str) -> Path:
+    """A file of what is measured once per file, build and CPU (the kernel verdicts, the cost curves), in the user
+    cache (SPECCHAT_CACHE_DIR, else the platform's)."""
     import platformdirs
 
-    return Path(os.environ.get("SPECCHAT_CACHE_DIR") or platformdirs.user_cache_dir("specchat")) / VERDICTS_FILE
+    return Path(os.environ.get("SPECCHAT_CACHE_DIR") or platformdirs.user_cache_dir("specchat")) / name
 
 
-def _read_cache(path: Path) -> dict:
-    """The kept verdicts; an unreadable or damaged file counts as empty (they are measured again)."""
+def read_kept(path: Path) -> dict:
+    """A kept JSON object; an unreadable, damaged or foreign file counts as empty (it is measured again)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict):
-        return {}
-    return {key: value for key, value in data.items()
-            if isinstance(value, dict) and set(value) == {"exact_rows", "chunked_prefill"}
-            and isinstance(value["exact_rows"], int) and isinstance(value["chunked_prefill"], bool)}
+    return data if isinstance(data, dict) else {}
 
 
-def _write_cache(path: Path, data: dict) -> None:
+def write_kept(path: Path, data: dict, what: str) -> None:
+    """Keeps `data` in `path` atomically; a read-only cache only costs the next start the same measurement."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(f"{path.name}.tmp{os.getpid()}")
         staging.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(staging, path)
-    except OSError as error:  # a read-only cache only costs the next start the same check
-        log.warning("could not keep llama.cpp's kernel verdicts in %s: %s", path, error)
+    except OSError as error:
+        log.warning("could not keep %s in %s: %s", what, path, error)
+
+
+def _read_cache(path: Path) -> dict:
+    """The kept verdicts (read_kept), those of the right shape."""
+    return {key: value for key, value in read_kept(path).items()
+            if isinstance(value, dict) and set(value) == {"exact_rows", "chunked_prefill"}
+            and isinstance(value["exact_rows"], int) and isinstance(value["chunked_prefill"], bool)}
+
+
+def _write_cache(path: Path, data: dict) -> None:
+    write_kept(path, data, "llama.cpp's kernel verdicts")
 
 
 def _llama_build() -> str:

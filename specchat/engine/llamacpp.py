@@ -39,7 +39,9 @@ import torch
 
 from .errors import ModelLoadError, PrefillCancelled
 from .gguf_header import layer_shape
-from .llama_kernels import DISTRIBUTION, KernelChoice, KernelVerdict, choose, measure_verdict, verdicts_for
+from .cost_curve import CostCurve, curve_for, measure_curve
+from .llama_kernels import (DISTRIBUTION, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_key,
+                            verdicts_for)
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 
@@ -190,6 +192,8 @@ class LlamaCppModel:
             raise ModelLoadError(f"llama.cpp could not load {self.path.name}{where}")
         self.handle = handle
         self.gpu_layers = gpu_layers
+        self.cost_curve: CostCurve | None = None  # the verification cost curve (measure_cost_curve), once measured
+        self.placement_key = ""  # offload.Placement.key, as the kernel verdict's key has it ("" on the CPU)
         device = offload_target(self.llama) if gpu_layers else None
         self.placement: Placement = load_log.placement(device, int(self.llama.llama_model_n_layer(handle)))
         self.vocab = self.llama.llama_model_get_vocab(handle)
@@ -201,6 +205,15 @@ class LlamaCppModel:
 
     def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
         return LlamaCppRunner(self, keeps_features)
+
+    def measure_cost_curve(self) -> CostCurve:
+        """The verification cost curve of this file as a target (cost_curve.py), kept per file, build, CPU,
+        placement, layout and thread count in the user cache, else measured now: once, a few seconds for a 1.5B
+        model on two cores. Runners made after it price their drafts on it."""
+        if self.cost_curve is None:
+            key = f"{verdict_key(self.path, self.kernels.repack, self.placement_key)}:threads={self.threads}"
+            self.cost_curve = curve_for(key, lambda: measure_curve(self.runner()))
+        return self.cost_curve
 
     def kernel_verdict(self) -> KernelVerdict:
         """Up to how many rows this file's passes are bit-identical to one-token passes (llama_kernels.py)."""
@@ -234,7 +247,7 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
     path = Path(path)
     layers, placement = gpu_layers_for(path, device, gpu_layers)
     if wanted == DISTRIBUTION:
-        return LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers)
+        return _placed(LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers), placement)
     settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
     measured: dict[bool, LlamaCppModel] = {}
 
@@ -251,8 +264,13 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
             model.close()
     if kernels.repack in measured:  # already loaded in this layout: its runners follow the choice from now on
         measured[kernels.repack].kernels = kernels
-        return measured[kernels.repack]
-    return LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers)
+        return _placed(measured[kernels.repack], placement)
+    return _placed(LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers), placement)
+
+
+def _placed(model: LlamaCppModel, placement: str) -> LlamaCppModel:
+    model.placement_key = placement
+    return model
 
 
 class TargetEmbeddings(torch.nn.Module):
@@ -385,6 +403,7 @@ class LlamaCppRunner:
         self._threads = model.threads  # the context's thread count now
         # The engine keeps every verification within this many rows, where they stay bit-identical (None: no cap).
         self.max_pass_rows = model.kernels.max_pass_rows
+        self.cost_curve = model.cost_curve  # what a pass of n tokens costs (cost_curve.py), for the K policy
 
     def new_cache(self, capacity: int) -> LlamaCppCache:
         """An empty cache with room for `capacity` positions (the context is remade only when it must grow). The

@@ -193,6 +193,14 @@ class LoadedModel:
         return self.native if self.native is not None else self.model
 
     @property
+    def weight_bytes(self) -> int:
+        """The bytes of weights one pass reads: the GGUF file on llama.cpp, else the torch module's parameters. A
+        one-token pass on a CPU is bound by them, so two models' ratio prices one's pass in the other's."""
+        if self.native is not None:
+            return self.native.path.stat().st_size
+        return sum(p.numel() * p.element_size() for p in self.model.parameters()) if self.model is not None else 0
+
+    @property
     def exactness(self) -> str:
         """What a speculative reply promises against plain decoding: "bit-identical" or "distribution"."""
         if self.native is not None:

@@ -66,11 +66,17 @@ class ModelPair:
         eos = self.target.eos_token_ids()
         native = self.target.native
         if native is not None:
-            return SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
-                                     self.target.tokenizer, made, eos_token_ids=eos)
-        runner = self._torch_runner(made.capabilities.reads_target_states,
-                                    self.packed_weights if packed_weights is None else packed_weights)
-        return SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
+            native.measure_cost_curve()  # once per file here, then read from the cache: the K policy prices on it
+            engine = SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
+                                       self.target.tokenizer, made, eos_token_ids=eos)
+        else:
+            runner = self._torch_runner(made.capabilities.reads_target_states,
+                                        self.packed_weights if packed_weights is None else packed_weights)
+            engine = SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
+        if drafter in MODEL_DRAFTERS and self.draft is not None and self.target.weight_bytes:
+            # a draft token's price before the draft has run: its weights against the target's (StepCosts)
+            engine.step_costs.draft_prior = self.draft.weight_bytes / self.target.weight_bytes
+        return engine
 
     def _torch_runner(self, keeps_features: bool, packed_weights: bool):
         """The torch target's runner. On a GPU the pair keeps one StaticCacheRunner per kind (keeping hidden states

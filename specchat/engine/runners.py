@@ -228,6 +228,7 @@ class StaticCacheRunner:
         self._passes = StaticPasses(target, self.context_window + k_max + 1, verification_buckets(k_max),
                                     compile_backend, features=self._keep_features if keeps_features else None)
         self.buckets = self._passes.buckets
+        self.max_pass_rows = self.buckets[-1]  # the longest compiled verification: the engine caps K below it
         self.compile_backend = compile_backend
 
     def warm_up(self) -> None:

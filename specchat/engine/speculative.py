@@ -40,7 +40,7 @@ class GenerationConfig:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     k: int = 5  # the draft length, or the starting one when adaptive
     adaptive_k: bool = True
-    k_max: int = 16
+    k_max: int = 63  # the longest draft: 64-token checks pay on copying replies (cost_curve.py)
     seed: int | None = None  # None picks one (and reports it) so every run can be reproduced
     stop_strings: tuple[str, ...] = ()
 
@@ -82,7 +82,8 @@ class SpeculativeEngine:
         rows = getattr(self.runner, "max_pass_rows", None)
         self.max_draft = rows - 1 if rows else 1 << 30
         self.vocab_size = self.runner.vocab_size
-        self.step_costs = StepCosts()  # measured per engine, reused by every generation
+        # measured per engine, reused by every generation; from the target's cost curve measured at load, if any
+        self.step_costs = StepCosts(curve=getattr(self.runner, "cost_curve", None))
         self._stage = HostToDevice(self.device)  # host tokens onto the device without a wait
         # True: the draft and verify phases wait for the device before they close, so a profile (`specchat bench
         # --profile`, `specchat gpu-check`) puts the GPU's time where it is spent; two waits more per step, so off
@@ -115,7 +116,7 @@ class SpeculativeEngine:
         with run.phase("prefill"):
             # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
             # rolled back).
-            cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + config.k_max + 1)
+            cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + min(config.k_max, self.max_draft) + 1)
             first = self._prefill(prompt, cache, sampler, cancel)
         stats.prefill_s = run.seconds["prefill"]
         if first is None:  # a Stop (or closing the app) was heard between the prompt's chunks
@@ -148,7 +149,8 @@ class SpeculativeEngine:
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
         # on the replies before it.
         acceptance = self.acceptance if greedy else {}
-        return DraftLengthPolicy(k=config.k, k_max=config.k_max, adaptive=config.adaptive_k, costs=costs,
+        return DraftLengthPolicy(k=min(config.k, max(self.max_draft, 1)), k_max=min(config.k_max, self.max_draft),
+                                 adaptive=config.adaptive_k, costs=costs,
                                  acceptance=acceptance)
 
     def _prefill(self, prompt: list[int], cache, sampler: Sampler, cancel: threading.Event | None) -> int | None:
@@ -236,8 +238,8 @@ class SpeculativeEngine:
         lookup = self._free_proposal(context, min(limit, policy.k_max)) if look else None
         with profile.phase("policy"):
             free = lookup is not None and (not paid or policy.free_beats_model(limit, lookup.acceptance_class))
-            if free:
-                k_wanted = policy.choose(limit, lookup.acceptance_class, free=True)
+            if free:  # K is at most the proposal's length: with a measured curve, every size checked is measured
+                k_wanted = policy.choose(min(limit, lookup.length), lookup.acceptance_class, free=True)
             else:
                 k_wanted = policy.choose(limit) if paid else 0
         draft = lookup if free else None

@@ -14,6 +14,7 @@ from ..engine.catalog import Catalog, CatalogEntry, CostTable, Fit
 from ..engine.catalog_gguf import gguf_spec, split_gguf_spec
 from ..engine.catalog_here import Machine, machine_here, run_here  # noqa: F401 - machine_here: re-exported
 from ..formatting import format_size
+from ..run_kind import default_drafter
 
 ALPHA = 0.7  # the acceptance rate the predicted speedups are stated at (docs/catalog.md)
 GATED_HINT = "gated: accept the licence on huggingface.co and log in with `hf auth login`"
@@ -192,9 +193,10 @@ class DraftChoice:
 
     @property
     def drafter(self) -> str:
-        """The drafter that uses this draft: the draft model (which drafts through text by itself where the
-        tokenizers differ: engine/drafting/registry.py), or prompt lookup without one."""
-        return "model" if self.spec else "pld"
+        """The drafter the app picks with this draft (run_kind.default_drafter): prompt lookup first with the draft
+        model where it pays (which drafts through text by itself where the tokenizers differ:
+        engine/drafting/registry.py), or prompt lookup alone without one."""
+        return default_drafter(on_llama_cpp=False, has_draft=bool(self.spec))
 
 
 NO_DRAFT = DraftChoice("", "No draft model (prompt lookup)", True, False,

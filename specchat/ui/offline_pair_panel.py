@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 
 from ..engine.offline_pair import MODELS, InstallProgress, install_pair, installed_pair, models_dir
 from ..formatting import format_size
+from ..run_kind import default_drafter
 from .workers import FunctionWorker, JobThread
 
 REPORT_EVERY_S = 0.2  # progress crosses to the GUI thread at most this often (as downloads.py)
@@ -45,7 +46,9 @@ class OfflinePairPanel(QWidget):
         self.install_button.clicked.connect(self.start)
         self.use_button = QPushButton("Use the offline pair")
         self.use_button.setToolTip(f"{TARGET.id} as the target with {DRAFT.id} as its draft (one tokenizer)")
-        self.use_button.clicked.connect(lambda: self.use_requested.emit(TARGET.id, DRAFT.id, "model"))
+        # the pair runs on llama.cpp, where its 0.5B draft does not pay on a CPU: lookup (run_kind.default_drafter)
+        self.use_button.clicked.connect(lambda: self.use_requested.emit(
+            TARGET.id, DRAFT.id, default_drafter(on_llama_cpp=True, has_draft=True)))
         self.cancel_button = QPushButton("Cancel install")
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar(textVisible=False)

@@ -204,3 +204,37 @@ def test_conversations_title_and_regenerate(store):
     assert conversations.system_prompt(chat.id) == "Be brief."
     assert conversations.rename(chat.id, "Sea").title == "Sea" and conversations.delete(chat.id)
     assert conversations.find() == []
+
+
+def test_a_reply_with_nothing_drafted_says_so_and_claims_no_ratio(store, recorder, runs, chat, context):
+    runs.plain_tokens_per_s = 4.0
+    reply = recorder.begin(chat.id, 7, 11, context)
+    plain = result()
+    plain.stats.draft_proposed = plain.stats.draft_accepted = 0
+    plain.stats.target_passes = 4
+    recorder.finish(reply, plain, SPANS)
+    run = store.run_for_message(reply.message_id)
+    assert run.speedup is None and run.speedup_basis is None  # a speed difference without drafts is noise
+    footer = runs.footer(reply.message_id)
+    assert "decoded plainly (nothing worth drafting)" in footer
+    assert "vs plain" not in footer and "accepted" not in footer and "same distribution" not in footer
+    assert store.conversation_stats(chat.id).mean_speedup is None
+
+
+def test_a_drafted_reply_keeps_its_ratio_and_basis(store, recorder, runs, chat, context):
+    runs.plain_tokens_per_s = 4.0
+    reply = recorder.begin(chat.id, 7, 11, context)
+    recorder.finish(reply, result(), SPANS)
+    footer = runs.footer(reply.message_id)
+    assert "× vs plain (calibrated)" in footer and "accepted 50%" in footer and "nothing worth" not in footer
+
+
+def test_a_reply_with_hardly_any_drafts_kept_claims_no_ratio(store, recorder, runs, chat, context):
+    runs.plain_tokens_per_s = 4.0
+    reply = recorder.begin(chat.id, 7, 11, context)
+    few = result(tokens=4)
+    few.stats.new_tokens, few.stats.draft_proposed, few.stats.draft_accepted = 50, 3, 1
+    recorder.finish(reply, few, SPANS)
+    assert store.run_for_message(reply.message_id).speedup is None
+    footer = runs.footer(reply.message_id)
+    assert "decoded almost plainly (1 drafted token kept)" in footer and "vs plain" not in footer

@@ -59,12 +59,12 @@ def test_fixed_k_never_changes_and_respects_the_limit():
 
 def test_acceptance_classes_are_learned_separately():
     policy = DraftLengthPolicy(k=4)
-    rng = random.Random(1)
+    rngs = {ONE: random.Random(1), SIX: random.Random(2)}  # each class's outcomes apart from the other's K
     for _ in range(80):
         for acceptance_class, alpha in ((ONE, 0.1), (SIX, 0.95)):
             k = policy.choose(limit=100, acceptance_class=acceptance_class)
             n = 0
-            while n < k and rng.random() < alpha:
+            while n < k and rngs[acceptance_class].random() < alpha:
                 n += 1
             policy.observe(k, n, verify_s=0.040 + 0.004 * k, draft_s=0.0, acceptance_class=acceptance_class)
     assert policy.alpha(ONE) < 0.3 < 0.8 < policy.alpha(SIX)

@@ -140,7 +140,7 @@ def test_speculative_sampling_matches_target_sampling(small_world, drafter, monk
     engine = SpeculativeEngine(target, tokenizer, make(), eos_token_ids=[])
 
     counts, drafted = sample_joint(engine, prompt, runs, length, temperature)
-    assert drafted > runs  # the drafts really were used
+    assert drafted > runs // 2  # the drafts really were used (proposals are as long as their evidence)
     assert chi_square_p(counts, expected, runs) > 1e-3
 
     monkeypatch.setattr(speculative, "verify_stochastic", lossy_verify)

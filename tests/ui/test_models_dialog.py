@@ -185,7 +185,7 @@ def test_choosing_smollm2_17b_fills_the_target_and_offers_the_embedded_draft(qtb
     models.draft.setCurrentIndex(0)
     qtbot.mouseClick(models.use_button, Qt.MouseButton.LeftButton)
     assert settings_dialog.target.text() == SMOLLM2_17B and settings_dialog.draft.text() == "embedded"
-    assert settings_dialog.drafter.currentData() == "model"  # a draft model needs a drafter that uses it
+    assert settings_dialog.drafter.currentData() == "hybrid"  # lookup first, the draft model where it pays
     # not downloaded: Settings says where to get it, and does not let a load fail
     assert "is not downloaded yet: download it with Models…" in settings_dialog.compat.text()
     assert not settings_dialog.ok_button.isEnabled()
@@ -208,7 +208,7 @@ def test_a_draft_with_another_tokenizer_is_chosen_with_the_draft_model_drafter(q
     models.select(SMOLLM2_17B)
     models.draft.setCurrentIndex(models.draft.findText("through text: Qwen3 0.6B", Qt.MatchFlag.MatchContains))
     models.use_selected()
-    assert (settings_dialog.draft.text(), settings_dialog.drafter.currentData()) == ("Qwen/Qwen3-0.6B", "model")
+    assert (settings_dialog.draft.text(), settings_dialog.drafter.currentData()) == ("Qwen/Qwen3-0.6B", "hybrid")
     open_models(qtbot, settings_dialog).select(SMOLLM2_17B)
     settings_dialog.models_dialog.draft.setCurrentIndex(settings_dialog.models_dialog.draft.count() - 1)
     settings_dialog.models_dialog.use_selected()  # no draft model: prompt lookup
@@ -433,7 +433,7 @@ def test_a_downloaded_model_is_on_this_computer_and_chosen_with_the_embedded_dra
     assert settings_dialog.compat.text().startswith("✔ Compatible")  # the real tokenizers, compared offline
     assert settings_dialog.ok_button.isEnabled()
     chosen = settings_dialog.settings()
-    assert (chosen.target, chosen.draft, chosen.drafter) == (SMOLLM2_17B, "embedded", "model")
+    assert (chosen.target, chosen.draft, chosen.drafter) == (SMOLLM2_17B, "embedded", "hybrid")
     assert ModelSource.parse(chosen.target).kind == "hub"
 
 

@@ -69,7 +69,7 @@ def test_install_then_use_the_pair(qtbot, models, models_folder, monkeypatch):
     assert not panel.progress.isVisible()
     with qtbot.waitSignal(models.chosen) as chosen:
         panel.use_button.click()
-    assert chosen.args == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "model"]
+    assert chosen.args == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "pld"]  # lookup: the 0.5B never pays here
     settings = models.parent()
     assert settings.target.text() == "qwen2.5-coder-1.5b" and settings.draft.text() == "qwen2.5-coder-0.5b"
 

@@ -43,6 +43,7 @@ class Draft:
     probs: torch.Tensor | None = None
     acceptance_class: AcceptanceClass | None = None
     forwards: int = 0
+    match_length: int | None = None  # a lookup's: how many tokens of the context's end it matched
     # A draft model on a GPU leaves its tokens there (a 1-D long tensor) and `tokens` empty: the host learns them
     # with the verification's result, in the step's one wait (engine/host_syncs.py).
     on_device: torch.Tensor | None = None

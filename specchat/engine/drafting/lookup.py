@@ -13,16 +13,21 @@ from .base import CONTEXT, HISTORY, AcceptanceClass, Draft, Drafter
 
 
 class PromptLookupDrafter(Drafter):
-    """Model-free drafting (Saxena 2023): if the last n tokens occurred before, propose what followed them.
+    """Model-free drafting: where the context's end occurred before, propose what followed it.
 
-    Replies often copy spans of the prompt (editing, summarising, extracting, code) or of themselves, so the
-    continuation of the most recent earlier match of the longest suffix n-gram is a good guess, and costs no model.
-    The longer the match, the likelier the copy goes on: the match length is the draft's acceptance class.
+    Replies often copy spans of the prompt (editing, summarising, extracting, code) or of themselves. The lookup is
+    a suffix-tree query done over an occurrence index: every earlier occurrence of the context's last token is
+    extended backwards (numpy, all at once) to find the longest suffix of the context that occurred before, up to
+    `max_ngram` tokens, and every occurrence of that suffix. The continuations of those occurrences form the
+    subtree of the suffix's node: the proposal follows it while the occurrences agree (continuation()), so its
+    length is as long as the evidence, and a copy may run on over what it is copying (a repeated pattern). The
+    longer the match, the likelier the copy goes on: the match length is the draft's acceptance class
+    (context_class), and the draft-length policy chooses how much of the proposal to check.
     """
 
     name = "pld"
 
-    def __init__(self, max_ngram: int = 6, min_ngram: int = 1, history: SuffixIndex | None = None):
+    def __init__(self, max_ngram: int = 64, min_ngram: int = 1, history: SuffixIndex | None = None):
         """history: also look in the user's past replies (the "history" drafter); the longer match wins, the
         context on a tie."""
         if not 1 <= min_ngram <= max_ngram:
@@ -38,13 +43,13 @@ class PromptLookupDrafter(Drafter):
         if self.history is None or k < 1:
             return draft
         found = self.history.match(context, k)
-        if found is None or not found.tokens or (draft is not None and draft.acceptance_class.length >= found.length):
+        if found is None or not found.tokens or (draft is not None and draft.match_length >= found.length):
             return draft
-        return Draft(tokens=found.tokens, acceptance_class=history_class(found.length))
+        return Draft(tokens=found.tokens, acceptance_class=history_class(found.length), match_length=found.length)
 
     def _from_context(self, context: Sequence[int], k: int) -> Draft | None:
-        """The tokens after the latest earlier occurrence of the longest suffix n-gram (max_ngram down to
-        min_ngram) that is followed by at least one token."""
+        """The continuation of the longest earlier occurrence of the context's end (max_ngram down to min_ngram
+        tokens) that is followed by at least one token, as far as its occurrences agree."""
         ids = np.asarray(context, dtype=np.int64)
         if len(ids) < 2 or k < 1:
             return None
@@ -59,8 +64,47 @@ class PromptLookupDrafter(Drafter):
         n = int(agree.max())
         if n < self.min_ngram:
             return None
-        end = int(ends[agree >= n][-1])  # the latest occurrence of the longest match
-        return Draft(tokens=ids[end + 1 : end + 1 + k].tolist(), acceptance_class=AcceptanceClass(CONTEXT, n))
+        tokens = continuation(ids, ends[agree >= n] + 1, k)
+        return Draft(tokens=tokens, acceptance_class=context_class(n), match_length=n)
+
+
+def continuation(ids: np.ndarray, starts: np.ndarray, k: int) -> list[int]:
+    """Up to k tokens that follow the occurrences starting at `starts` (the positions after them, oldest first):
+    token by token, the one most of the occurrences still in agreement continue with, as long as it is more than
+    half of them; the occurrences that continue otherwise drop out. Where they disagree on the first token, the
+    latest occurrence is followed (as plain prompt lookup does). With one occurrence left it is copied on, and a copy that reaches the context's end goes on over the tokens it has
+    proposed (the text repeats with the period of the distance between its occurrence and the end)."""
+    size = len(ids)
+    tokens: list[int] = []
+    alive = starts[::-1]  # newest first
+    while len(tokens) < k and len(alive) > 1:
+        at = alive + len(tokens)
+        nexts = ids[np.minimum(at, size - 1)]
+        beyond = at >= size  # a position past the end reads the proposal itself (an overlapping copy)
+        if beyond.any():
+            nexts[beyond] = [tokens[a - size] for a in at[beyond]]
+        values, counts = np.unique(nexts, return_counts=True)
+        best = counts.max()
+        winner = values[np.argmax(counts)]
+        if 2 * best <= len(alive):  # the occurrences disagree: no continuation has the evidence
+            if tokens:
+                break
+            alive = alive[:1]  # nothing proposed yet: the latest occurrence's, as plain prompt lookup would
+            break
+        tokens.append(int(winner))
+        alive = alive[nexts == winner]
+    if len(alive) == 1 and len(tokens) < k:
+        start = int(alive[0])
+        for j in range(len(tokens), k):
+            at = start + j
+            tokens.append(int(ids[at]) if at < size else tokens[at - size])
+    return tokens
+
+
+def context_class(length: int) -> AcceptanceClass:
+    """The acceptance class of a context match of `length` tokens: exact up to 8, then 12 (9-15), 16 (16-31) and
+    32 (32 or more). Past a few tokens a match is a copy in progress, and longer copies go on longer."""
+    return AcceptanceClass(CONTEXT, length if length <= 8 else 12 if length < 16 else 16 if length < 32 else 32)
 
 
 def history_class(length: int) -> AcceptanceClass:
