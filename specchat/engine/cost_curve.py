@@ -116,6 +116,11 @@ def measure_curve(runner, sizes: Sequence[int] = PASS_SIZES, prefix: int = CURVE
     return CostCurve(monotone({n: min(s) / one if n > 1 else 1.0 for n, s in samples.items()}))
 
 
+def kept_curve(key: str, cache_file: Path | None = None) -> CostCurve | None:
+    """The curve kept under `key`, or None."""
+    return CostCurve.from_json(read_kept(cache_file or user_cache_file(CURVES_FILE)).get(key))
+
+
 def curve_for(key: str, measure: Callable[[], CostCurve], cache_file: Path | None = None) -> CostCurve:
     """The curve kept under `key` (llama_kernels.verdict_key's parts: file, build, CPU, placement), else
     `measure()`d and kept."""

@@ -39,7 +39,7 @@ import torch
 
 from .errors import ModelLoadError, PrefillCancelled
 from .gguf_header import layer_shape
-from .cost_curve import CostCurve, curve_for, measure_curve
+from .cost_curve import CostCurve, curve_for, kept_curve, measure_curve
 from .llama_kernels import (DISTRIBUTION, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_key,
                             verdicts_for)
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
@@ -211,9 +211,16 @@ class LlamaCppModel:
         placement, layout and thread count in the user cache, else measured now: once, a few seconds for a 1.5B
         model on two cores. Runners made after it price their drafts on it."""
         if self.cost_curve is None:
-            key = f"{verdict_key(self.path, self.kernels.repack, self.placement_key)}:threads={self.threads}"
-            self.cost_curve = curve_for(key, lambda: measure_curve(self.runner()))
+            self.cost_curve = curve_for(self._curve_key(), lambda: measure_curve(self.runner()))
         return self.cost_curve
+
+    def cost_curve_kept(self) -> bool:
+        """Whether the cost curve is known already (measured in this process, or kept from an earlier one), so
+        that building the first engine costs no measurement: a command says so before a first one."""
+        return self.cost_curve is not None or kept_curve(self._curve_key()) is not None
+
+    def _curve_key(self) -> str:
+        return f"{verdict_key(self.path, self.kernels.repack, self.placement_key)}:threads={self.threads}"
 
     def kernel_verdict(self) -> KernelVerdict:
         """Up to how many rows this file's passes are bit-identical to one-token passes (llama_kernels.py)."""

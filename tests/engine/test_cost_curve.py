@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specchat.engine.adaptive import AcceptanceClass, DraftLengthPolicy, StepCosts, _Acceptance, expected_tokens
-from specchat.engine.cost_curve import CostCurve, curve_for, measure_curve, monotone
+from specchat.engine.cost_curve import CostCurve, curve_for, kept_curve, measure_curve, monotone
 
 # A curve shaped like llama.cpp's for a 1.5B Q4_K_M model on two cores (docs/performance.md): steep, uneven.
 STEEP = CostCurve({1: 1.0, 2: 1.9, 3: 2.3, 4: 2.7, 8: 4.6, 16: 5.5, 24: 8.1, 32: 9.3, 48: 12.9, 64: 16.8})
@@ -34,8 +34,9 @@ def test_kept_curve_is_measured_once_and_junk_is_measured_again(tmp_path):
         calls.append(1)
         return STEEP
 
+    assert kept_curve("key", cache) is None  # a command says it will measure, before it does
     assert curve_for("key", measure, cache) == STEEP
-    assert curve_for("key", measure, cache) == STEEP
+    assert curve_for("key", measure, cache) == STEEP and kept_curve("key", cache) == STEEP
     assert len(calls) == 1
     cache.write_text(json.dumps({"key": {"1": "x"}}))
     assert curve_for("key", measure, cache) == STEEP and len(calls) == 2
