@@ -102,9 +102,7 @@ class StepCosts:
         self.verify[k + 1] = sorted(s for s, _ in samples)[(len(samples) - 1) // 4]
         self.since_plain = self.since_plain + 1 if k else 0
         if k and draft_s is not None:
-            per_token = draft_s / k
-            previous = self.draft_per_token
-            self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
+            self._record_draft(draft_s / k)
 
     def _record_on_curve(self, k: int, verify_s: float, draft_s: float | None) -> None:
         """record() with a measured curve. Every step is a sample of what a plain step costs now (its seconds over
@@ -123,9 +121,12 @@ class StepCosts:
         self.verify[1] = sorted(baseline)[(len(baseline) - 1) // 4]
         self.since_plain = self.since_plain + 1 if k else 0
         if k and draft_s is not None:
-            per_token = draft_s / k
-            previous = self.draft_per_token
-            self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
+            self._record_draft(draft_s / k)
+
+    def _record_draft(self, per_token: float) -> None:
+        """One drafting step's seconds per drafted token, into the draft model's running estimate."""
+        previous = self.draft_per_token
+        self.draft_per_token = per_token if previous is None else 0.7 * previous + 0.3 * per_token
 
     def _curve_ratio(self, n: int) -> float:
         """A measured size's cost in plain steps: the median of its load-time ratio (counted CURVE_WEIGHT times)
@@ -139,10 +140,8 @@ class StepCosts:
         return sorted(values)[len(values) // 2]
 
     def sizes(self, most: int) -> list[int]:
-        """The draft lengths K the policy may choose, up to `most`: with a curve those whose pass (K + 1) it
-        measured, else every length."""
-        if self.curve is None or self.frozen:
-            return list(range(most + 1))
+        """The draft lengths K up to `most` whose pass (K + 1) the curve measured: the only ones the policy drafts
+        when it has a curve."""
         return [n - 1 for n in self.curve.sizes if n - 1 <= most]
 
     def plain(self) -> float:

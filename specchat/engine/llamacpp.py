@@ -193,7 +193,6 @@ class LlamaCppModel:
         self.handle = handle
         self.gpu_layers = gpu_layers
         self.cost_curve: CostCurve | None = None  # the verification cost curve (measure_cost_curve), once measured
-        self.placement_key = ""  # offload.Placement.key, as the kernel verdict's key has it ("" on the CPU)
         device = offload_target(self.llama) if gpu_layers else None
         self.placement: Placement = load_log.placement(device, int(self.llama.llama_model_n_layer(handle)))
         self.vocab = self.llama.llama_model_get_vocab(handle)
@@ -220,7 +219,7 @@ class LlamaCppModel:
         return self.cost_curve is not None or kept_curve(self._curve_key()) is not None
 
     def _curve_key(self) -> str:
-        return f"{verdict_key(self.path, self.kernels.repack, self.placement_key)}:threads={self.threads}"
+        return f"{verdict_key(self.path, self.kernels.repack, self.placement.key)}:threads={self.threads}"
 
     def kernel_verdict(self) -> KernelVerdict:
         """Up to how many rows this file's passes are bit-identical to one-token passes (llama_kernels.py)."""
@@ -254,7 +253,7 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
     path = Path(path)
     layers, placement = gpu_layers_for(path, device, gpu_layers)
     if wanted == DISTRIBUTION:
-        return _placed(LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers), placement)
+        return LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers)
     settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
     measured: dict[bool, LlamaCppModel] = {}
 
@@ -271,13 +270,8 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
             model.close()
     if kernels.repack in measured:  # already loaded in this layout: its runners follow the choice from now on
         measured[kernels.repack].kernels = kernels
-        return _placed(measured[kernels.repack], placement)
-    return _placed(LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers), placement)
-
-
-def _placed(model: LlamaCppModel, placement: str) -> LlamaCppModel:
-    model.placement_key = placement
-    return model
+        return measured[kernels.repack]
+    return LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers)
 
 
 class TargetEmbeddings(torch.nn.Module):
