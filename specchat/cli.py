@@ -7,8 +7,9 @@ import os
 import sys
 
 from . import __version__
+# torch-free: `--help` stays fast
 from .commands import (app, bench, chat, costs, generate, gpu_check, manifest, models, serve, stats, train_draft,
-                       train_head)  # torch-free: `--help` stays fast
+                       train_head)
 from .commands.options import EXIT_USAGE
 
 COMMANDS = (chat, generate, bench, costs, gpu_check, train_draft, train_head, manifest, serve, stats, models)  # --help's order
@@ -58,14 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors(command: str | None) -> tuple[type[Exception], ...]:
-    """Errors that are the user's to fix (one line, exit code 2); the engine's are not imported for `stats`."""
-    from .storage import StorageError  # SQLAlchemy loads once a command runs, not for --help
+    """Errors that are the user's to fix (one line, exit code 2): every SpecchatError, the storage layer's
+    included (core/errors.py, which imports nothing: the engine and SQLAlchemy load only when a command runs)."""
+    from .core.errors import SpecchatError
 
-    if command == "stats":
-        return (StorageError,)
-    from .engine import SpecchatError  # torch loads once a command other than stats runs
-
-    return (SpecchatError, StorageError)
+    return (SpecchatError,)
 
 
 def _quiet_libraries(allow_network: bool, progress_bars: bool) -> None:

@@ -21,6 +21,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "offload: llama.cpp tests that `make test-offload` runs with every layer on a "
                                        "GPU device (tests/engine/test_llama_offload.py)")
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module of thousands of passes of tiny models (`pytestmark =
+    pytest.mark.usefixtures("one_torch_thread")`): they gain nothing from a second thread, and where another process
+    shares the CPU, every operation's wait for the other core can make them several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return build_byte_tokenizer()
@@ -62,9 +75,9 @@ def embedded_pair():
     """The real embedded model on the torch path, with its shipped draft (first use in a fresh environment converts
     the GGUF file once, ~30 s). On the CPU in float32 on every machine: its tests assert replies token for token,
     and the lean forward they compare with is the CPU's."""
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.models import default_draft_for
-    from specchat.engine.pair import load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource, default_draft_for
 
     target = ModelSource.parse("embedded")
     return load_pair(target, default_draft_for(target), LoadOptions(backend="torch", **EXACT_PLACEMENT))
@@ -87,9 +100,9 @@ def placed_native_pair():
 
 
 def _embedded_on_llama_cpp(**placement):
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.models import default_draft_for
-    from specchat.engine.pair import load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource, default_draft_for
 
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make setup installs it)")
     target = ModelSource.parse("embedded")
@@ -103,8 +116,8 @@ def fixed_step_costs(request, monkeypatch):
     the measured costs themselves opts out with @pytest.mark.clock."""
     if request.node.get_closest_marker("clock"):
         return
-    from specchat.engine.adaptive import StepCosts
-    from specchat.engine.speculative import SpeculativeEngine
+    from specchat.engine.decoding.adaptive import StepCosts
+    from specchat.engine.decoding.speculative import SpeculativeEngine
 
     made = SpeculativeEngine.__init__
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import socket
+
 from local_http import send, send_file_head, serve_get, stop_server
 
 COMMIT = "fedcba9876543210fedcba9876543210fedcba98"

@@ -3,19 +3,24 @@ a Hugging Face folder, the same model loaded here as the reference, and servers 
 conftest.py imports them.
 
 The model has no end-of-sequence token and a long context, so a reply runs until its token limit: a test can hold
-the device with a long reply and be sure it is still generating when the next request arrives."""
+the device with a long reply and be sure it is still generating when the next request arrives.
+
+A module names the server processes it needs in SERVERS ({name: options}); the session starts all of them at once
+when the first is needed (ServerPool), so that their start-ups (seconds of imports, one core each) overlap, and
+each module then takes its own, fresh and unshared, as start_server would have made it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
-import subprocess
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from tiny_models import EXACT_ARGS, EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama
@@ -29,25 +34,34 @@ class ServerProcess:
     process: subprocess.Popen
     url: str
     log: list[str] = field(default_factory=list)
+    data_dir: Path | None = None
+
+
+# One model folder and one pool of server processes for the whole session: each folder's conftest.py (and a module
+# that imports these fixtures) registers the session fixtures anew, and pytest makes each registration its own.
+_SESSION: dict = {}
 
 
 @pytest.fixture(scope="session")
 def served_model_dir(tmp_path_factory):
-    tokenizer = build_byte_tokenizer(with_eos=False)
-    model = build_tiny_llama(len(tokenizer), seed=0, max_positions=4096)
-    model.generation_config.eos_token_id = None
-    folder = tmp_path_factory.mktemp("served") / "tiny"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    if "model_dir" not in _SESSION:
+        tokenizer = build_byte_tokenizer(with_eos=False)
+        model = build_tiny_llama(len(tokenizer), seed=0, max_positions=4096)
+        model.generation_config.eos_token_id = None
+        folder = tmp_path_factory.mktemp("served") / "tiny"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        _SESSION["model_dir"] = folder
+    return _SESSION["model_dir"]
 
 
 @pytest.fixture(scope="session")
 def served_pair(served_model_dir):
     """The same model loaded in the test process: plain decoding here is the reference for the server's replies
     (both on the CPU in float32, where they are the same token for token)."""
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.pair import load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource
 
     return load_pair(ModelSource.parse(str(served_model_dir)), None, LoadOptions(**EXACT_PLACEMENT))
 
@@ -57,15 +71,16 @@ def serve(served_pair):
     """Starts servers in this process (RunningServer, as the app's switch runs it) on the tiny pair, bound to
     127.0.0.1 on a free port: `serve(context_size=None, **RunningServer options)` returns one once /health answers;
     each is stopped at teardown."""
-    from specchat.engine import GenerationConfig
+    from specchat.chats.run_context import RunContext
+    from specchat.engine.decoding.speculative import GenerationConfig
     from specchat.server.run import RunningServer
     from specchat.server.served import ServedModel
 
     servers = []
 
     def start(context_size: int | None = None, **options):
-        served = ServedModel(served_pair, "pld", GenerationConfig(max_new_tokens=16), model_id="tiny",
-                             context_size=context_size)
+        served = ServedModel(served_pair, RunContext.of_pair(served_pair, "pld", GenerationConfig(max_new_tokens=16)),
+                             model_id="tiny", context_size=context_size)
         server = RunningServer(served, port=0, **options).start()
         servers.append(server)
         wait_until(lambda: answers_health(server.url), 30)
@@ -87,35 +102,90 @@ def answers_health(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
+def data_dir(request, tmp_path_factory):
+    """The data folder of the module's first server in SERVERS (its statistics database), else a new folder."""
+    if hasattr(request.module, "SERVERS"):
+        return request.getfixturevalue("server_pool").data_dirs[request.module.__name__]
     return tmp_path_factory.mktemp("serve-data")
 
 
-def start_server(model_dir, data_dir, *options: str) -> ServerProcess:
-    env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
-    env.pop("SPECCHAT_API_KEY", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "specchat", "serve", "--target", str(model_dir), *EXACT_ARGS, "--port", "0",
-         "--drafter", "pld", "--model-id", "tiny", "--max-new-tokens", "64", *options],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    log: list[str] = []
-    found = threading.Event()
-    url: list[str] = []
+class Launch:
+    """A `specchat serve` process on its way up; ready() waits until it listens."""
 
-    def read_log():  # keeps draining stderr so the server never blocks on a full pipe
-        for line in process.stderr:
-            log.append(line)
+    def __init__(self, model_dir, data_dir, *options: str):
+        env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
+        env.pop("SPECCHAT_API_KEY", None)
+        self.data_dir = Path(data_dir)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "specchat", "serve", "--target", str(model_dir), *EXACT_ARGS, "--port", "0",
+             "--drafter", "pld", "--model-id", "tiny", "--max-new-tokens", "64", *options],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        self.log: list[str] = []
+        self.found = threading.Event()
+        self.url: list[str] = []
+        threading.Thread(target=self._read_log, daemon=True).start()
+
+    def _read_log(self) -> None:  # keeps draining stderr so the server never blocks on a full pipe
+        for line in self.process.stderr:
+            self.log.append(line)
             match = LISTENING.search(line)
             if match:
-                url.append(match.group(1))
-                found.set()
-        found.set()
+                self.url.append(match.group(1))
+                self.found.set()
+        self.found.set()
 
-    threading.Thread(target=read_log, daemon=True).start()
-    if not found.wait(START_TIMEOUT_S) or not url:
-        process.kill()
-        raise AssertionError("the server did not start:\n" + "".join(log))
-    return ServerProcess(process, url[0], log)
+    def ready(self) -> ServerProcess:
+        if not self.found.wait(START_TIMEOUT_S) or not self.url:
+            self.process.kill()
+            raise AssertionError("the server did not start:\n" + "".join(self.log))
+        return ServerProcess(self.process, self.url[0], self.log, self.data_dir)
+
+
+def start_server(model_dir, data_dir, *options: str) -> ServerProcess:
+    return Launch(model_dir, data_dir, *options).ready()
+
+
+class ServerPool:
+    """The server processes that the modules of the session's tests name in SERVERS ({name: options}), launched
+    together; each is taken once, by its module (a second request for the same name starts a fresh one). A module's
+    data_dir is the data folder of the first server it names."""
+
+    def __init__(self, model_dir, tmp_path_factory, modules):
+        self.model_dir, self.tmp_path_factory = model_dir, tmp_path_factory
+        self.launches = {(module.__name__, name): Launch(model_dir, tmp_path_factory.mktemp("serve-data"), *options)
+                         for module in modules for name, options in module.SERVERS.items()}
+        self.data_dirs = {module.__name__: self.launches[module.__name__, next(iter(module.SERVERS))].data_dir
+                          for module in modules}
+        for launch in self.launches.values():  # all up before any test runs beside their start-ups
+            launch.found.wait(START_TIMEOUT_S)
+
+    def take(self, module, name: str) -> ServerProcess:
+        launch = self.launches.pop((module.__name__, name), None)
+        if launch is None:
+            launch = Launch(self.model_dir, self.tmp_path_factory.mktemp("serve-data"), *module.SERVERS[name])
+        return launch.ready()
+
+    def close(self) -> None:
+        for launch in self.launches.values():  # named, never taken (their tests did not run)
+            launch.process.kill()
+            launch.process.wait(60)
+        self.launches.clear()
+
+
+@pytest.fixture(scope="session")
+def server_pool(request, served_model_dir, tmp_path_factory):
+    if "pool" not in _SESSION:
+        modules = {item.module for item in request.session.items
+                   if hasattr(getattr(item, "module", None), "SERVERS")}
+        _SESSION["pool"] = ServerPool(served_model_dir, tmp_path_factory, modules)
+    yield _SESSION["pool"]
+    _SESSION["pool"].close()
+
+
+def planned_server(request, name: str) -> ServerProcess:
+    """The server `name` of the requesting test's module (its SERVERS), started with the session's others."""
+    assert name in getattr(request.module, "SERVERS", {}), f"name the server {name!r} in the module's SERVERS"
+    return request.getfixturevalue("server_pool").take(request.module, name)
 
 
 def stop_server(server: ServerProcess) -> None:
@@ -129,15 +199,17 @@ def stop_server(server: ServerProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(served_model_dir, data_dir):
-    running = start_server(served_model_dir, data_dir)
+def server(request):
+    """SERVERS["server"]: the module's server with the default options (its data folder is data_dir)."""
+    running = planned_server(request, "server")
     yield running
     stop_server(running)
 
 
 @pytest.fixture
-def busy_server(served_model_dir, tmp_path):
-    running = start_server(served_model_dir, tmp_path, "--max-waiting", "0", "--api-key", "s3cret")
+def busy_server(request):
+    """SERVERS["busy"]: --max-waiting 0 --api-key s3cret, for one test."""
+    running = planned_server(request, "busy")
     yield running
     stop_server(running)
 
@@ -172,7 +244,8 @@ def last_api_run(data_dir, matching):
 
 def plain_reply(pair, text: str, max_tokens: int) -> str:
     """What plain decoding (no drafter) writes for one user message: the reference for every greedy reply."""
-    from specchat.engine import GenerationConfig, Message, build_prompt_ids
+    from specchat.engine.chat_prompt import Message, build_prompt_ids
+    from specchat.engine.decoding.speculative import GenerationConfig
 
     prompt = build_prompt_ids(pair.target.tokenizer, [Message("user", text)])
     return pair.engine("none").generate(prompt, GenerationConfig(max_new_tokens=max_tokens)).text

@@ -1,4 +1,4 @@
-"""Setup's probe of the machine (specchat/accelerators.py): what llama.cpp and torch are built for on each kind of
+"""Setup's probe of the machine (specchat/core/accelerators.py): what llama.cpp and torch are built for on each kind of
 machine, that a software Vulkan device is no GPU, that it runs on the standard library alone before the venv exists,
 and how the recorded settings make `make setup` run again (and reinstall) only when they change."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat import accelerators as acc
-from specchat.accelerators import Found
+from specchat.core import accelerators as acc
+from specchat.core.accelerators import Found
 
 ROOT = Path(__file__).resolve().parent.parent
 LAVAPIPE = """==========
@@ -74,11 +74,11 @@ def test_vulkaninfo_and_the_kernels_drm_devices_are_read(monkeypatch, tmp_path):
 def test_the_probe_runs_on_the_standard_library_alone():
     """The Makefile runs it with the system's python3 before the venv exists: -S -I leaves out every installed
     package, so an import beyond the standard library would fail here."""
-    done = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "accelerators.py"), "--cmake-args"],
+    done = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "core/accelerators.py"), "--cmake-args"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() in acc.BACKEND_OF_ARGS
-    report = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "accelerators.py")],
+    report = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "core/accelerators.py")],
                             capture_output=True, text=True, timeout=60)
     assert "llama.cpp builds with: " in report.stdout
 

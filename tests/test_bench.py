@@ -2,9 +2,10 @@
 
 import json
 
+from tiny_models import EXACT_ARGS
+
 from specchat.cli import main
 from specchat.resources import default_prompt_suite
-from tiny_models import EXACT_ARGS
 
 
 def test_shipped_suite_is_valid_spec_bench():
@@ -120,7 +121,7 @@ def test_leviathan_prediction_from_steps_and_the_cost_curve():
 
 
 def test_bench_can_run_without_packed_weights(tmp_path, tokenizer, target, monkeypatch):
-    from specchat.engine import pair
+    from specchat.engine.loading import pair
 
     made = []
     real_runner_for = pair.runner_for

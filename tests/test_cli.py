@@ -1,5 +1,6 @@
 """The command line: generate, bench, models, and one-line errors (exit code 2) for bad input."""
 
+import argparse
 import json
 
 import pytest
@@ -123,8 +124,8 @@ def test_a_download_reaches_the_hub_although_the_app_is_offline_for_everything_e
     user asked for must lift it, and only for itself."""
     from huggingface_hub import constants
 
-    from specchat.engine import hub_download
-    from specchat.engine.models import download_from_hub
+    from specchat.models.hub import snapshots
+    from specchat.models.hub.download import download_from_hub
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     seen = []
@@ -133,7 +134,7 @@ def test_a_download_reaches_the_hub_although_the_app_is_offline_for_everything_e
         seen.append((repo_id, bool(constants.HF_HUB_OFFLINE)))
         return "/cache/snapshot"
 
-    monkeypatch.setattr(hub_download, "download_snapshot", fake_download)
+    monkeypatch.setattr(snapshots, "download_snapshot", fake_download)
     assert download_from_hub("HuggingFaceTB/SmolLM2-360M-Instruct", on_progress=lambda progress: None) \
         == "/cache/snapshot"
     assert seen == [("HuggingFaceTB/SmolLM2-360M-Instruct", False)] and constants.HF_HUB_OFFLINE is True
@@ -144,14 +145,15 @@ def test_download_rejects_a_malformed_id(capsys):
     assert_one_line_error(code, err, "not a Hugging Face Hub id")
 
 
-def test_the_cli_knows_the_engines_drafters():
-    """The CLI takes the drafter names from run_kind so that `specchat --help` does not import torch; they must
-    not drift from the registry's."""
-    from specchat import run_kind
-    from specchat.engine import drafting as drafters
+def test_the_cli_offers_the_drafter_kinds():
+    """The CLI offers core/vocabulary.py's drafter kinds, so that `specchat --help` does not import torch."""
+    from specchat.commands.options import decoding_options
+    from specchat.core.vocabulary import DRAFTER_KINDS
 
-    assert run_kind.DRAFTER_KINDS == drafters.DRAFTER_KINDS
-    assert run_kind.MODEL_DRAFTERS == drafters.MODEL_DRAFTERS
+    parser = argparse.ArgumentParser()
+    decoding_options(parser)
+    drafter = next(a for a in parser._actions if a.dest == "drafter")
+    assert tuple(drafter.choices) == DRAFTER_KINDS
 
 
 def _seeded_database(path):

@@ -2,9 +2,8 @@
 
 import json
 
-from specchat.commands import costs as cli
-from specchat.commands import measure_costs as costs
 from specchat.cli import main
+from specchat.commands import costs as cli, measure_costs as costs
 
 
 def test_shape_names_in_the_cli_match_the_shapes():

@@ -1,9 +1,9 @@
-"""The one size formatter and the one duration formatter (specchat/formatting.py), as the Models dialog, the
+"""The one size formatter and the one duration formatter (specchat/core/formatting.py), as the Models dialog, the
 downloads, `specchat models catalog` and the dashboard show them."""
 
-from specchat.engine.catalog import Fit
-from specchat.engine.hub_download import DownloadCancelled
-from specchat.formatting import format_duration, format_size
+from specchat.core.formatting import format_duration, format_size
+from specchat.models.catalog.entries import Fit
+from specchat.models.hub.snapshots import DownloadCancelled
 
 
 def test_sizes_are_decimal_units():

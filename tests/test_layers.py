@@ -10,7 +10,7 @@ import specchat
 
 PACKAGE = Path(specchat.__file__).parent
 FORBIDDEN = ("PySide6", "qasync", "shiboken6", "specchat.ui")
-QT_FREE_LAYERS = ("engine", "storage", "training", "server", "remote", "chats")
+QT_FREE_LAYERS = ("core", "models", "engine", "storage", "training", "server", "remote", "chats")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -38,7 +38,7 @@ def test_no_qt_imports_in_engine_or_storage():
 
 
 def test_importing_the_engine_loads_no_qt():
-    code = ("import sys, specchat.engine, specchat.engine.pair, specchat.bench, specchat.chats; "
+    code = ("import sys, specchat.engine, specchat.engine.loading.pair, specchat.bench, specchat.chats; "
             "print([m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -56,3 +56,27 @@ def test_the_import_graph_has_no_cycles():
             if imported.startswith("specchat") and graph.chain_exists(imported, module):
                 cycles.append(f"{module} -> {imported} -> ... -> {module}")
     assert not cycles, "\n".join(cycles)
+
+
+def test_the_error_root_and_the_catalog_load_no_torch():
+    """core and models import neither torch nor Qt (pyproject.toml's contracts say so of the code; this says so of
+    what importing them actually loads): reaching an error or the catalog costs no engine."""
+    code = ("import sys, specchat.core.errors, specchat.core.vocabulary, specchat.core.run_kind, "
+            "specchat.models.catalog.entries, "
+            "specchat.models.catalog.fit, specchat.models.sources, specchat.models.hub.download; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'PySide6'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_module_names_are_unique_outside_the_ui_and_the_commands():
+    """One name means one thing: outside ui/ and commands/ no two modules share a file name, and at most 12
+    modules sit directly in engine/ (its rooms are decoding, drafting, backends and loading)."""
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).parts
+        if path.name == "__init__.py" or parts[0] in ("ui", "commands") or "migrations" in parts:
+            continue
+        seen.setdefault(path.name, []).append("/".join(parts))
+    assert {name: places for name, places in seen.items() if len(places) > 1} == {}
+    assert len(list((PACKAGE / "engine").glob("*.py"))) <= 12

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from specchat.resources import default_prompt_suite, spec_bench_questions
-from specchat.training.manifest import (write_manifest, CONTAMINATION_WORDS, MANIFEST, BenchmarkIndex, BenchmarkOverlapError,
+from specchat.training.manifest import (CONTAMINATION_WORDS, MANIFEST, BenchmarkIndex, BenchmarkOverlapError,
                                         find_overlaps, manifest_from_training, manifest_texts, prompt_entries,
-                                        read_manifest, refuse_benchmark_overlap, spec_bench_texts)
+                                        read_manifest, refuse_benchmark_overlap, spec_bench_texts, write_manifest)
 from specchat.training.prompts import TrainingPrompt, first_round_prompts, second_round_prompts
 from specchat.training.varied import fourth_round_prompts, third_round_prompts
 
@@ -198,7 +198,7 @@ def test_training_refuses_a_prompt_that_overlaps_spec_bench(spec_bench, index):
 
 
 def test_the_pipeline_checks_every_round_against_spec_bench(tmp_path):
-    from specchat.engine import ModelSource
+    from specchat.models.sources import ModelSource
     from specchat.training.pipeline import Pipeline, settings_for
 
     pipeline = Pipeline(ModelSource.parse("embedded"), tmp_path / "out", tmp_path / "work", settings_for("quick"),
@@ -210,7 +210,7 @@ def test_the_pipeline_checks_every_round_against_spec_bench(tmp_path):
 
 
 def test_requests_the_target_wrote_are_dropped_where_they_overlap_spec_bench(tmp_path):
-    from specchat.engine import ModelSource
+    from specchat.models.sources import ModelSource
     from specchat.training.pipeline import Pipeline, settings_for
 
     pipeline = Pipeline(ModelSource.parse("embedded"), tmp_path / "out", tmp_path / "work", settings_for("quick"),

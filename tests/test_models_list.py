@@ -6,8 +6,8 @@ import io
 import pytest
 from huggingface_hub import constants
 
-from specchat.commands.catalog_report import partial_downloads, print_local_models
 from specchat.cli import main
+from specchat.commands.catalog_report import partial_downloads, print_local_models
 
 COMMIT = "1234567890abcdef1234567890abcdef12345678"
 BLOB = "ab" * 32
@@ -15,7 +15,7 @@ BLOB = "ab" * 32
 
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
-    """An empty Hugging Face cache of the test's own. scan_cache_dir (which engine/models.py's list uses) reads the
+    """An empty Hugging Face cache of the test's own. scan_cache_dir (which engine/loading/load.py's list uses) reads the
     location its module copied from huggingface_hub.constants at import, the rest of specchat the constant itself:
     both are pointed at it."""
     cache = tmp_path / "hf" / "hub"

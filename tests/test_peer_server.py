@@ -12,7 +12,7 @@ import pytest
 
 from specchat.bench import peer_server
 from specchat.bench.peer_server import LlamaServerPeer, server_flags
-from specchat.engine import SpecchatError
+from specchat.core.errors import SpecchatError
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
 
@@ -115,14 +115,14 @@ def test_a_prompt_longer_than_the_context_restarts_the_server_larger(fake):
     assert not alive(entries()[0]["pid"])
 
 
-@pytest.mark.parametrize("behaviour, message", [("exit", "exited with code 3 before it was ready:\n.*failed to "
-                                                         "load model"),
-                                                ("unhealthy", "was not ready within 2 s")])
-def test_a_server_that_exits_or_never_gets_ready_fails_in_bounded_time(fake, behaviour, message):
+@pytest.mark.parametrize("behaviour, startup_s, message", [
+    ("exit", 2, "exited with code 3 before it was ready:\n.*failed to load model"),
+    ("unhealthy", 1, "was not ready within 1 s")])  # waits out the whole start-up time: a short one
+def test_a_server_that_exits_or_never_gets_ready_fails_in_bounded_time(fake, behaviour, startup_s, message):
     gguf, entries, set_behaviour = fake
     set_behaviour(behaviour)
     started = time.monotonic()
-    with LlamaServerPeer("llama-server", gguf, end_tokens=set(), threads=1, k=5, startup_s=2) as peer:
+    with LlamaServerPeer("llama-server", gguf, end_tokens=set(), threads=1, k=5, startup_s=startup_s) as peer:
         with pytest.raises(SpecchatError, match=message):
             peer.generate([1, 2, 3], max_new_tokens=4)
         assert peer.process is None
@@ -140,8 +140,9 @@ def test_a_server_that_dies_during_a_request_says_so(fake):
 
 
 def test_a_draft_mode_without_a_gguf_draft_says_what_to_give(fake, model_folders):
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.pair import load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource
 
     pair = load_pair(ModelSource.parse(str(model_folders / "target")), None, LoadOptions(device="cpu"))
     with pytest.raises(SpecchatError, match="not one"):  # an HF folder, not a GGUF file
@@ -156,7 +157,7 @@ def test_a_draft_mode_without_a_gguf_draft_says_what_to_give(fake, model_folders
 
 def test_bench_runs_the_server_modes_beside_ours_and_stops_them(fake, tmp_path, tokenizer, target, monkeypatch):
     from specchat.cli import main
-    from specchat.engine.models import LoadedModel
+    from specchat.engine.loading.load import LoadedModel
 
     gguf, entries, _ = fake
     monkeypatch.setattr(LoadedModel, "gguf_path", lambda self: gguf)
@@ -189,7 +190,8 @@ REAL = peer_server.BUILT_BINARY
                     reason="llama-server is not built (make peers)")
 def test_the_real_llama_server_decodes_as_our_plain_decoding(native_pair):
     from specchat import bench
-    from specchat.engine import GenerationConfig, Message, build_prompt_ids
+    from specchat.engine.chat_prompt import Message, build_prompt_ids
+    from specchat.engine.decoding.speculative import GenerationConfig
 
     ids = build_prompt_ids(native_pair.target.tokenizer,
                            [Message("user", "Repeat exactly: The library opens at nine and closes at six.")])

@@ -2,7 +2,8 @@
 
 import pytest
 
-from specchat.engine import GenerationConfig, Message, build_prompt_ids
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
 
 pytestmark = pytest.mark.model
 
@@ -46,25 +47,33 @@ def test_the_lean_forward_replies_exactly_as_transformers_generate(embedded_pair
     assert list(ours.token_ids) == theirs[0, len(ids):].tolist()[: len(ours.token_ids)]
 
 
+GARDEN_RUNS: dict = {}  # drafter -> the statistics of its reply below (greedy, a fixed K: the same every time)
+
+
+def garden_stats(pair, drafter):
+    """The statistics of the drafter's reply to one question, computed once for the tests that read them."""
+    if drafter not in GARDEN_RUNS:
+        ids = prompt(pair, "Give me three tips for keeping a small vegetable garden healthy.")
+        config = GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False)
+        GARDEN_RUNS[drafter] = pair.engine(drafter).generate(ids, config).stats
+    return GARDEN_RUNS[drafter]
+
+
 def test_the_shipped_draft_agrees_with_the_target_often(embedded_pair):
-    ids = prompt(embedded_pair, "Give me three tips for keeping a small vegetable garden healthy.")
-    result = embedded_pair.engine("model").generate(ids, GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False))
+    stats = garden_stats(embedded_pair, "model")
     # A random draft of this vocabulary would be right about 1 time in 49152 and give one token per pass.
-    assert result.stats.acceptance_by_position[0] > 0.2
-    assert result.stats.tau > 1.2
+    assert stats.acceptance_by_position[0] > 0.2
+    assert stats.tau > 1.2
 
 
 def test_the_shipped_head_agrees_with_the_target_more_often_than_the_draft(embedded_pair):
-    ids = prompt(embedded_pair, "Give me three tips for keeping a small vegetable garden healthy.")
-    config = GenerationConfig(max_new_tokens=48, k=3, adaptive_k=False)
-    head = embedded_pair.engine("eagle").generate(ids, config).stats
-    draft = embedded_pair.engine("model").generate(ids, config).stats
+    head, draft = garden_stats(embedded_pair, "eagle"), garden_stats(embedded_pair, "model")
     assert head.acceptance_by_position[0] > 0.4
     assert head.tau > draft.tau
 
 
 def test_the_shipped_head_is_small_and_fits_the_embedded_target(embedded_pair):
-    from specchat.engine.models import default_head_for
+    from specchat.models.sources import default_head_for
 
     folder = default_head_for(embedded_pair.target.source)
     assert folder is not None and sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) <= 25_000_000
@@ -86,9 +95,8 @@ def test_transformers_uses_the_shipped_draft_as_assistant_model(embedded_pair):
 
 
 def test_the_shipped_draft_is_small_fp16_and_compatible():
-    from specchat.engine.models import shipped_draft_folder
-    from specchat.engine.pair import check_sources
-    from specchat.engine import ModelSource
+    from specchat.engine.loading.pair import check_sources
+    from specchat.models.sources import ModelSource, shipped_draft_folder
 
     folder = shipped_draft_folder()
     assert sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) <= 25_000_000

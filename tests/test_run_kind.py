@@ -1,13 +1,11 @@
 """RunKind: every run name reads back unchanged, means what the engine, the bench and the UI take it to mean, and
 the names kept here without torch agree with the engine's own tables."""
 
-import subprocess
-import sys
 
 import pytest
 
-from specchat import run_kind
-from specchat.run_kind import RunKind
+from specchat.core import run_kind, vocabulary
+from specchat.core.run_kind import RunKind
 
 STORED_NAMES = ("none", "pld", "history", "model", "hybrid", "eagle", "eagle-hybrid", "universal", "default",
                 "hf-none", "hf-pld", "hf-model", "llama-cpp", "llama-cpp-pld", "llama-server", "llama-server-draft",
@@ -76,22 +74,20 @@ def test_colour_keys_are_our_drafters_or_the_other_engine():
         == ["pld", "transformers", "llama-cpp", "llama-server", "remote"]
 
 
-def test_the_names_agree_with_the_drafter_registry():
-    from specchat.engine import drafting
+def test_every_drafter_kind_has_a_builder_and_reads_as_ours():
+    from specchat.core import vocabulary
+    from specchat.engine.drafting import registry
 
-    assert run_kind.DRAFTER_KINDS == drafting.DRAFTER_KINDS
-    assert run_kind.MODEL_DRAFTERS == drafting.MODEL_DRAFTERS
-    assert run_kind.LOOKUP_DRAFTERS == drafting.LOOKUP_DRAFTERS
-    assert run_kind.PLAIN in drafting.DRAFTER_KEYS and run_kind.HISTORY in drafting.DRAFTER_KEYS
-    assert [d.key for d in drafting.DRAFTERS if d.needs_history] == [run_kind.HISTORY]
-    for info in drafting.DRAFTERS:
+    assert set(registry.BUILDERS) == set(vocabulary.DRAFTER_KEYS)
+    assert [d.key for d in vocabulary.DRAFTERS if d.needs_history] == [vocabulary.HISTORY]
+    for info in vocabulary.DRAFTERS:
         kind = RunKind.parse(info.key)
         assert kind.is_ours and (kind.needs_draft_model, kind.reads_history) == (info.needs_model, info.reads_history)
 
 
 def test_the_peer_and_shape_names_agree_with_their_modules():
-    from specchat.commands import measure_costs as costs
     from specchat.bench import peer_server, peers
+    from specchat.commands import measure_costs as costs
 
     assert run_kind.LLAMA_CPP_MODES == peers.PEER_MODES
     assert run_kind.LLAMA_SERVER_MODES == peer_server.SERVER_MODES
@@ -100,34 +96,24 @@ def test_the_peer_and_shape_names_agree_with_their_modules():
     assert all(RunKind.parse(m).is_reference for m in run_kind.HF_MODES)
 
 
-def test_the_origin_names_follow_the_engines_origins():
-    from specchat.engine.events import Origin
-    from specchat.storage.records import SPAN_ORIGINS
+def test_the_origin_names():
+    from specchat.core.vocabulary import ORIGIN_NAMES, Origin, origin_name
 
-    assert {name: member.value for name, member in Origin.__members__.items()} == {
-        name: value for name, (value, _) in run_kind.ORIGINS.items()}
-    assert set(run_kind.ORIGIN_NAMES.values()) == set(SPAN_ORIGINS)
-    assert [run_kind.origin_name(o) for o in Origin] == ["target", "draft", "inferred"]
-    assert run_kind.origin_name(99) == "target"
-
-
-def test_importing_it_loads_neither_torch_nor_qt():
-    code = ("import sys, specchat.run_kind; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'PySide6') "
-            "or m == 'specchat.engine'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert set(ORIGIN_NAMES) == set(Origin)
+    assert [origin_name(o) for o in Origin] == ["target", "draft", "inferred"]
+    assert origin_name(99) == "target"
 
 
 def test_the_api_and_the_transcript_name_origins_alike():
-    from specchat.engine.events import GenerationStats, Origin, StepEvent
+    from specchat.chats.reply_spans import ReplySpans
+    from specchat.core.vocabulary import Origin
+    from specchat.engine.decoding.events import GenerationStats, StepEvent
     from specchat.server.protocol import speculative_figures
-    from specchat.ui.spans import ReplySpans
 
     origins = (Origin.TARGET, Origin.DRAFT, Origin.INFERRED_DRAFT)
     event = StepEvent(step=1, token_ids=(5, 6, 7), origins=origins, spans=((0, 1), (1, 2), (2, 3)), text_delta="abc",
                       text_offset=0, rejected_ids=(), rejected_text="", stats=GenerationStats())
     spans = ReplySpans()
     spans.add_tokens(event.spans, event.origins)
-    names = [run_kind.origin_name(o) for o in origins]
+    names = [vocabulary.origin_name(o) for o in origins]
     assert speculative_figures(event)["origins"] == names == [origin for _, _, origin in spans.spans]

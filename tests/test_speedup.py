@@ -3,7 +3,7 @@
 
 import pytest
 
-from specchat.run_kind import RunKind, speedup
+from specchat.core.run_kind import RunKind, speedup
 
 
 def test_speedup_is_the_ratio_to_plain_decoding_where_there_is_one():
@@ -53,17 +53,14 @@ class Pair:
         return None
 
 
-class Settings:
-    drafter, k, adaptive_k, temperature, top_p, top_k = "pld", 4, True, 0.0, 1.0, 0
-
-
 @pytest.mark.parametrize("drafter, new_tokens, proposed, expected", [
     ("pld", 30, 25, 2.0), ("remote pld", 30, 25, None), ("pld", 0, 0, None),
     ("pld", 30, 0, None)])  # nothing drafted: decoded plainly, and no ratio is claimed
 def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_tokens, proposed, expected):
-    from specchat.chats.run_book import ReplyContext, RunBook
-    from specchat.run_models import RunModels
-    from specchat.engine.events import GenerationResult, GenerationStats
+    from specchat.chats.run_book import RunBook
+    from specchat.chats.run_context import RunContext
+    from specchat.engine.decoding.events import GenerationResult, GenerationStats
+    from specchat.engine.decoding.speculative import GenerationConfig
     from specchat.storage.records import RunRecord
 
     book = RunBook(FakeStore(), app_session_id=7)
@@ -71,7 +68,7 @@ def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_t
     stats = GenerationStats(prompt_tokens=5, new_tokens=new_tokens, target_passes=10, prefill_s=0.5, wall_s=2.0,
                             draft_proposed=proposed, draft_accepted=proposed - 5 if proposed else 0)
     result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
-    book.complete(3, 4, result, ReplyContext(Settings(), RunModels.of_pair(Pair(), drafter), drafter))
+    book.complete(3, 4, result, RunContext.of_pair(Pair(), drafter, GenerationConfig(k=4, adaptive_k=True)))
     [run] = book.store.runs
     assert run == RunRecord(  # the fields the run was always stored with
         **RunRecord.figures(stats.to_dict()), app_session_id=7, target="tiny", draft=None, drafter=drafter, k=4,

@@ -4,10 +4,13 @@ import io
 
 import torch
 
-from specchat.engine import GenerationConfig, LoadedModel, ModelSource, Origin, StepEvent
-from specchat.engine.events import GenerationStats
-from specchat.engine.pair import ModelPair
 from specchat.commands.terminal import DRAFT_STYLE, RESET, StreamPrinter, TerminalChat
+from specchat.core.vocabulary import Origin
+from specchat.engine.decoding.events import GenerationStats, StepEvent
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadedModel
+from specchat.engine.loading.pair import ModelPair
+from specchat.models.sources import ModelSource
 
 
 def test_chat_session_in_the_terminal(tokenizer, target):

@@ -6,8 +6,7 @@ token for token (bit-identity), which float32 on the CPU keeps and bf16 on a GPU
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,
-                          PreTrainedTokenizerFast)
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 DEVICE = torch.device("cpu")  # where the tiny models live, and the dtype they compute in (see above)
 DTYPE = torch.float32

@@ -5,8 +5,9 @@ import pytest
 import torch
 from PySide6.QtCore import QCoreApplication, QSettings
 
-from specchat.engine import LoadedModel, ModelSource
-from specchat.engine.pair import ModelPair
+from specchat.engine.loading.load import LoadedModel
+from specchat.engine.loading.pair import ModelPair
+from specchat.models.sources import ModelSource
 from specchat.storage import Store, open_database
 
 

@@ -1,9 +1,13 @@
 """One process: the real window (offscreen) on the default pair, plain decoding, one prompt answered N times; prints
 each reply's tokens/s (new tokens / wall, the engine's own clock in the model thread, prompt included)."""
-import json, sys, tempfile
+import json
+import sys
+import tempfile
 from pathlib import Path
-from PySide6.QtWidgets import QApplication
+
 from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
 from specchat.storage import Store, open_database
 from specchat.ui.main_window import MainWindow
 from specchat.ui.session import ChatSession

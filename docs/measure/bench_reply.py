@@ -1,8 +1,13 @@
 """One process: the engine as `specchat bench` runs it (same loader, engine per mode), one prompt N times."""
-import json, sys
-from specchat.engine import LoadOptions, ModelSource, GenerationConfig, Message, build_prompt_ids
-from specchat.engine.models import default_draft_for
-from specchat.engine.pair import load_pair
+import json
+import sys
+
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource, default_draft_for
+
 prompt, repeats, drafter = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 t = ModelSource.parse("embedded")
 pair = load_pair(t, default_draft_for(t))

@@ -2,10 +2,15 @@
 
 .venv/bin/python docs/measure/bf16_identity.py bfloat16   (or float32): 5 prompts, 96 new tokens, K=4, greedy;
 prints how many of pld's and hybrid's replies are token for token plain decoding's in that format."""
-import sys, time
-from specchat.engine import LoadOptions, ModelSource, GenerationConfig, Message, build_prompt_ids
-from specchat.engine.models import default_draft_for
-from specchat.engine.pair import load_pair
+import sys
+import time
+
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource, default_draft_for
+
 dtype = sys.argv[1]
 t = ModelSource.parse("embedded")
 pair = load_pair(t, default_draft_for(t), LoadOptions(backend="torch", dtype=dtype))

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.engine.adaptive import expected_tokens
+from specchat.engine.decoding.adaptive import expected_tokens
 
 MAX_NEW_TOKENS = 128
 K_MAX = 8  # tokens proposed per position
@@ -48,8 +48,9 @@ TASKS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "
 
 def generate(path: Path, per_task: int) -> dict:
     from specchat import bench
-    from specchat.engine import Message, ModelSource, build_prompt_ids
-    from specchat.engine.pair import load_pair
+    from specchat.engine.chat_prompt import Message, build_prompt_ids
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource
     from specchat.resources import spec_bench_questions
 
     prompts = bench.load_prompts(spec_bench_questions().read_text(encoding="utf-8").splitlines(), "Spec-Bench")

@@ -13,10 +13,13 @@ have a margin that small at all.
 import argparse
 import json
 
-from specchat.bench import spec_bench_sample, load_prompts
-from specchat.engine import GenerationConfig, LoadOptions, Message, ModelSource, build_prompt_ids
-from specchat.engine.divergence import divergence_margin, plain_margins
-from specchat.engine.pair import load_pair
+from specchat.bench import load_prompts, spec_bench_sample
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.divergence import divergence_margin, plain_margins
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource
 from specchat.resources import spec_bench_questions
 
 NEAR_TIE = 1.0  # logits: as tests/engine/test_llama_kernels.py

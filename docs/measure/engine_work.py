@@ -9,8 +9,9 @@ Run: .venv/bin/python docs/measure/engine_work.py
 import torch
 
 from specchat.commands.measure_costs import _NoTokenizer, random_model
-from specchat.engine import GenerationConfig, ModelDrafter, SpeculativeEngine
-from specchat.engine.runners import runner_for
+from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import ModelDrafter
 
 torch.set_num_threads(1)
 target = random_model("tiny", torch.device("cpu"), torch.float32)

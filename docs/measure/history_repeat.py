@@ -23,9 +23,11 @@ import json
 from collections import defaultdict
 
 from specchat import bench
-from specchat.engine import GenerationConfig, Message, ModelSource, build_prompt_ids
-from specchat.engine.history import SuffixIndex
-from specchat.engine.pair import load_pair
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.drafting.past_replies import SuffixIndex
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource
 from specchat.resources import spec_bench_questions
 
 MODES = ("none", "pld", "history", "again")

@@ -11,8 +11,8 @@ import time
 
 import torch
 
-from specchat.engine.llama_kernels import measure_verdict
-from specchat.engine.llamacpp import LlamaCppModel
+from specchat.engine.backends.llamacpp.kernels import measure_verdict
+from specchat.engine.backends.llamacpp.llama_runner import LlamaCppModel
 
 
 def pass_ms(runner, tokens: list[int], n: int, prefix: int = 200, repeats: int = 8) -> float:

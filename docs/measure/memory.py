@@ -1,9 +1,15 @@
 """Peak resident memory of a process that loads the embedded pair as the app does and generates one reply."""
-import resource, sys, time
-from specchat.engine import LoadOptions, ModelSource, GenerationConfig, Message, build_prompt_ids
-from specchat.engine.models import default_draft_for
-from specchat.engine.pair import load_pair
+import resource
+import sys
+import time
+
 from specchat.bench import resident_mb
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource, default_draft_for
+
 backend, drafter, with_draft = sys.argv[1], sys.argv[2], sys.argv[3] == "draft"
 packed = len(sys.argv) > 4 and sys.argv[4] == "packed"
 t = ModelSource.parse("embedded")

@@ -10,9 +10,12 @@ The findings of 2026-12-01 are in issue 30's closing note (docs/performance.md h
 
 import argparse
 
-from specchat.engine import GenerationConfig, LoadOptions, Message, ModelSource
 from specchat.engine.chat_engine import EngineCache, reply_to
-from specchat.engine.pair import load_pair
+from specchat.engine.chat_prompt import Message
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import load_pair
+from specchat.models.sources import ModelSource
 from specchat.ui.session import ChatSession
 
 COPY = [Message("user", "Repeat exactly: The quick brown fox jumps over the lazy dog. The quick brown fox jumps over "

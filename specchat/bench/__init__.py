@@ -6,11 +6,11 @@ peer_server.py (llama-server) are llama.cpp's modes. The names below are those t
 measurement scripts use.
 """
 
-from .prompts import (MODES, MT_BENCH_CATEGORIES, BenchPrompt, human_eval_fix_prompts, human_eval_prompts,
-                      load_prompts, parse_modes, select_prompts, spec_bench_sample)
 from .report import (bench_run_values, environment, peak_resident_mb, print_profile, print_summary, resident_mb,
                      summarize)
 from .runner import BenchRunner, BenchSettings, ModeRecord, TurnOutput
+from .suites import (MODES, MT_BENCH_CATEGORIES, BenchPrompt, human_eval_fix_prompts, human_eval_prompts, load_prompts,
+                     parse_modes, select_prompts, spec_bench_sample)
 
 __all__ = [
     "BenchPrompt", "BenchRunner", "BenchSettings", "MODES", "MT_BENCH_CATEGORIES", "ModeRecord",

@@ -2,7 +2,7 @@
 
 Measured on plain decoding's replies (mode "none"): at each step the oracle looks up the conversation so far (the
 prompt and the reply up to that step) for the longest continuation of a 2- to 4-gram match that the reply really
-goes on with, drafts as much of it as pays on the measured verification cost curve (engine/cost_curve.py), and
+goes on with, drafts as much of it as pays on the measured verification cost curve (engine/decoding/cost_curve.py), and
 has every draft accepted, since it knows the reply. Its time is the plain run's own prompt processing plus one plain
 decoding step's seconds per pass over one token, times the cost of its passes on the curve. Plain decoding's time
 over its oracle time is the most a drafter that copies from the conversation could gain on this machine, so the
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..engine.cost_curve import CostCurve, monotone
+from ..engine.decoding.cost_curve import CostCurve, monotone
 
 NGRAM_SIZES = (2, 3, 4)  # the matches looked up: the n-grams that end the text so far
 MEASURED_STEPS = 3  # measured_curve(): the fewest steps of a size for its mean to count

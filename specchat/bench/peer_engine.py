@@ -13,9 +13,10 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from ..engine.chat import Message, build_prompt_ids
-from ..engine.events import GenerationResult, GenerationStats, Origin, StepEvent
-from ..engine.speculative import GenerationConfig
+from ..core.vocabulary import Origin
+from ..engine.chat_prompt import Message, build_prompt_ids
+from ..engine.decoding.events import GenerationResult, GenerationStats, StepEvent
+from ..engine.decoding.speculative import GenerationConfig
 
 
 @dataclass(frozen=True)

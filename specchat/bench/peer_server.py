@@ -5,7 +5,7 @@
 - `llama-server-ngram`: its prompt-lookup speculation (`--spec-type ngram-simple`), drafts of K tokens.
 
 Each mode starts one server on 127.0.0.1, on a free port, with the target's GGUF file, our runner's threads, flash
-attention and a bfloat16 KV cache (as engine/llamacpp.py runs the target: the same numbers), and one slot. Prompts
+attention and a bfloat16 KV cache (as engine/backends/llamacpp/llama_runner.py runs the target: the same numbers), and one slot. Prompts
 go as token ids to its /completion endpoint and the reply comes back as token ids, so both sides see the same tokens;
 the wall time is measured around the request (prompt processing included, as for our modes), and the server's own
 draft counters give α. The binary is built by `make peers` (build/peers/bin/llama-server), or named by
@@ -27,8 +27,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..engine.errors import SpecchatError
-from ..engine.llamacpp import default_threads
+from ..core.errors import SpecchatError
+from ..engine.backends.llamacpp.llama_runner import default_threads
 from .peer_engine import PeerReply
 
 SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")

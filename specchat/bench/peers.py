@@ -2,7 +2,7 @@
 same GGUF file, prompts and threads, side by side with our modes in one run.
 
 - `llama-cpp`: `Llama.generate`, greedy (temperature 0), its own sampler chain and KV-cache prefix reuse, with flash
-  attention and a bfloat16 KV cache as our runner (engine/llamacpp.py says why);
+  attention and a bfloat16 KV cache as our runner (engine/backends/llamacpp/llama_runner.py says why);
 - `llama-cpp-pld`: the same with llama-cpp-python's prompt-lookup draft (`LlamaPromptLookupDecoding`).
 
 Both stop at the target's end tokens or the token budget, as our engine does. llama-cpp-python is an
@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..engine.errors import SpecchatError
-from ..engine import llamacpp
-from ..engine.llamacpp import INSTALL_HINT, KV_CACHE_TYPE, default_threads, gpu_layers_for
+from ..core.errors import SpecchatError
+from ..engine.backends.llamacpp import llama_runner as llamacpp
+from ..engine.backends.llamacpp.llama_runner import INSTALL_HINT, KV_CACHE_TYPE, default_threads, gpu_layers_for
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
 CONTEXT = 2048

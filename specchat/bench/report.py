@@ -11,12 +11,13 @@ from typing import TextIO
 import torch
 import transformers
 
-from ..engine.adaptive import expected_tokens
-from ..engine.llamacpp import llama_cpp_available
-from ..engine.pair import ModelPair
-from ..run_kind import PLAIN, RunKind, speedup
-from ..run_models import RunModels
-from ..storage.records import RunRecord, run_record
+from ..chats.run_context import RunContext, RunModels
+from ..core.acceptance import expected_tokens
+from ..core.run_kind import RunKind, speedup
+from ..core.vocabulary import PLAIN
+from ..engine.backends.llamacpp.llama_runner import llama_cpp_available
+from ..engine.loading.pair import ModelPair
+from ..storage.records import RunRecord
 from .runner import OVERHEAD_PARTS, BenchSettings, ModeRecord, add_lists, rounded
 
 
@@ -228,12 +229,11 @@ def bench_run_values(record: ModeRecord, pair: ModelPair, settings: BenchSetting
         return None
     measured = record.speedup if not kind.is_plain else None
     # a remote engine's under its model's name, on no device or draft of ours
-    models = (RunModels.remote(remote_name or pair.target.name) if kind.is_remote
-              else RunModels.of_pair(pair, record.mode))
-    context = models.context(record.mode, settings.k, settings.adaptive, seed=0, app_session_id=app_session_id)
-    return run_record(record.run_figures(), context, "bench", category=record.category, speedup=measured,
-                      speedup_basis="measured" if measured is not None else None,
-                      baseline_tokens_per_s=record.tokens_per_s / measured if measured else None)
+    context = (RunContext(settings.config(), RunModels.remote(remote_name or pair.target.name), record.mode)
+               if kind.is_remote else RunContext.of_pair(pair, record.mode, settings.config()))
+    return context.record(record.run_figures(), "bench", app_session_id=app_session_id, category=record.category,
+                          speedup=measured, speedup_basis="measured" if measured is not None else None,
+                          baseline_tokens_per_s=record.tokens_per_s / measured if measured else None)
 
 
 def resident_mb() -> float | None:

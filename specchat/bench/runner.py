@@ -11,20 +11,23 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..engine import GenerationConfig, Message, SpecchatError
+from ..core.errors import SpecchatError
+from ..core.run_kind import RunKind, speedup
+from ..core.vocabulary import PLAIN, UNKNOWN_TOKEN
 from ..engine.chat_engine import ChatEngine, EngineCache, reply_to
-from ..engine.cost_curve import CostCurve
-from ..engine.events import GenerationStats
-from ..engine.history import SuffixIndex
-from ..engine.models import LoadOptions, ModelSource, load_model
-from ..engine.pair import ModelPair
-from ..engine.race import UNKNOWN_TOKEN
-from ..run_kind import PLAIN, RunKind, speedup
+from ..engine.chat_prompt import Message
+from ..engine.decoding.cost_curve import CostCurve
+from ..engine.decoding.events import GenerationStats
+from ..engine.decoding.speculative import GenerationConfig
+from ..engine.drafting.past_replies import SuffixIndex
+from ..engine.loading.load import LoadOptions, load_model
+from ..engine.loading.pair import ModelPair
+from ..models.sources import ModelSource
 from .oracle import PlainTurn, measured_curve, oracle_of
 from .peer_engine import PeerEngine, PeerReply
 from .peer_server import SERVER_MODES, bench_peer
 from .peers import LlamaCppPeer
-from .prompts import BenchPrompt
+from .suites import BenchPrompt
 
 OVERHEAD_PARTS = GenerationStats.OVERHEAD_PARTS
 
@@ -51,11 +54,17 @@ class BenchSettings:
     max_new_tokens: int = 128
     warmup_tokens: int = 16
     repeats: int = 1  # runs of each turn; the fastest counts (greedy output is the same every time)
-    packed_weights: bool = True  # our engine's verifications use MKL-packed weights (engine/packed.py)
+    packed_weights: bool = True  # our engine's verifications use MKL-packed weights (engine/backends/torch/packed.py)
     peer_draft: str | None = None  # llama-server-draft's GGUF draft, when the pair's draft is not one
     default_drafter: str = "pld"  # what the "default" mode runs: the drafter the app picks for this pair here
     universal_draft: str | None = None  # the "universal" mode's draft (another tokenizer), when not the pair's
     profile: bool = False  # --profile: our engines' phases wait for the device, so a GPU's time is where it is spent
+
+    def config(self, max_new_tokens: int | None = None) -> GenerationConfig:
+        """What every mode's turn runs with (and is recorded with: bench/report.py's RunContext): greedy, seed 0,
+        K as set, replies of up to max_new_tokens (None: the settings')."""
+        length = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        return GenerationConfig(max_new_tokens=length, k=self.k, adaptive_k=self.adaptive, seed=0)
 
 
 @dataclass
@@ -203,9 +212,7 @@ class BenchRunner:
     def run_turn(self, mode: str, messages: list[Message], max_new_tokens: int) -> TurnOutput:
         """One turn in `mode`: the reply to the conversation `messages`, greedy with seed 0."""
         engine = self.engine_of(mode)
-        config = GenerationConfig(max_new_tokens=max_new_tokens, k=self.settings.k,
-                                  adaptive_k=self.settings.adaptive, seed=0)
-        result = reply_to(engine, messages, None, config)
+        result = reply_to(engine, messages, None, self.settings.config(max_new_tokens))
         if RunKind.parse(mode).is_remote:  # the server's token count (its ids are unknown); no figures of ours
             return TurnOutput([UNKNOWN_TOKEN] * result.stats.new_tokens, result.text, result.stats.wall_s)
         if isinstance(engine, PeerEngine):  # another program's: its own draft counters, no figures of ours

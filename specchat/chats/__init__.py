@@ -1,23 +1,27 @@
-"""The chats behind the window, without Qt: conversations and their messages (conversations.py), a streaming
-reply's message and run rows (recorder.py), and the runs' records and figures (run_book.py). It reads and writes
-through specchat.storage and never imports Qt or specchat.ui, so the window's storage work is testable headless.
+"""The chats behind the window, without Qt: conversations and the open chat (conversations.py), a reply from Enter
+to its rows (reply_controller.py), a streaming reply's message and run rows (recorder.py), what every run runs with
+(run_context.py), the runs' records and figures (run_book.py) and the race's saved comparisons (comparisons.py). It
+reads and writes through specchat.storage and never imports Qt or specchat.ui, so the window's storage work is
+testable headless.
 
     conversations = Conversations(store)
-    chat = conversations.start("Hello")
-    conversations.add_user_message(chat.id, "Hello")
-    recorder = ReplyRecorder(store, RunBook(store, app_session_id))
-    reply = recorder.begin(chat.id, prompt_tokens, seed, context)
-    recorder.partial(reply, text, spans, stats)  # now and then while it streams
-    recorder.finish(reply, result, spans)         # or recorder.fail(reply, text, spans)
+    chat = OpenChat.of(conversations.start("Hello"))
+    chat.add(conversations.add_user_message(chat.conversation_id, "Hello"))
+    replies = ReplyController(ReplyRecorder(store, RunBook(store, app_session_id)), emit)
+    job = replies.start(chat, engine)  # the model thread streams the job; then, once a frame:
+    replies.steps(events, now)         # and at the end replies.finish(result), or replies.fail(message)
 """
 
-from ..storage import StorageError
-from ..storage.records import INTERRUPTED, STREAMING
-from .conversations import Conversations, title_for
+from .comparisons import Comparisons
+from .conversations import Conversations, OpenChat, title_for
 from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
-from .run_book import ENDINGS, ReplyContext, RunBook, RunSettings
+from .reply_controller import ReplyBegan, ReplyController, ReplyEnded, ReplyEngine, ReplyJob, ReplyTrouble, StepsArrived
+from .reply_spans import ReplySpans
+from .run_book import ENDINGS, RunBook
+from .run_context import RunContext, RunModels
 
 __all__ = [
-    "ENDINGS", "INTERRUPTED", "STREAMING", "Conversations", "RecordedReply", "ReplyContext", "ReplyRecorder",
-    "RunBook", "RunSettings", "StorageError", "stopped_by_user", "title_for",
+    "ENDINGS", "Comparisons", "Conversations", "OpenChat", "RecordedReply",
+    "ReplyBegan", "ReplyController", "ReplyEnded", "ReplyEngine", "ReplyJob", "ReplyRecorder", "ReplySpans",
+    "ReplyTrouble", "RunBook", "RunContext", "RunModels", "StepsArrived", "stopped_by_user", "title_for",
 ]

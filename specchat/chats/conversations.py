@@ -1,11 +1,17 @@
-"""The chats the window lists and opens: their titles, system prompts and messages in the Store. No Qt.
+"""The chats the window lists and opens: their titles, system prompts and messages in the Store, and the open chat
+kept in memory (OpenChat), so that a reply neither re-reads what it has just written nor asks for its footers one
+by one. No Qt.
 
-Every method is one unit of work on the Store (one short database session) and raises StorageError when the
-database refuses it or the chat is gone."""
+Every method of Conversations is one unit of work on the Store (one short database session) and raises StorageError
+when the database refuses it or the chat is gone."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from ..engine.chat_prompt import Message
 from ..storage.records import ConversationInfo, MessageInfo
+from .run_book import footer_text
 
 TITLE_CHARS = 48  # a new chat is titled with the first line of its first message, cut to this length
 
@@ -14,6 +20,49 @@ def title_for(first_message: str) -> str:
     """The title of a chat started with `first_message`: its first line, cut to TITLE_CHARS with an ellipsis."""
     line = first_message.splitlines()[0] if first_message.strip() else ""
     return line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")
+
+
+@dataclass
+class OpenChat:
+    """The chat the window shows, as stored: read once when it is opened (Conversations.open), then kept up to date
+    by what is written to it (each write returns its row), so a reply reads nothing back.
+
+    footers: the line under each reply (by message id), from the runs read with the chat or just written.
+    stale: a write failed midway (the database refused a reply), so what is stored is unsure: the chat is read
+    again before its next reply."""
+
+    conversation_id: int
+    system_prompt: str | None = None
+    messages: list[MessageInfo] = field(default_factory=list)
+    footers: dict[int, str] = field(default_factory=dict)
+    in_history: bool = True  # its replies may feed the history drafter (an imported chat: once opened)
+    stale: bool = False
+
+    @classmethod
+    def of(cls, info: ConversationInfo) -> OpenChat:
+        """A chat just made (Conversations.start, create): no messages yet, nothing to read."""
+        return cls(info.id, info.system_prompt, in_history=info.in_history)
+
+    def history(self) -> list[Message]:
+        """The messages as the engine reads them (role and text), in order."""
+        return [Message(m.role, m.text) for m in self.messages]
+
+    def add(self, message: MessageInfo, footer: str = "") -> None:
+        """A message just written to the chat (as the store returned it), with its reply's footer if any."""
+        self.messages.append(message)
+        if footer:
+            self.footers[message.id] = footer
+
+    def cut_from(self, position: int) -> None:
+        """Forgets the messages at `position` and after: they were just deleted (an edit, a regenerated reply)."""
+        self.messages = [m for m in self.messages if m.position < position]
+
+    def message(self, message_id: int) -> MessageInfo | None:
+        return next((m for m in self.messages if m.id == message_id), None)
+
+    def last_reply(self) -> MessageInfo | None:
+        """The last message if it is a reply (what Regenerate replaces), else None."""
+        return self.messages[-1] if self.messages and self.messages[-1].role == "assistant" else None
 
 
 class Conversations:
@@ -54,6 +103,12 @@ class Conversations:
     def messages(self, conversation_id: int) -> list[MessageInfo]:
         """The chat's messages in order."""
         return self.store.messages(conversation_id)
+
+    def open(self, conversation_id: int) -> OpenChat:
+        """The chat with its messages and its replies' footers, in one read (Store.chat), however long it is."""
+        info, messages, runs = self.store.chat(conversation_id)
+        footers = {m.id: footer_text(runs[m.id]) for m in messages if m.role == "assistant" and m.id in runs}
+        return OpenChat(info.id, info.system_prompt, messages, footers, info.in_history)
 
     def message(self, conversation_id: int | None, message_id: int) -> MessageInfo | None:
         """The message `message_id` of the chat, or None when the chat (None: no chat open) has no such message."""

@@ -1,5 +1,6 @@
 """Saving a chat reply as it streams: its message row and its run row, from the placeholder written when it starts
-to the finished, stopped or failed reply. No Qt: the window (ui/main_window.py) calls it and says what failed.
+to the finished, stopped or failed reply, and its run completed through the RunBook. No Qt: the reply controller
+(reply_controller.py) calls it and says what failed. Every write returns what it wrote, so nothing is read back.
 
 Every method raises StorageError when the database refuses a write that the reply cannot do without; the caller
 decides what the user is told (the window shows a banner and keeps the reply on screen)."""
@@ -7,52 +8,56 @@ decides what the user is told (the window shows a banner and keeps the reply on 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
-from ..engine.events import GenerationResult
-from ..storage import StorageError
-from ..storage.records import STREAMING
-from .run_book import ReplyContext, RunBook
-
-# What completes a finished reply's run: RunBook.complete's arguments (conversation id, message id, result, context,
-# run id).
-CompleteRun = Callable[[int, int, GenerationResult, ReplyContext, int], None]
+from ..core.errors import StorageError
+from ..core.vocabulary import CANCELLED, ERROR, STREAMING
+from ..engine.decoding.events import GenerationResult
+from ..storage.records import MessageInfo, RunRecord
+from .run_book import RunBook
+from .run_context import RunContext
 
 
 @dataclass(frozen=True)
 class RecordedReply:
-    """A reply begun by ReplyRecorder.begin: its conversation, its message row, its run row, and what it runs with."""
+    """A reply begun by ReplyRecorder.begin: its placeholder message row and its run row as written (the run's id
+    and record), and what it runs with."""
 
-    conversation_id: int
-    message_id: int
+    message: MessageInfo
     run_id: int
-    context: ReplyContext
+    run: RunRecord
+    context: RunContext
+
+    @property
+    def conversation_id(self) -> int:
+        return self.message.conversation_id
+
+    @property
+    def message_id(self) -> int:
+        return self.message.id
 
 
 def stopped_by_user(result: GenerationResult) -> bool:
     """Whether the finished reply was cut short by Stop (it is then saved as stopped, with what it had)."""
-    return result.finish_reason == "cancelled"
+    return result.finish_reason == CANCELLED
 
 
 class ReplyRecorder:
-    """Owns a chat reply's rows in the Store (store) while it streams and as it ends; its run goes through `runs`.
+    """Owns a chat reply's rows in the Store (store) while it streams and as it ends; its run goes through `runs`
+    (the RunBook, which completes it)."""
 
-    complete_run records a finished reply's statistics: RunBook.complete unless given (ChatSession passes its
-    record_run, which also tells the windows that the statistics changed)."""
-
-    def __init__(self, store, runs: RunBook, complete_run: CompleteRun | None = None):
+    def __init__(self, store, runs: RunBook):
         self.store, self.runs = store, runs
-        self.complete_run = complete_run or runs.complete
 
-    def begin(self, conversation_id: int, prompt_tokens: int, seed: int, context: ReplyContext) -> RecordedReply:
+    def begin(self, conversation_id: int, prompt_tokens: int, context: RunContext) -> RecordedReply:
         """Writes the reply's placeholder (an empty, stopped assistant message) and begins its run, both marked
         streaming until the reply ends: a kill leaves them so, and the next start marks them interrupted.
 
-        Takes the conversation, the prompt's length in tokens, the reply's seed and what it runs with; returns
-        where it is stored. Raises StorageError (a placeholder already written then stays, stopped and empty)."""
+        Takes the conversation, the prompt's length in tokens and what the reply runs with (its config's seed
+        set); returns where it is stored. Raises StorageError (a placeholder already written then stays, stopped
+        and empty)."""
         placeholder = self.store.add_message(conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
-        run_id = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, seed, context)
-        return RecordedReply(conversation_id, placeholder.id, run_id, context)
+        run_id, run = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, context)
+        return RecordedReply(placeholder, run_id, run, context)
 
     def partial(self, reply: RecordedReply, text: str, spans: list, stats: dict) -> None:
         """Saves the reply so far: its text, its spans (ReplySpans.to_json()) and its run's figures so far
@@ -61,27 +66,31 @@ class ReplyRecorder:
         Raises StorageError; the reply goes on streaming, and the next partial save tries again."""
         self.store.save_partial_reply(reply.message_id, text, spans, reply.run_id, stats)
 
-    def finish(self, reply: RecordedReply, result: GenerationResult, spans: list) -> None:
+    def finish(self, reply: RecordedReply, result: GenerationResult,
+               spans: list) -> tuple[MessageInfo, RunRecord | None]:
         """Saves the ended reply (finished, or stopped by the user: stopped_by_user) with its spans, then completes
-        its run; a reply stopped before its first token measured nothing, and its run is deleted.
+        its run (RunBook.complete); a reply stopped before its first token measured nothing, and its run is deleted.
 
-        Raises StorageError: the message, or its statistics, could not be saved (the message is saved first, so a
-        failed statistics write keeps the reply)."""
-        self.store.update_message(reply.message_id, text=result.text, spans=spans, stopped=stopped_by_user(result),
-                                  finish_reason=result.finish_reason)
-        if result.token_ids:
-            self.complete_run(reply.conversation_id, reply.message_id, result, reply.context, reply.run_id)
-        else:
+        Returns the message and the run as written (None: deleted). Raises StorageError: the message, or its
+        statistics, could not be saved (the message is saved first, so a failed statistics write keeps the reply)."""
+        message = self.store.update_message(reply.message_id, text=result.text, spans=spans,
+                                            stopped=stopped_by_user(result), finish_reason=result.finish_reason)
+        if not result.token_ids:
             self.store.delete_run(reply.run_id)
+            return message, None
+        return message, self.runs.complete(reply.conversation_id, reply.message_id, result, reply.context,
+                                           reply.run_id)
 
-    def fail(self, reply: RecordedReply, text: str, spans: list) -> None:
+    def fail(self, reply: RecordedReply, text: str, spans: list) -> tuple[MessageInfo, bool]:
         """Saves what a failed reply had streamed (text and spans), stopped and ended by an error, and marks its
-        run "error".
+        run "error". Returns the message as written and whether the run was marked.
 
         Raises StorageError when the message cannot be saved. A run that cannot be marked is left alone: it stays
         "streaming", and the next start marks it interrupted."""
-        self.store.update_message(reply.message_id, text=text, spans=spans, stopped=True, finish_reason="error")
+        message = self.store.update_message(reply.message_id, text=text, spans=spans, stopped=True,
+                                            finish_reason=ERROR)
         try:
             self.store.update_run(reply.run_id, {"finish_reason": "error"})
         except StorageError:
-            pass
+            return message, False
+        return message, True

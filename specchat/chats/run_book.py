@@ -4,47 +4,21 @@ figures, and the plain-decoding baseline that every chat reply's speedup is meas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from ..core.run_kind import RunKind, speedup as speedup_over_plain
+from ..core.vocabulary import CONTEXT, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH, STREAMING
+from ..engine.decoding.events import GenerationResult, GenerationStats
+from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
+from .run_context import RunContext
 
-from ..engine.events import GenerationResult, GenerationStats
-from ..run_kind import RunKind, speedup as speedup_over_plain
-from ..run_models import RunModels
-from ..storage.records import INTERRUPTED, STREAMING, RunRecord, run_record
-
-ENDINGS = {"context": "reached the model's context window: start a new chat to go on",
+ENDINGS = {CONTEXT: "reached the model's context window: start a new chat to go on",
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
-           "length": "reached the reply length limit (Settings)", "error": "ended by an error"}
+           LENGTH: "reached the reply length limit (Settings)", ERROR: "ended by an error"}
 
 # The footer of a reply in which the drafter found nothing worth checking: it was decoded as plain decoding is.
 NOTHING_DRAFTED = "decoded plainly (nothing worth drafting)"
 # Below this share of a reply's tokens from accepted drafts, its speed against plain decoding is the machine's noise
 # (a first reply ran at 0.79× "vs plain" with 1 drafted token in 50), so no ratio is stored or shown.
 MIN_DRAFTED_SHARE = 0.1
-# What a drafted reply promised against plain decoding, under it (engine/llama_kernels.py).
-EXACTNESS_WORDS = {"bit-identical": "bit-identical to plain", "distribution": "same distribution as plain"}
-
-
-class RunSettings(Protocol):
-    """What a run's record reads of the app's settings (ui/settings.py's AppSettings has it all): the drafter and
-    the decoding settings the reply ran with."""
-
-    drafter: str
-    k: int
-    adaptive_k: bool
-    temperature: float
-    top_p: float
-    top_k: int
-
-
-@dataclass(frozen=True)
-class ReplyContext:
-    """The settings, models and drafter name a reply ran with (ChatSession.reply_context), kept for its record:
-    the settings or the models may change while it streams."""
-
-    settings: RunSettings
-    models: RunModels
-    drafter: str
 
 
 class RunBook:
@@ -55,19 +29,22 @@ class RunBook:
         self.store, self.app_session_id = store, app_session_id
         self.plain_tokens_per_s: float | None = None  # set by the calibration at load, refreshed by plain replies
 
-    def begin(self, conversation_id: int, message_id: int, prompt_tokens: int, seed: int,
-              context: ReplyContext) -> int:
+    def begin(self, conversation_id: int, message_id: int, prompt_tokens: int,
+              context: RunContext) -> tuple[int, RunRecord]:
         """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
-        up to the last partial save (ReplyRecorder.partial saves them with the text); complete() finishes it."""
-        return self.store.record_run(self.record(
-            GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context.drafter, seed, context.settings,
-            context.models, message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING))
+        up to the last partial save (ReplyRecorder.partial saves them with the text); complete() finishes it.
 
-    def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: ReplyContext,
-                 run_id: int | None = None) -> None:
-        """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one."""
+        Takes the reply's conversation and message, its prompt's length and what it runs with (its config's seed
+        set); returns the run's id and the record written, which the reply's footer is read from if it fails."""
+        record = self.record(GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context,
+                             message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING)
+        return self.store.record_run(record), record
+
+    def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: RunContext,
+                 run_id: int | None = None) -> RunRecord:
+        """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one. Returns
+        the record written (what the reply's footer says: footer_text), so nobody reads it back."""
         stats = result.stats
-        settings = context.settings
         if RunKind.parse(context.drafter).is_plain and stats.wall_s > 0:
             # a plain reply is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
@@ -80,49 +57,44 @@ class RunBook:
         if stats.draft_accepted < MIN_DRAFTED_SHARE * stats.new_tokens:
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         values = self.record(
-            stats.to_dict(), context.drafter, result.seed, settings, context.models, message_id=message_id,
-            conversation_id=conversation_id, speedup=speedup, speedup_basis="calibrated" if speedup else None,
+            stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
+            speedup=speedup, speedup_basis="calibrated" if speedup else None,
             baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
         if run_id is None:
             self.store.record_run(values)
         else:
             self.store.update_run(run_id, values)
+        return values
 
-    def record(self, stats: dict, drafter: str, seed: int, settings: RunSettings, models: RunModels,
-               **extra) -> RunRecord:
-        """A chat reply's (or a race lane's) generation run for the Store, made by storage's run_record: the
-        engine's figures (stats: a GenerationStats.to_dict()), the drafter's name, seed, app settings and models
-        that produced them, and `extra` fields of RunRecord. Source "chat" (Store.save_comparison stores a race's
-        runs as "race")."""
-        context = models.context(drafter, settings.k, settings.adaptive_k, seed, settings.temperature,
-                                 settings.top_p, settings.top_k, self.app_session_id)
-        return run_record(stats, context, "chat", **extra)
+    def record(self, stats: dict, context: RunContext, seed: int | None = None, **extra) -> RunRecord:
+        """A chat reply's (or a race lane's) generation run for the Store (RunContext.record): the engine's figures
+        (stats: a GenerationStats.to_dict()), what produced them (context; `seed` when the engine picked it) in this
+        app session, and `extra` fields of RunRecord. Source "chat" (Store.save_comparison stores a race's runs as
+        "race")."""
+        return context.record(stats, "chat", seed=seed, app_session_id=self.app_session_id, **extra)
 
     def footer(self, message_id: int) -> str:
-        """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended."""
+        """The line under the stored reply `message_id` (footer_text of its latest run; "" when it has none)."""
         run = self.store.run_for_message(message_id)
-        if run is None:
-            return ""
-        parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
-        kind = RunKind.parse(run.drafter)
-        drafted = not kind.is_plain and bool(run.draft_proposed)
-        if drafted:
-            parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
-                      f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
-        parts.append(run.drafter if kind.is_remote else
-                     f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
-        if not kind.is_plain and not kind.is_remote and not run.draft_proposed:
-            parts.append(NOTHING_DRAFTED)  # no ratio: with no draft, any difference from plain decoding is noise
-        elif not kind.is_plain and not kind.is_remote and run.draft_accepted < MIN_DRAFTED_SHARE * run.new_tokens:
-            kept = run.draft_accepted
-            parts.append(f"decoded almost plainly ({kept} drafted token{'' if kept == 1 else 's'} kept)")
-        elif run.speedup:
-            parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
-        if run.exactness in EXACTNESS_WORDS and drafted and not kind.is_remote:
-            parts.append(EXACTNESS_WORDS[run.exactness])
-        if run.finish_reason in ENDINGS:
-            parts.append(ENDINGS[run.finish_reason])
-        return " · ".join(parts)
+        return "" if run is None else footer_text(run)
+
+    # -- what the dashboard reads, and the benchmark's runs ----------------------------------------------------------
+
+    def find(self, where: RunFilter = RunFilter()) -> list[RunRow]:
+        """Every stored run (chats, races, benchmarks, the API) that `where` keeps, oldest first."""
+        return self.store.runs(where)
+
+    def grouped(self, by: str, where: RunFilter = RunFilter()) -> list[GroupStats]:
+        """Those runs summed per group (by: one of storage.store.GROUPINGS)."""
+        return self.store.run_groups(by, where)
+
+    def choices(self) -> dict[str, list]:
+        """The targets, pairs and drafters that have runs (the dashboard's filter lists)."""
+        return self.store.run_choices()
+
+    def add(self, record: RunRecord) -> int:
+        """Stores a run made elsewhere (a benchmark's: bench.report.bench_run_values); returns its id."""
+        return self.store.record_run(record)
 
     def status_text(self, conversation_id: int | None) -> str:
         """The status bar's figures, short enough for a narrow window: this chat's replies and speedup, then the
@@ -139,6 +111,33 @@ class RunBook:
                 text = f"Chat: {_replies(chat.runs)}" + (
                     f" · {chat.mean_speedup:.2f}× vs plain" if chat.mean_speedup else "") + "   |   " + text
         return text
+
+
+def footer_text(run) -> str:
+    """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended. Takes the
+    reply's run as stored (a RunInfo read with its chat) or as just written (the RunRecord that RunBook.complete
+    returns): the same fields, so a finished reply's footer needs no read."""
+    parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
+    kind = RunKind.parse(run.drafter)
+    drafted = not kind.is_plain and bool(run.draft_proposed)
+    if drafted:
+        parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
+                  f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
+    parts.append(run.drafter if kind.is_remote else
+                 f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
+    if not kind.is_plain and not kind.is_remote and not run.draft_proposed:
+        parts.append(NOTHING_DRAFTED)  # no ratio: with no draft, any difference from plain decoding is noise
+    elif not kind.is_plain and not kind.is_remote and run.draft_accepted < MIN_DRAFTED_SHARE * run.new_tokens:
+        kept = run.draft_accepted
+        parts.append(f"decoded almost plainly ({kept} drafted token{'' if kept == 1 else 's'} kept)")
+    elif run.speedup:
+        parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
+    if run.exactness in EXACTNESS_LABELS and EXACTNESS_LABELS[run.exactness].footer and drafted \
+            and not kind.is_remote:
+        parts.append(EXACTNESS_LABELS[run.exactness].footer)
+    if run.finish_reason in ENDINGS:
+        parts.append(ENDINGS[run.finish_reason])
+    return " · ".join(parts)
 
 
 def _replies(count: int) -> str:

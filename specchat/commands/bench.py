@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..core.run_kind import REMOTE, RunKind
 from ..resources import default_prompt_suite, human_eval_fix_problems, human_eval_problems, spec_bench_questions
-from ..run_kind import REMOTE, RunKind
 from .options import model_options, positive_int, secret_from, without_keys
 
 
@@ -110,7 +110,7 @@ def run(args) -> int:
 def _prompts(args, bench) -> list:
     """The prompts --prompts, --suite, --per-task, --limit and --categories choose (bench: the specchat.bench
     package, which run imported)."""
-    from ..engine import PromptError  # the engine (torch) loads only when the command runs
+    from ..core.errors import PromptError  # the engine (torch) loads only when the command runs
 
     categories = {c.strip() for c in args.categories.split(",") if c.strip()} if args.categories else None
     if args.prompts:

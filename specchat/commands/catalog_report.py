@@ -1,5 +1,5 @@
 """`specchat models catalog`: the model catalog as a table or JSON, with each model's memory, whether it fits on
-this machine, its compatible drafts and the speedup they are predicted to give (engine/catalog.py computes them).
+this machine, its compatible drafts and the speedup they are predicted to give (models/catalog/entries.py computes them).
 `specchat models list`: the models on this computer, with unfinished downloads set apart from them."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..engine import catalog as cat
-from ..engine.catalog import CatalogError, catalog_path, dtype_name, format_params, load_catalog, load_costs
-from ..engine.catalog_here import machine_here, memory_rule_text, run_here
-from ..engine.hub_download import arrived_bytes, cached_repo_ids, downloaded_models
-from ..engine.models import list_local_models
-from ..formatting import format_size
+from ..core.formatting import format_size
+from ..engine.loading.machine import machine_here
+from ..models.catalog import entries as cat
+from ..models.catalog.entries import CatalogError, catalog_path, dtype_name, format_params, load_catalog, load_costs
+from ..models.catalog.fit import memory_rule_text, run_here
+from ..models.hub.snapshots import arrived_bytes, cached_repo_ids, downloaded_models
+from ..models.sources import list_local_models
 
 TABLE_DTYPES = ("bf16", "fp32")  # the float memory columns (a GPU, the torch path on a CPU); then the GGUF file's
 
@@ -183,6 +184,6 @@ def print_local_models(out=None) -> int:
 def partial_downloads(complete: set[str]) -> list[tuple[str, int]]:
     """(Hub id, bytes on disk) of each model in the Hugging Face cache whose download has not finished: a cache
     folder with files in it, for a model not among `complete` (lower-cased ids of complete snapshots,
-    hub_download.downloaded_models). No network."""
+    models/hub/snapshots.downloaded_models). No network."""
     found = [(hub_id, arrived_bytes(hub_id)) for hub_id in cached_repo_ids() if hub_id.lower() not in complete]
     return [(hub_id, kept) for hub_id, kept in found if kept]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import SpecchatError
-from ..run_kind import SHAPE_NAMES
+from ..core.errors import SpecchatError
+from ..core.run_kind import SHAPE_NAMES
 from .options import positive_int, unit_interval
 
 

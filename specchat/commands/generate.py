@@ -23,8 +23,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
-    from ..engine import Message, PromptError
+    from ..core.errors import PromptError
     from ..engine.chat_engine import LocalChatEngine, reply_to
+    from ..engine.chat_prompt import Message
     from .loading import drafter_choice, generation_config, load_for
     from .terminal import StreamPrinter
 

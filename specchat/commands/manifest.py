@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import SpecchatError
+from ..core.errors import SpecchatError
 from ..resources import resource
 
 
@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     """Checks training-prompt manifests against a benchmark: exit 0 if no prompt overlaps it, 1 if any does."""
     # torch loads only when the command runs (the shipped drafters' names): --help stays fast and torch-free
-    from ..engine.models import SHIPPED_DRAFT, SHIPPED_HEAD
+    from ..models.sources import SHIPPED_DRAFT, SHIPPED_HEAD
     from ..training.manifest import MANIFEST, BenchmarkIndex, benchmark_texts, check_manifest, spec_bench_texts
 
     if args.benchmark:

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from ..engine import GenerationConfig, LoadOptions, ModelDrafter, ModelSource, NoDrafter, SpeculativeEngine
-from ..engine.catalog import predicted_speedup
-from ..engine.models import choose_device, choose_dtype, load_model
-from ..engine.runners import runner_for
+from ..engine.backends.torch.runners import runner_for
+from ..engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from ..engine.drafting import ModelDrafter, NoDrafter
+from ..engine.loading.load import LoadOptions, choose_device, choose_dtype, load_model
+from ..models.catalog.entries import predicted_speedup
+from ..models.sources import ModelSource
 
 # Llama-family shapes (hidden, layers, heads, kv heads, intermediate, vocab) for random-weight measurements.
 SHAPES = {
@@ -115,7 +117,7 @@ def engine_ceiling(model, tokenizer, k: int, tokens: int) -> Ceiling:
 
 def predicted_speedups(curve: dict[int, float], draft_s: float, alphas: list[float]) -> list[dict]:
     """For each alpha: the K that maximises E[tokens](alpha, K) / (verify(K+1) + K draft) and its speedup over
-    one plain step per token, as engine/catalog.py's predicted_speedup computes it (Leviathan's formula on the
+    one plain step per token, as models/catalog/entries.py's predicted_speedup computes it (Leviathan's formula on the
     measured curve). Takes the curve {n: seconds}, one draft step in seconds and the alphas; returns a row
     {"alpha", "best_k", "speedup" (3 decimals)} per alpha, for the report."""
     rows = []

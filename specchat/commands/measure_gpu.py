@@ -3,7 +3,7 @@ random weights of real shapes, as it runs in the app (runners.StaticCacheRunner 
 ModelDrafter for the draft: one static cache each, steps compiled at load, drafts kept on the device).
 
 Per pair it reports:
-  - host_syncs_per_step: the most host synchronisations any speculative step made (engine/host_syncs.py counts
+  - host_syncs_per_step: the most host synchronisations any speculative step made (engine/backends/torch/host_syncs.py counts
     reads of device values and tensors built from Python data), over replies with K = 0..16 and prompts that grow,
     so the cache grows; where each one came from; and on a GPU CUDA's own count of synchronising calls;
   - recompiles_after_load: frames dynamo compiled during those replies (0: every length was compiled at load);
@@ -26,11 +26,12 @@ from pathlib import Path
 import torch
 from torch._dynamo.utils import counters
 
-from ..engine import GenerationConfig, ModelDrafter, NoDrafter, SpeculativeEngine
-from ..engine.catalog import predicted_speedup
-from ..engine.host_syncs import HostSyncCounter
-from ..engine.models import choose_device, choose_dtype
-from ..engine.runners import runner_for
+from ..engine.backends.torch.host_syncs import HostSyncCounter
+from ..engine.backends.torch.runners import runner_for
+from ..engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from ..engine.drafting import ModelDrafter, NoDrafter
+from ..engine.loading.load import choose_device, choose_dtype
+from ..models.catalog.entries import predicted_speedup
 from .measure_costs import _NoTokenizer, random_model, synchronize
 
 ALPHAS = (0.6, 0.8, 0.9)

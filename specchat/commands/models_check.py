@@ -15,8 +15,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
-    from ..engine import LoadOptions, ModelSource
-    from ..engine.pair import check_sources
+    from ..engine.loading.load import LoadOptions
+    from ..engine.loading.pair import check_sources
+    from ..models.sources import ModelSource
 
     report = check_sources(ModelSource.parse(args.target), ModelSource.parse(args.draft),
                            LoadOptions(trust_remote_code=args.trust_remote_code))

@@ -12,7 +12,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     # torch and huggingface_hub load only when the command runs (after cli.main opened the network for it)
-    from ..engine.models import download_from_hub
+    from ..models.hub.download import download_from_hub
 
     path = download_from_hub(args.hub_id)
     print(f"downloaded {args.hub_id} to {path}")

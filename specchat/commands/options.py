@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import SpecchatError
-from ..run_kind import DRAFTER_KINDS  # a torch-free copy of the registry's (tests/test_cli.py)
+from ..core.errors import SpecchatError
+from ..core.vocabulary import DRAFTER_KINDS, EXACTNESS
 
 EXIT_USAGE = 2
 KEY_ON_COMMAND_LINE = ("note: {flag} on the command line can be read by other users of this machine (ps, shell "
@@ -62,7 +62,7 @@ def model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
                         help="how a GGUF target runs: llama.cpp on its own quantized weights (the default on the CPU "
                              "where llama-cpp-python is installed) or torch on a float32 copy")
-    parser.add_argument("--exactness", choices=("auto", "bit-identical", "distribution"), default="auto",
+    parser.add_argument("--exactness", choices=EXACTNESS, default="auto",
                         help="a llama.cpp target's promise: bit-identical to plain decoding (passes capped where its "
                              "kernels are batch-invariant), or the same distribution on its fastest kernels; auto: "
                              "bit-identical where that costs no speed (docs/exactness.md)")

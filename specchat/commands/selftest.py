@@ -41,9 +41,11 @@ def _check() -> str:
 
     app = QApplication.instance() or QApplication(["specchat-self-test"])  # the GUI toolkit and its plugins load
     _check_database()
-    from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, build_prompt_ids
-    from ..engine.models import default_draft_for
-    from ..engine.pair import load_pair
+    from ..engine.chat_prompt import Message, build_prompt_ids
+    from ..engine.decoding.speculative import GenerationConfig
+    from ..engine.loading.load import LoadOptions
+    from ..engine.loading.pair import load_pair
+    from ..models.sources import ModelSource, default_draft_for
 
     target = ModelSource.parse("embedded")
     # Bit-identical: the check compares tokens, which a GPU's fastest kernels promise only in distribution (its
@@ -73,7 +75,7 @@ def _check() -> str:
 def _where(pair) -> str:
     """Where each model ran, what llama.cpp and torch were built with, and any GPU here that they cannot use (with
     the fix), in one line: the self-test's output is a single line."""
-    from ..engine.built import build_report, where_models_run
+    from ..engine.backends.llamacpp.built import build_report, where_models_run
 
     report = build_report()
     return "; ".join([where_models_run(pair), report.llama_line(), report.torch_line()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import SpecchatError
+from ..core.errors import SpecchatError
 from .options import decoding_options, model_options, secret_from
 
 
@@ -47,6 +47,7 @@ def run(args) -> int:
     """Checks the options and the binding, loads the models (with the draft model when the drafter needs one),
     and serves until Ctrl-C."""
     # torch, the models and the HTTP stack load only when the command runs: --help stays fast and torch-free
+    from ..chats.run_context import RunContext
     from ..server.guard import HostPolicy
     from ..server.run import check_binding, serve_forever
     from ..server.served import ServedModel
@@ -64,7 +65,8 @@ def run(args) -> int:
     print("Loading the model…", file=sys.stderr, flush=True)
     pair = load_for(args, drafter)
     store = None if args.no_store else Store.open()
-    served = ServedModel(pair, drafter, config, store, model_id=args.model_id, context_size=args.ctx_size)
+    served = ServedModel(pair, RunContext.of_pair(pair, drafter, config), store, model_id=args.model_id,
+                         context_size=args.ctx_size)
     policy = HostPolicy(bind_host=args.host, allowed_hosts=tuple(args.allowed_host),
                         allowed_origins=tuple(args.allowed_origin))
     try:

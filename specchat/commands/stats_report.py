@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..storage import Store, StorageError, default_database_path, open_database
+from ..core.errors import StorageError
+from ..storage import Store, default_database_path, open_database
 from ..storage.records import RunFilter
 
 STATS_GROUPS = (("app_session", "Per app session"), ("pair", "Per model pair and drafter"))

@@ -7,9 +7,13 @@ import sys
 import threading
 from typing import TextIO
 
-from ..engine import GenerationConfig, GenerationResult, Message, Origin, SpecchatError, StepEvent
+from ..core.errors import SpecchatError
+from ..core.vocabulary import Origin
 from ..engine.chat_engine import EngineCache, reply_to
-from ..engine.pair import ModelPair
+from ..engine.chat_prompt import Message
+from ..engine.decoding.events import GenerationResult, StepEvent
+from ..engine.decoding.speculative import GenerationConfig
+from ..engine.loading.pair import ModelPair
 
 DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
 REJECTED_STYLE = "\x1b[2;9m"  # faint, struck through

@@ -29,7 +29,7 @@ def training_pipeline(args, pipeline_class):
     # torch and the training code load only when the command runs: --help stays fast and torch-free
     from tqdm.auto import tqdm
 
-    from ..engine import ModelSource
+    from ..models.sources import ModelSource
     from ..resources import default_prompt_suite
     from ..training.pipeline import default_work_dir, settings_for
 

@@ -6,19 +6,18 @@ Everything that answers a chat implements `ChatEngine.stream(messages, system, c
 chat, the race, the server and the benchmark call only that, and `reply_to` when they want the whole reply.
 
 `EngineCache` keeps one SpeculativeEngine per drafter of a loaded pair, so that what an engine measures as it
-runs (its cost curve and its acceptance per class: adaptive.py) carries over from reply to reply, whoever asks.
+runs (its cost curve and its acceptance per class: decoding/adaptive.py) carries over from reply to reply, whoever asks.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
-from .chat import Message, build_fitting_prompt, build_prompt_ids
-from .events import GenerationResult, StepEvent
-from .speculative import GenerationConfig, SpeculativeEngine
+from .chat_prompt import Message, build_fitting_prompt, build_prompt_ids
+from .decoding.events import GenerationResult, StepEvent
+from .decoding.speculative import GenerationConfig, SpeculativeEngine
 
 
 class ChatEngine(Protocol):
@@ -57,23 +56,16 @@ def fit_prompt(tokenizer, messages: Sequence[Message], system: str | None, windo
     """The prompt of the conversation's newest turns that fits `window` positions with room for a reply of up to
     max_new_tokens, of which at most a quarter of the window is kept, so that a long chat still reads most of
     itself. Nothing is deleted: the prompt is shorter, not the chat. PromptError when even the last message does
-    not fit. The last few are remembered: the window fits a prompt on its thread to show what was left out, and
-    the engine fits the same one on the model thread."""
-    return _fitted(tokenizer, tuple(messages), system, window - min(max_new_tokens, window // 4))
+    not fit. Fitted anew at each call: a caller that needs the prompt twice (the chat shows what was left out, then
+    streams it) keeps it and streams its ids (LocalChatEngine.stream_ids)."""
+    ids, left_out = build_fitting_prompt(tokenizer, messages, system,
+                                         window - min(max_new_tokens, window // 4))
+    return FittedPrompt(tuple(ids), left_out)
 
 
 def whole_prompt(tokenizer, messages: Sequence[Message], system: str | None) -> FittedPrompt:
-    """The whole conversation's prompt, nothing left out (remembered as fit_prompt's are: a race's lanes and
-    warm-ups read the same one)."""
-    return _fitted(tokenizer, tuple(messages), system, None)
-
-
-@functools.lru_cache(maxsize=4)
-def _fitted(tokenizer, messages: tuple[Message, ...], system: str | None, budget: int | None) -> FittedPrompt:
-    if budget is None:
-        return FittedPrompt(tuple(build_prompt_ids(tokenizer, messages, system)))
-    ids, left_out = build_fitting_prompt(tokenizer, messages, system, budget)
-    return FittedPrompt(tuple(ids), left_out)
+    """The whole conversation's prompt, nothing left out (PromptError when it cannot be one)."""
+    return FittedPrompt(tuple(build_prompt_ids(tokenizer, messages, system)))
 
 
 class LocalChatEngine:
@@ -111,18 +103,18 @@ class EngineCache:
     replaced: switching the setting off and on builds a new one), so old indexes are not kept alive."""
 
     def __init__(self, pair):
-        self.pair = pair  # engine.pair.ModelPair
+        self.pair = pair  # engine.loading.pair.ModelPair
         # key -> (the past-replies index, held so that its id() in the key stays unique, and the engine)
         self._engines: dict[tuple, tuple[object, SpeculativeEngine]] = {}
 
     def engine(self, drafter: str, history=None, packed_weights: bool | None = None,
-               apart: str = "") -> SpeculativeEngine:
+               apart: str = "", checked: bool = False) -> SpeculativeEngine:
         """The engine for `drafter` reading the past replies `history` (a SuffixIndex, or None). Engines asked
         for under different `apart` names share nothing, not even measurements (the benchmark's modes, each
-        measured on its own)."""
+        measured on its own). checked: the caller has run the pair's check_drafter (ModelPair.engine)."""
         key = (drafter, None if history is None else id(history), packed_weights, apart)
         if key not in self._engines:
-            engine = self.pair.engine(drafter, packed_weights=packed_weights, history=history)
+            engine = self.pair.engine(drafter, packed_weights=packed_weights, history=history, checked=checked)
             siblings = [k for k in self._engines if (k[0], k[2], k[3]) == (drafter, packed_weights, apart)]
             if siblings:
                 measured = self._engines[siblings[0]][1]
@@ -133,8 +125,9 @@ class EngineCache:
         return self._engines[key][1]
 
     def chat_engine(self, drafter: str, history=None, packed_weights: bool | None = None, apart: str = "",
-                    whole_prompt: bool = False) -> LocalChatEngine:
-        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart), whole_prompt)
+                    whole_prompt: bool = False, checked: bool = False) -> LocalChatEngine:
+        """engine()'s engine as a ChatEngine (reading the prompt whole when whole_prompt)."""
+        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart, checked), whole_prompt)
 
     def clear(self) -> None:
         """Drops every engine (and the memory they hold)."""

@@ -12,14 +12,14 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
-from ..run_kind import PLAIN, RunKind, speedup
-from .chat import Message
+from ..core.run_kind import RunKind, speedup
+from ..core.vocabulary import PLAIN, UNKNOWN_TOKEN
 from .chat_engine import ChatEngine, reply_to
-from .events import GenerationResult, StepEvent, origin_runs
-from .speculative import GenerationConfig
+from .chat_prompt import Message
+from .decoding.events import GenerationResult, StepEvent, origin_runs
+from .decoding.speculative import GenerationConfig
 
 WARMUP_TOKENS = 2
-UNKNOWN_TOKEN = -1  # a remote engine sends text, not token ids
 
 
 @dataclass

@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 from urllib.parse import urlsplit
 
-from ..engine import GenerationConfig, GenerationResult, GenerationStats, Message, Origin, StepEvent
+from ..core.vocabulary import UNKNOWN_TOKEN, Origin
+from ..engine.chat_prompt import Message
+from ..engine.decoding.events import GenerationResult, GenerationStats, StepEvent
+from ..engine.decoding.speculative import GenerationConfig
 from .metrics import SpecDecodeCounters, SpecDecodeDelta, delta, engine_of_metrics, parse_prometheus_text
 from .transport import (MAX_METRICS_BYTES, RemoteError, _Http, _root_url, _server_message, _ServerSentEvents,
                         _status_error, plain_http_key_warning)
@@ -45,7 +48,6 @@ __all__ = ["EndpointInfo", "RemoteEndpoint", "RemoteEngine", "RemoteError", "Rem
 
 DEFAULT_TIMEOUT_S = 10.0  # connecting, listing the models, reading /metrics
 STREAM_TIMEOUT_S = 300.0  # the longest silence between two chunks (a long prompt's prefill on a busy server)
-UNKNOWN_TOKEN_ID = -1  # a remote server sends text, not token ids
 USAGE_PER_CHUNK_KINDS = ("vllm", "sglang")  # servers that report usage in every chunk when asked
 MAX_NAME_CHARS = 200  # a model id or drafter name from the server, as shown and stored
 MAX_MODELS = 1000  # model cards read from /v1/models
@@ -316,7 +318,7 @@ class _Reply:
         if self.steps == 1:
             self.stats.prefill_s = now  # the time to the first token: the prompt's pass, the network and the line
         self.stats.wall_s = now
-        return StepEvent(step=self.steps - 1, token_ids=(UNKNOWN_TOKEN_ID,) * len(origins), origins=tuple(origins),
+        return StepEvent(step=self.steps - 1, token_ids=(UNKNOWN_TOKEN,) * len(origins), origins=tuple(origins),
                          spans=tuple(spans), text_delta=text, text_offset=offset, rejected_ids=(), rejected_text="",
                          stats=self.stats.copy())
 
@@ -373,7 +375,7 @@ class _Reply:
         if self.completion_tokens is not None:
             stats.new_tokens = self.completion_tokens
         reason = _finish_reason(self.openai_finish, self.stop_reason, cancelled)
-        result = GenerationResult(text=self.text, token_ids=(UNKNOWN_TOKEN_ID,) * len(self.origins),
+        result = GenerationResult(text=self.text, token_ids=(UNKNOWN_TOKEN,) * len(self.origins),
                                   origins=tuple(self.origins), spans=tuple(self.spans), finish_reason=reason,
                                   stats=stats.copy(), seed=seed)
         return StepEvent(step=self.steps, token_ids=(), origins=(), spans=(), text_delta="", text_offset=len(self.text),

@@ -24,7 +24,7 @@ import time
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from ..engine import SpecchatError
+from ..core.errors import SpecchatError
 
 CANCEL_POLL_S = 0.05  # how often the watcher looks at the cancel event
 MAX_JSON_BYTES = 8 << 20  # the model list, /health
@@ -55,17 +55,18 @@ def _root_url(base_url: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise RemoteError(f"{_without_credentials(base_url)!r} has no valid port", "address") from None
+        raise RemoteError(f"{without_credentials(base_url)!r} has no valid port", "address") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RemoteError(f"{_without_credentials(base_url)!r} is not an http:// or https:// address", "address")
+        raise RemoteError(f"{without_credentials(base_url)!r} is not an http:// or https:// address", "address")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     netloc = host if port is None else f"{host}:{port}"
     path = parts.path.rstrip("/").removesuffix("/v1")
     return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
-def _without_credentials(text: str) -> str:
-    """"http://user:pass@host/v1" -> "http://host/v1", for messages."""
+def without_credentials(text: str) -> str:
+    """The address `text` without its user name and password ("http://user:pass@host/v1" -> "http://host/v1"):
+    what an error message or the UI shows, so that a password typed into an address is never displayed."""
     return re.sub(r"^(\s*[A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", r"\1", text)
 
 

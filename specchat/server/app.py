@@ -29,7 +29,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..engine import GenerationResult, StepEvent
+from ..core.vocabulary import CANCELLED
+from ..engine.decoding.events import GenerationResult, StepEvent
 from . import guard
 from .jobs import Admission, Closing, DeviceLine, Ended, Job, LineFull
 from .protocol import FINISH_REASONS, Answer, ApiError, ChatCompletionRequest, CompletionRequest
@@ -126,7 +127,7 @@ async def _answer(request: Request, served: ServedModel, line: DeviceLine,
         return Response(status_code=499)
     if ended.error is not None:
         return _error_response(_as_api_error(ended.error))
-    if ended.value.finish_reason == "cancelled":  # cut short by the server, not finished: no 200 with part of it
+    if ended.value.finish_reason == CANCELLED:  # cut short by the server, not finished: no 200 with part of it
         return _error_response(aborted_error())
     return JSONResponse(answer.whole(ended.value, prefix=echo))
 

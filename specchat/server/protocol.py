@@ -20,8 +20,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from ..engine.events import GenerationResult, StepEvent
-from ..run_kind import origin_name
+from ..core.text import lone_surrogate
+from ..core.vocabulary import CANCELLED, CONTEXT, EOS, LENGTH, STOP, origin_name
+from ..engine.decoding.events import GenerationResult, StepEvent
 
 MAX_STOP_STRINGS = 4  # as OpenAI's API
 MAX_STOP_CHARS = 256  # each; a stop string is checked against the reply's tail at every step
@@ -79,13 +80,10 @@ def text_only(value):
     texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     for text in texts:
         text = text.get("text") if isinstance(text, dict) else text
-        if not isinstance(text, str):
-            continue
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ValueError(f"the text holds a lone surrogate (U+{ord(text[error.start]):04X} at character "
-                             f"{error.start}), which is not a character: send UTF-8 text") from None
+        index = lone_surrogate(text) if isinstance(text, str) else None
+        if index is not None:
+            raise ValueError(f"the text holds a lone surrogate (U+{ord(text[index]):04X} at character "
+                             f"{index}), which is not a character: send UTF-8 text")
     return value
 
 
@@ -214,7 +212,7 @@ class CompletionRequest(SamplingRequest):
 
 # A "cancelled" reply was cut short by the server (a restart, a shutdown): "abort", as vLLM says, never "stop".
 # (A client that went away cancels its reply too, but then nobody reads the answer.)
-FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", "cancelled": "abort"}
+FINISH_REASONS = {EOS: "stop", STOP: "stop", LENGTH: "length", CONTEXT: "length", CANCELLED: "abort"}
 
 
 def new_id(prefix: str) -> str:

@@ -16,7 +16,7 @@ import threading
 
 import uvicorn
 
-from ..engine import SpecchatError
+from ..core.errors import SpecchatError
 from .app import create_app
 from .guard import HostPolicy
 from .jobs import DeviceLine

@@ -19,14 +19,14 @@ import threading
 from dataclasses import replace
 from typing import Iterator, Sequence
 
-from ..engine import GenerationConfig, GenerationResult, Message, PromptError, SamplingParams, SpecchatError
-from ..engine.chat import build_prompt_ids
+from ..chats.run_context import RunContext
+from ..core.errors import PromptError, SpecchatError, StorageError
 from ..engine.chat_engine import EngineCache
-from ..engine.events import StepEvent
-from ..engine.pair import ModelPair
-from ..run_models import RunModels
-from ..storage import StorageError
-from ..storage.records import run_record
+from ..engine.chat_prompt import Message, build_prompt_ids
+from ..engine.decoding.events import GenerationResult, StepEvent
+from ..engine.decoding.sampling import SamplingParams
+from ..engine.decoding.speculative import GenerationConfig
+from ..engine.loading.pair import ModelPair
 from .jobs import Job
 from .protocol import ApiError, ChatCompletionRequest, CompletionRequest, SamplingRequest
 
@@ -53,20 +53,30 @@ class ServedModel:
     target's chat template within the served context, and records the run; `stream_ids` does the same for a
     completion's prompt, which is text, not a chat."""
 
-    def __init__(self, pair: ModelPair, drafter: str, defaults: GenerationConfig, store=None,
-                 model_id: str | None = None, context_size: int | None = None, engines: EngineCache | None = None):
-        """defaults: what a request gets for each parameter it leaves out (the CLI's or the window's settings);
+    def __init__(self, pair: ModelPair, run: RunContext, store=None, model_id: str | None = None,
+                 context_size: int | None = None, engines: EngineCache | None = None):
+        """run: the drafter and the generation config a request gets for each parameter it leaves out (the CLI's or
+        the window's settings) on this pair (RunContext.of_pair), which every request's run is recorded with;
         context_size: the served context (served_context: --ctx-size, else the default, at most the model's);
-        engines: the pair's EngineCache when the server shares its engines (the window's chat), else its own."""
-        pair.check_drafter(drafter)
-        self.pair, self.drafter, self.defaults, self.store = pair, drafter, defaults, store
+        engines: the pair's EngineCache when the server shares its engines (the window's chat), else its own.
+        SpecchatError when the pair cannot run the drafter."""
+        pair.check_drafter(run.drafter)
+        self.pair, self.run, self.store = pair, run, store
         self.model_id = model_id or api_model_id(pair.target.name)
         self.context_size = served_context(pair, context_size)
         self.engines = engines or EngineCache(pair)
-        self.models = RunModels.of_pair(pair, drafter)
         # A request's prompt is made off the event loop, to answer 400 before it queues, and again by stream() on
         # the device thread: the last few are remembered, so it is tokenized once.
         self._chat_ids = functools.lru_cache(maxsize=8)(self._template)
+
+    @property
+    def drafter(self) -> str:
+        return self.run.drafter
+
+    @property
+    def defaults(self) -> GenerationConfig:
+        """What a request gets for each parameter it leaves out."""
+        return self.run.config
 
     # --- requests to prompts -------------------------------------------------------------------------------------
 
@@ -159,10 +169,8 @@ class ServedModel:
         """The run in the statistics; a storage failure is reported on stderr and does not fail the reply."""
         if self.store is None:
             return
-        sampling = config.sampling
-        context = self.models.context(self.drafter, config.k, config.adaptive_k, result.seed, sampling.temperature,
-                                      sampling.top_p, sampling.top_k)
-        record = run_record(result.stats.to_dict(), context, "api", finish_reason=result.finish_reason)
+        record = replace(self.run, config=config).record(result.stats.to_dict(), "api", seed=result.seed,
+                                                         finish_reason=result.finish_reason)
         try:
             self.store.record_run(record)
         except StorageError as error:  # the client has its reply either way

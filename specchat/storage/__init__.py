@@ -1,4 +1,5 @@
-"""Chat history and statistics in SQLite (SQLAlchemy 2.0, Alembic migrations); no Qt, no torch.
+"""Chat history and statistics in SQLite (SQLAlchemy 2.0, Alembic migrations); no Qt, no torch. Its errors
+(StorageError and the database's) are core/errors.py's.
 
     store = Store.open()                      # or Store(open_database(path))
     chat = store.create_conversation()
@@ -6,12 +7,10 @@
 """
 
 from .db import Database, default_database_path, open_database, quarantine
-from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
 from .records import ConversationInfo, MessageInfo, RunAggregate, RunInfo, RunRecord
 from .store import Store
 
 __all__ = [
-    "ConversationInfo", "Database", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnusable", "MessageInfo",
-    "RunAggregate", "RunInfo", "RunRecord", "Store", "StorageError",
+    "ConversationInfo", "Database", "MessageInfo", "RunAggregate", "RunInfo", "RunRecord", "Store",
     "default_database_path", "open_database", "quarantine",
 ]

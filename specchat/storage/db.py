@@ -16,15 +16,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
-import platformdirs
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, URL, create_engine, event
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import URL, Connection, Engine, create_engine, event, exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from .errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
+from ..core.errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
+from ..core.paths import data_dir
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 HEAD_REVISION = "0005_exactness"
@@ -34,8 +33,9 @@ _WRITE_OPTION = "specchat_write"  # execution option: begin with BEGIN IMMEDIATE
 
 
 def default_database_path() -> Path:
-    """Where the chat history lives: $SPECCHAT_DATA_DIR (tests, portable installs) or the OS's user data folder."""
-    return Path(os.environ.get("SPECCHAT_DATA_DIR") or platformdirs.user_data_dir("specchat")) / "specchat.db"
+    """Where the chat history lives: specchat.db in the user data folder (core.paths.data_dir: $SPECCHAT_DATA_DIR for
+    tests and portable installs, else the OS's)."""
+    return data_dir() / "specchat.db"
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from .errors import StorageError, quoted
-from .records import ROLES, SPAN_ORIGINS, ConversationInfo, MessageInfo, Span
+from ..core.errors import StorageError, quoted
+from ..core.text import lone_surrogate
+from ..core.vocabulary import ORIGIN_NAMES
+from .records import ROLES, ConversationInfo, MessageInfo, Span
 
 FORMAT = "specchat-conversation"
 VERSION = 1
@@ -67,8 +69,8 @@ def _validate_span(span: Any, text_length: int, where: str) -> Span:
         raise StorageError(f"{where}: start and end must be integers")
     if not 0 <= start <= end <= text_length:
         raise StorageError(f"{where}: [{quoted(start)}, {quoted(end)}] is outside the text (length {text_length})")
-    if origin not in SPAN_ORIGINS:
-        raise StorageError(f"{where}: origin must be one of {', '.join(SPAN_ORIGINS)}, not {quoted(origin)}")
+    if origin not in ORIGIN_NAMES.values():
+        raise StorageError(f"{where}: origin must be one of {', '.join(ORIGIN_NAMES.values())}, not {quoted(origin)}")
     return (start, end, origin)
 
 
@@ -187,12 +189,12 @@ def _optional_str(data: dict, name: str, where: str) -> str | None:
 
 
 def _storable(text: str, name: str, where: str) -> str:
-    """JSON can carry lone surrogates ("\\ud800"), which are not Unicode text: the database cannot store them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise StorageError(f'{where}: "{name}" holds an invalid character ({text[error.start]!r} at '
-                           f'{error.start}: half of a UTF-16 pair)') from None
+    """`text`, unless it holds a lone surrogate (core.text): JSON can carry one ("\\ud800"), but it is not Unicode
+    text and the database cannot store it, so the import stops with a StorageError naming the field."""
+    index = lone_surrogate(text)
+    if index is not None:
+        raise StorageError(f'{where}: "{name}" holds an invalid character ({text[index]!r} at '
+                           f'{index}: half of a UTF-16 pair)')
     return text
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from . import exchange
-from .models import Message
+from .tables import Message
 
 COLUMNS = ("position", "role", "text", "created_at", "stopped", "spans", "finish_reason")  # after conversation_id
 

@@ -12,11 +12,6 @@ from datetime import datetime
 from typing import Any, Mapping
 
 ROLES = ("system", "user", "assistant")
-SPAN_ORIGINS = ("draft", "target", "inferred")  # inferred: a remote engine's, from how it streamed
-# finish_reason of a reply (and its run) while it streams; one still streaming at the next start was cut short by a
-# crash or a kill, and becomes INTERRUPTED (Store.recover_interrupted).
-STREAMING = "streaming"
-INTERRUPTED = "interrupted"
 
 Span = tuple[int, int, str]  # (start, end, origin): text[start:end] came from the drafter or from the target
 
@@ -109,11 +104,11 @@ RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
 
 
 @dataclass(frozen=True)
-class RunContext:
+class RunProvenance:
     """What produced a run, as plain values: the models (names), the drafter's name, the decoding settings, the
     device and what the reply promised against plain decoding; a RunRecord is one with the run's figures added. The
-    engine's side (chats/run_book.py, server/served.py, bench/report.py) fills it from its pair and settings, so
-    storage never sees an engine object."""
+    engine's side fills it from its RunContext (chats/run_context.py: a config plus the models), so storage never
+    sees an engine object."""
 
     target: str
     drafter: str
@@ -132,12 +127,12 @@ class RunContext:
 
 
 @dataclass(frozen=True)
-class RunRecord(RunContext):
+class RunRecord(RunProvenance):
     """One generation run to store (a row of generation_runs): the settings that produced it and its figures.
 
     Typed, so that a misspelt field is an error where the record is made rather than a value silently lost. Build
-    one with run_record(stats.to_dict(), RunContext(...), source, ...) (below); Store.record_run also takes a plain
-    mapping of these fields and refuses any other key. Its context's fields come first (RunContext)."""
+    one with run_record(stats.to_dict(), RunProvenance(...), source, ...) (below); Store.record_run also takes a plain
+    mapping of these fields and refuses any other key. Its provenance's fields come first (RunProvenance)."""
 
     source: str = "chat"  # one of RUN_SOURCES
     conversation_id: int | None = None
@@ -178,7 +173,7 @@ FIGURE_FIELDS = ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed
                  "accepted_by_position")
 
 
-def run_record(stats: Mapping[str, Any], context: RunContext, source: str = "chat", **extra: Any) -> RunRecord:
+def run_record(stats: Mapping[str, Any], context: RunProvenance, source: str = "chat", **extra: Any) -> RunRecord:
     """The one way a generation run to store is made: the engine's figures (a GenerationStats.to_dict(), or a
     mapping of some of its keys; RunRecord.figures picks the run fields), the context that produced them, the
     source (one of RUN_SOURCES) and `extra` RunRecord fields (message_id, finish_reason, speedup, category, ...).

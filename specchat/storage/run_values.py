@@ -9,9 +9,9 @@ from typing import Any, Mapping
 
 from sqlalchemy.orm import Session
 
-from .errors import StorageError
-from .models import GenerationRun
+from ..core.errors import StorageError
 from .records import RUN_SOURCES, RunRecord
+from .tables import GenerationRun
 
 SPEEDUP_BASES = ("calibrated", "measured")
 _RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunRecord))

@@ -12,17 +12,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from sqlalchemy import delete, exists, func, or_, select, update
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import delete, exc as sa_exc, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from ..core.errors import StorageError, quoted
+from ..core.vocabulary import INTERRUPTED, STREAMING
 from . import exchange, import_rows
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
-from .errors import StorageError, quoted
-from .models import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
-from .records import (INTERRUPTED, ROLES, STREAMING, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo,
-                      RunAggregate, RunFilter, RunInfo, RunRecord, RunRow, TrackRecord)
+from .records import (ROLES, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate, RunFilter,
+                      RunInfo, RunRecord, RunRow, TrackRecord)
 from .run_values import add_run as _add_run, run_changes as _run_changes, run_values as _run_values
+from .tables import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
 
 GROUPINGS = ("app_session", "pair", "conversation", "category")  # what run_groups can sum by
 _TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
@@ -232,13 +232,7 @@ class Store:
         with self._reading() as session:
             row = session.scalars(select(GenerationRun).where(GenerationRun.message_id == message_id)
                                   .order_by(GenerationRun.id.desc()).limit(1)).first()
-            if row is None:
-                return None
-            return RunInfo(id=row.id, message_id=row.message_id, drafter=row.drafter, k=row.k, adaptive=row.adaptive,
-                           new_tokens=row.new_tokens, target_passes=row.target_passes,
-                           draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted,
-                           tokens_per_s=row.tokens_per_s, speedup=row.speedup, speedup_basis=row.speedup_basis,
-                           finish_reason=row.finish_reason, exactness=row.exactness)
+            return None if row is None else _run_info(row)
 
     def conversation_stats(self, conversation_id: int) -> RunAggregate:
         return self._aggregate(GenerationRun.conversation_id == conversation_id)
@@ -377,12 +371,12 @@ class Store:
     # --- export / import ------------------------------------------------------------------------------------
 
     def export_markdown(self, conversation_id: int) -> str:
-        conversation, messages = self._snapshot(conversation_id)
+        conversation, messages, _ = self.chat(conversation_id)
         return exchange.to_markdown(conversation, messages)
 
     def export_json(self, conversation_id: int) -> dict:
         """The conversation in the versioned exchange format (json.dump it to save a file)."""
-        conversation, messages = self._snapshot(conversation_id)
+        conversation, messages, _ = self.chat(conversation_id)
         return exchange.to_json(conversation, messages)
 
     def import_json(self, data: dict | str | bytes,
@@ -427,13 +421,18 @@ class Store:
                 .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit)).all()
             return list(reversed(rows))
 
-    def _snapshot(self, conversation_id: int) -> tuple[ConversationInfo, list[MessageInfo]]:
-        """A conversation and its messages read in one transaction, so an export never mixes two states."""
+    def chat(self, conversation_id: int) -> tuple[ConversationInfo, list[MessageInfo], dict[int, RunInfo]]:
+        """A conversation, its messages in order and the latest run of each reply (by message id), read in one
+        transaction: opening a chat is one read however many replies it has, and an export never mixes two
+        states."""
         with self._reading() as session:
             row = _get(session, Conversation, conversation_id, "conversation")
             rows = session.scalars(select(Message).where(Message.conversation_id == conversation_id)
                                    .order_by(Message.position)).all()
-            return _conversation_info(row, len(rows)), [_message_info(m) for m in rows]
+            runs = session.scalars(select(GenerationRun).join(Message, Message.id == GenerationRun.message_id)
+                                   .where(Message.conversation_id == conversation_id).order_by(GenerationRun.id))
+            return (_conversation_info(row, len(rows)), [_message_info(m) for m in rows],
+                    {run.message_id: _run_info(run) for run in runs})
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
@@ -498,6 +497,13 @@ def _message_info(row: Message) -> MessageInfo:
     return MessageInfo(id=row.id, conversation_id=row.conversation_id, position=row.position, role=row.role,
                        text=row.text, created_at=row.created_at, stopped=row.stopped, spans=spans,
                        finish_reason=row.finish_reason)
+
+
+def _run_info(row: GenerationRun) -> RunInfo:
+    return RunInfo(id=row.id, message_id=row.message_id, drafter=row.drafter, k=row.k, adaptive=row.adaptive,
+                   new_tokens=row.new_tokens, target_passes=row.target_passes, draft_proposed=row.draft_proposed,
+                   draft_accepted=row.draft_accepted, tokens_per_s=row.tokens_per_s, speedup=row.speedup,
+                   speedup_basis=row.speedup_basis, finish_reason=row.finish_reason, exactness=row.exactness)
 
 
 def _plain_json(value: Any) -> Any:

@@ -3,7 +3,7 @@
 The data (HeadRounds.data): "broad", the shipped head's, is written by the target itself and around real documents
 (training/broad.py); "templated", the earlier heads', is the draft model's replies plus training/varied.py's rounds.
 Each reply is teacher-forced once through the target to record its hidden states, then the head is trained on them
-(training/eagle.py); with --attention an attention block is then added to it and trained on whole sequences.
+(training/eagle_head.py); with --attention an attention block is then added to it and trained on whole sequences.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from dataclasses import asdict
 
 import torch
 
-from ..engine.eagle import HeadShape, is_eagle_folder, load_head, save_head
-from ..engine.lean import rope_theta
-from ..engine.models import LoadedModel
+from ..core.fs import atomic_write
+from ..engine.backends.torch.lean import rope_theta
+from ..engine.drafting.eagle_network import HeadShape, is_eagle_folder, load_head, save_head
+from ..engine.loading.load import LoadedModel
 from .broad import REQUEST_KINDS, BroadCounts, first_broad_prompts, follow_up_prompts, sample_turns
 from .distill import Example, Labels
-from .eagle import (HeadReport, Sequences, build_attending_head, build_head, split, split_indices,
-                    teacher_features, train_attending_head, train_head)
-from .pipeline import (MANIFEST_NOTE, Pipeline, _eos_and_pad, _reply_vocabulary, _write_atomically,
-                       examples_fingerprint, folder_megabytes)
+from .eagle_head import (HeadReport, Sequences, build_attending_head, build_head, split, split_indices,
+                         teacher_features, train_attending_head, train_head)
+from .pipeline import MANIFEST_NOTE, Pipeline, _eos_and_pad, _reply_vocabulary, examples_fingerprint, folder_megabytes
 from .prompts import TrainingPrompt
 from .varied import fourth_round_prompts, third_round_prompts
 
@@ -29,7 +29,7 @@ from .varied import fourth_round_prompts, third_round_prompts
 class HeadPipeline(Pipeline):
     """The draft pipeline's stages with the head's data (the module docstring) and the head's training: the
     replies are teacher-forced once through the target to record its hidden states, then the EAGLE-style head is
-    trained on them (training/eagle.py)."""
+    trained on them (training/eagle_head.py)."""
 
     COMMAND = "specchat train-head"
 
@@ -89,7 +89,7 @@ class HeadPipeline(Pipeline):
         prompts = make()
         rows = [{"category": p.category, "text": p.text, "history": list(p.history), "sources": list(p.sources)}
                 for p in prompts]
-        _write_atomically(path, lambda tmp: tmp.write_text(json.dumps({"key": key, "prompts": rows}),
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps({"key": key, "prompts": rows}),
                                                            encoding="utf-8"))
         return prompts
 
@@ -134,7 +134,7 @@ class HeadPipeline(Pipeline):
                 return stored
         with self.bar(total=len(part), desc=f"{name} hidden states", unit="reply") as bar:
             computed = teacher_features(target.model, part, progress=bar.update, span=span)
-        _write_atomically(path, lambda tmp: torch.save(computed, tmp))
+        atomic_write(path, lambda tmp: torch.save(computed, tmp))
         return computed
 
     def _stateless_head(self, target: LoadedModel, examples: list[Example], features: list[torch.Tensor]):
@@ -165,7 +165,7 @@ class HeadPipeline(Pipeline):
 
     def _train_attending_head(self, target: LoadedModel, examples: list[Example], prompt_features, features,
                               stateless):
-        """The attending head, started from the stateless one (training/eagle.py, build_attending_head), on the
+        """The attending head, started from the stateless one (training/eagle_head.py, build_attending_head), on the
         same split of whole sequences."""
         options = self.settings.attending_train
         pick = lambda indices: Sequences([examples[i] for i in indices], [prompt_features[i] for i in indices],

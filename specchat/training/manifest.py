@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from ..engine.errors import SpecchatError
+from ..core.errors import SpecchatError
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, suite_texts
 from .varied import third_round_prompts
 
@@ -343,7 +343,7 @@ def manifest_from_training(summary: Mapping, suite_jsonl: str) -> tuple[dict, li
 
 
 def target_licence(target: str) -> str:
-    from ..engine.models import EMBEDDED_NAME
+    from ..models.sources import EMBEDDED_NAME
 
     return "Apache-2.0" if target == EMBEDDED_NAME else "the target model's own licence (see its model card)"
 

@@ -19,12 +19,14 @@ from typing import Callable
 
 import torch
 
-from ..engine.chat import Message, build_prompt_ids
-from ..engine.models import (PROPOSAL_VOCABULARY, LoadedModel, LoadOptions, ModelSource, converted_cache_dir,
-                             load_model)
-from ..engine.speculative import default_eos_ids
+from ..core.fs import atomic_write, fingerprint
+from ..core.paths import cache_file
+from ..engine.chat_prompt import Message, build_prompt_ids
+from ..engine.decoding.speculative import default_eos_ids
+from ..engine.loading.load import PROPOSAL_VOCABULARY, LoadedModel, LoadOptions, load_model
+from ..models.sources import ModelSource
 from .distill import Example, Labels, generate_replies
-from .eagle import HeadTrainOptions, frequent_tokens
+from .eagle_head import HeadTrainOptions, frequent_tokens
 from .manifest import (MANIFEST, BenchmarkIndex, header, prompt_entries, prompt_id, refuse_benchmark_overlap,
                        round_record, sources, spec_bench_texts, target_licence, write_manifest)
 from .prompts import TrainingPrompt, drop_suite_overlap, first_round_prompts, second_round_prompts, suite_texts
@@ -271,8 +273,8 @@ class Pipeline:
                                        self.settings.generation_batch, self.settings.top_k, bar.update)
         results = [(Example(ids + reply, len(ids), p.category), labels)
                    for p, ids, (reply, labels) in zip(prompts, prompt_ids, replies)]
-        _write_atomically(labels_path, lambda path: torch.save([(l.top_ids, l.top_probs) for _, l in results], path))
-        _write_atomically(examples_path, lambda path: _write_examples(path, [e for e, _ in results]))
+        atomic_write(labels_path, lambda path: torch.save([(l.top_ids, l.top_probs) for _, l in results], path))
+        atomic_write(examples_path, lambda path: _write_examples(path, [e for e, _ in results]))
         return results
 
     def _generator(self, target: LoadedModel):
@@ -415,8 +417,8 @@ def _conversation(prompt: TrainingPrompt) -> list[Message]:
 def default_work_dir(target: ModelSource, preset: str) -> Path:
     """Intermediate data lives in the user cache (never next to a draft inside the package's resources), one folder
     per target and preset, so that train-draft and train-head generate the replies once and share them."""
-    key = hashlib.sha256(f"{target.spec}|{preset}".encode()).hexdigest()[:12]
-    return converted_cache_dir().parent / "training" / f"{Path(target.spec).name or 'target'}-{preset}-{key}"
+    key = fingerprint(target.spec, preset, digits=12)
+    return cache_file("training") / f"{Path(target.spec).name or 'target'}-{preset}-{key}"
 
 
 def folder_megabytes(folder: Path) -> float:
@@ -428,12 +430,6 @@ def _count_categories(examples: list[Example]) -> dict[str, int]:
     for example in examples:
         counts[example.category] = counts.get(example.category, 0) + 1
     return dict(sorted(counts.items()))
-
-
-def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    tmp.replace(path)  # a half-written file must never look like a finished stage
 
 
 def _write_examples(path: Path, examples: list[Example]) -> None:

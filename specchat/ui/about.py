@@ -54,8 +54,8 @@ def version_of(distribution: str) -> str:
 
 def runs_on_html(pair=None) -> str:
     """What llama.cpp and torch were built with, where the loaded models run (`pair`: the session's ModelPair, None
-    before one is loaded) and any GPU here that they cannot use, with the fix (engine/built.py)."""
-    from ..engine.built import build_report, where_models_run
+    before one is loaded) and any GPU here that they cannot use, with the fix (engine/backends/llamacpp/built.py)."""
+    from ..engine.backends.llamacpp.built import build_report, where_models_run
 
     report = build_report()
     rows = [report.llama_line(), report.torch_line()] + ([where_models_run(pair)] if pair is not None else [])

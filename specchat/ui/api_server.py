@@ -20,14 +20,13 @@ import queue
 import threading
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu
 
-from typing import TYPE_CHECKING
-
-from ..engine import SpecchatError
+from ..core.errors import SpecchatError
 from ..server.jobs import Closing  # the line only (no web framework): FastAPI and uvicorn load when the server starts
 from .workers import FunctionWorker
 
@@ -186,7 +185,7 @@ class ApiServerSwitch(QObject):
         from ..server.served import ServedModel
 
         try:
-            served = ServedModel(self.session.pair, *self._defaults(), self.session.store,
+            served = ServedModel(self.session.pair, self.session.run_context(*self._defaults()), self.session.store,
                                  engines=self.session.engines)  # the chat's: they take turns on the model thread
             self.runner.start()
             try:

@@ -70,8 +70,8 @@ def open_store(path: Path | None = None, ask: Callable[[str, str], str] | None =
       the user quits or, knowingly, chats in a temporary database that the banner keeps saying is not kept.
     Replies a crash or a kill cut short are marked interrupted first (Store.recover_interrupted).
     ask(kind, message) -> a StartChoice: kind "locked" offers RETRY/QUIT, "unusable" TEMPORARY/QUIT."""
-    from ..storage import (DatabaseDamaged, DatabaseLocked, Store, StorageError, default_database_path, open_database,
-                           quarantine)
+    from ..core.errors import DatabaseDamaged, DatabaseLocked, StorageError
+    from ..storage import Store, default_database_path, open_database, quarantine
 
     path = path or default_database_path()
     ask = ask or ask_at_start
@@ -126,13 +126,12 @@ def bring_to_front(window) -> None:
 def run_gui(argv: list[str] | None = None) -> int:
     import qasync
 
-    from .main_window import MainWindow
-    from .session import ChatSession
-    from .workers import JobThread
-
     from ..storage import default_database_path
     from .gc_guard import GuiThreadCollector
+    from .main_window import MainWindow
+    from .session import ChatSession
     from .single_instance import SingleInstance
+    from .workers import JobThread
 
     app = create_application(argv)
     GuiThreadCollector(app).start()  # garbage holding Qt objects is freed on this thread only

@@ -1,17 +1,10 @@
-"""Small pieces of the main window's state and chrome: the banner (errors and notes), and the reply being
-streamed."""
+"""The main window's banner: errors and notes above the transcript. (The reply being streamed is the reply
+controller's state, chats/reply_controller.py.)"""
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
-
-from ..chats import RecordedReply
-from .workers import GenerationWorker
-
 
 MAX_SHOWN_CHARS = 2000  # a message longer than this is cut: laying out a megabyte in a label froze the window
 STYLES = {  # kind: (icon, frame background, border, text colour)
@@ -65,25 +58,3 @@ class ErrorBanner(QFrame):
         self.icon.setText(icon)
         self.setStyleSheet(f"#errorBanner {{ background: {background}; border: 1px solid {border}; "
                            f"border-radius: 6px; }} #errorBanner QLabel {{ color: {text}; }}")
-
-
-@dataclass
-class ActiveReply:
-    """The reply the window is streaming: where it is stored (ReplyRecorder.begin's RecordedReply), how to stop it,
-    and what the window knows of it."""
-
-    rows: RecordedReply
-    cancel: threading.Event
-    worker: GenerationWorker
-    started: float
-    last_saved: float = 0.0
-    save_failed: bool = False  # a partial save failed: said once, retried at the next save time
-    note: str = ""  # what the user should know about this reply's prompt (oldest messages left out)
-
-    @property
-    def conversation_id(self) -> int:
-        return self.rows.conversation_id
-
-    @property
-    def message_id(self) -> int:
-        return self.rows.message_id

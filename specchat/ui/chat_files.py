@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from ..engine import SpecchatError
+from ..core.errors import SpecchatError
 from .workers import ReportingWorker
 
 PHASES = {"checking": "checking", "preparing": "preparing", "writing": "saving"}  # ImportProgress.phase, as said

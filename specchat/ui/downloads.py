@@ -1,6 +1,6 @@
 """Downloads of Hub models in the window: jobs on the session's download thread (one at a time, in the order
 asked), each with its progress (bytes, a smoothed speed, the time left), Cancel, and what a cancelled download
-kept for the next one (engine/hub_download.py continues unfinished files)."""
+kept for the next one (models/hub/snapshots.py continues unfinished files)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from ..engine.hub_download import Progress
-from ..formatting import format_duration, format_size
+from ..core.formatting import format_duration, format_size
+from ..models.hub.snapshots import Progress
 from .workers import FunctionWorker, JobThread
 
 REPORT_EVERY_S = 0.2  # progress crosses to the GUI thread at most this often (a chunk arrives far more often)
@@ -173,7 +173,7 @@ class Downloads(QObject):
 
 
 def _download_from_hub(repo_id: str, on_progress, cancel) -> str:
-    from ..engine.models import download_from_hub
+    from ..models.hub.download import download_from_hub
 
     return download_from_hub(repo_id, on_progress, cancel)
 

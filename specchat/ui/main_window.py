@@ -2,40 +2,41 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from dataclasses import replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSplitter, QVBoxLayout,
+                               QWidget)
 
-from ..chats import StorageError, stopped_by_user
-from ..engine import Message, SpecchatError
-from ..engine.events import GenerationResult, StepEvent
-from .banner import ActiveReply, ErrorBanner
+from ..chats import OpenChat, ReplyBegan, ReplyEnded, ReplySpans, StepsArrived
+from ..chats.reply_controller import StreamingReply
+from ..core.errors import SpecchatError, StorageError
+from ..engine.decoding.events import GenerationResult, StepEvent
+from .api_server import ApiServerSwitch
+from .banner import ErrorBanner
 from .chat_files import ChatFiles
 from .composer import Composer
+from .plain import ElidedLabel
+from .remote_target import RemoteTargetSwitch
+from .reply_workers import GenerationWorker
 from .session import ChatSession
 from .settings import SettingsDialog
-from .spans import ReplySpans
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
-from .api_server import ApiServerSwitch
-from .plain import ElidedLabel
-from .remote_target import RemoteTargetSwitch, reply_source
-from .workers import GenerationWorker
 
 FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
-SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk
 
 
 class MainWindow(QMainWindow):
-    """The chat window: it reads and writes its chats through session.conversations and saves the streaming reply
-    through session.replies (specchat/chats); it never touches the Store itself."""
+    """The chat window: it reads and writes its chats through session.conversations, and its replies run through
+    session.replies (chats/reply_controller.py: fit, begin, stream, partial saves, finish), whose events it only
+    draws (the session puts them onto its reply_* signals); it never touches the Store itself.
+
+    `chat` is the open chat as stored (chats.OpenChat), read when it is opened and kept up to date by what the
+    window and the controller write: a reply reads nothing back, and the whole chat is drawn once, as it ends."""
 
     reply_finished = Signal()  # for tests: a reply (finished, stopped or failed) is on screen and on disk
 
@@ -44,13 +45,14 @@ class MainWindow(QMainWindow):
         self.session = session
         self.conversations = session.conversations
         self.setWindowTitle("specchat")
+        self.replies = session.replies
         self.conversation_id: int | None = None
-        self.active: ActiveReply | None = None
+        self.chat: OpenChat | None = None
+        self._cancel: threading.Event | None = None  # how to stop the reply streaming now, if any
         self._pending_events: list[StepEvent] = []
         # The message being edited, as (its conversation, its position): sending replaces it and what followed,
         # in that conversation only; opening another chat or starting a new one ends the edit.
         self._editing: tuple[int, int] | None = None
-        self._rejected: dict[int, list[tuple[int, str]]] = {}  # message id -> rejected proposals, this session
         self.race_window = None
         self.dashboard = None
         self._build()
@@ -59,15 +61,46 @@ class MainWindow(QMainWindow):
         self._frame_timer.timeout.connect(self._flush_events)
         session.status_changed.connect(self._on_model_status)
         session.stats_changed.connect(self._refresh_session_stats)
+        session.reply_began.connect(self._on_reply_began)
+        session.reply_steps.connect(self._draw_steps)
+        session.reply_trouble.connect(self._show_error)
+        session.reply_ended.connect(self._on_reply_ended)
         self._restore_geometry()
         self.refresh_conversations()
         self.transcript.set_messages([])  # the welcome text
         self._refresh_session_stats()
         self._on_model_status()
 
+    @property
+    def active(self) -> StreamingReply | None:
+        """The reply streaming now (the reply controller's), or None."""
+        return self.replies.active
+
     # -- layout ---------------------------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        """The window's widgets: the chat list beside the chat (its bar, banner, transcript and composer), and the
+        status bar's model and chat figures."""
+        self.splitter = QSplitter()
+        self.splitter.addWidget(self._build_sidebar())
+        self.splitter.addWidget(self._build_chat())
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([240, 760])
+        self.setCentralWidget(self.splitter)
+
+        # Model names (read from files and servers) and the chat's figures share the status bar: both give way,
+        # cut with "…", the model's first (its stretch), so that they never run into each other.
+        self.model_label = ElidedLabel(minimum_width=120)
+        self.load_progress = QProgressBar(maximumWidth=160, textVisible=False)
+        self.load_progress.setRange(0, 0)
+        self.session_label = ElidedLabel(minimum_width=120)
+        self.statusBar().addWidget(self.model_label, 1)
+        self.statusBar().addWidget(self.load_progress)
+        self.statusBar().addPermanentWidget(self.session_label)
+        self._build_actions()
+
+    def _build_sidebar(self) -> QWidget:
+        """The chat list with its search box and the New chat button."""
         self.search = QLineEdit(placeholderText="Search chats…", clearButtonEnabled=True)
         self.search.textChanged.connect(self.refresh_conversations)
         new_button = QPushButton("+  New chat")
@@ -86,7 +119,10 @@ class MainWindow(QMainWindow):
         side.addWidget(new_button)
         side.addWidget(self.search)
         side.addWidget(self.conversation_list, 1)
+        return sidebar
 
+    def _build_chat_bar(self) -> QHBoxLayout:
+        """The bar above the chat: the drafts' legend and options, the system prompt, the race and statistics."""
         self.highlight_box = QCheckBox("Highlight drafts", checked=True)
         self.rejected_box = QCheckBox("Show rejected", checked=False)
         for box in (self.highlight_box, self.rejected_box):
@@ -113,7 +149,11 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.system_button)
         bar.addWidget(self.race_button)
         bar.addWidget(self.dashboard_button)
+        return bar
 
+    def _build_chat(self) -> QWidget:
+        """The chat: its bar, the banner, the transcript and the composer with Send and Stop."""
+        bar = self._build_chat_bar()
         self.banner = ErrorBanner()
         self.transcript = Transcript()
         self.transcript.action_requested.connect(self._on_transcript_action)
@@ -140,24 +180,7 @@ class MainWindow(QMainWindow):
         chat_layout.addWidget(self.banner)
         chat_layout.addWidget(self.transcript, 1)
         chat_layout.addLayout(composer_row)
-
-        self.splitter = QSplitter()
-        self.splitter.addWidget(sidebar)
-        self.splitter.addWidget(chat)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([240, 760])
-        self.setCentralWidget(self.splitter)
-
-        # Model names (read from files and servers) and the chat's figures share the status bar: both give way,
-        # cut with "…", the model's first (its stretch), so that they never run into each other.
-        self.model_label = ElidedLabel(minimum_width=120)
-        self.load_progress = QProgressBar(maximumWidth=160, textVisible=False)
-        self.load_progress.setRange(0, 0)
-        self.session_label = ElidedLabel(minimum_width=120)
-        self.statusBar().addWidget(self.model_label, 1)
-        self.statusBar().addWidget(self.load_progress)
-        self.statusBar().addPermanentWidget(self.session_label)
-        self._build_actions()
+        return chat
 
     def _build_actions(self) -> None:
         def action(text, shortcut, slot, menu):
@@ -214,18 +237,29 @@ class MainWindow(QMainWindow):
             return
         self._end_edit()
         self.conversation_id = None
+        self.chat = None
         self.conversation_list.clearSelection()
         self.transcript.set_messages([])
         self.composer.setFocus()
 
     def open_conversation(self, conversation_id: int) -> None:
+        """Shows the chat, read in one go with its replies' footers (Conversations.open). An imported chat seen for
+        the first time joins the past replies the drafters read: the only write opening a chat can make."""
         if self._editing is not None and self._editing[0] != conversation_id:
             self._end_edit()
         self.conversation_id = conversation_id
-        views = [self._message_view(m) for m in self.conversations.messages(conversation_id)]
-        self.transcript.set_messages(views)
-        self.session.include_in_history(conversation_id)  # an imported chat, now seen: its replies may be drafted from
+        self.chat = self.conversations.open(conversation_id)
+        self.transcript.set_messages(self._views())
+        if not self.chat.in_history:
+            self.session.include_in_history(conversation_id)  # now seen: its replies may be drafted from
         self._refresh_session_stats()
+
+    def _open_chat(self) -> OpenChat:
+        """The open chat in memory; read first when it is not (a chat chosen by its id alone, or one that a refused
+        write left unsure), so that it is never read after this reply's writes."""
+        if self.chat is None or self.chat.conversation_id != self.conversation_id or self.chat.stale:
+            self.chat = self.conversations.open(self.conversation_id)
+        return self.chat
 
     def _end_edit(self) -> None:
         """Leaves editing: the text stays in the box, and sending it adds a new message instead of replacing one."""
@@ -233,10 +267,12 @@ class MainWindow(QMainWindow):
             self._editing = None
             self.statusBar().showMessage("Editing ended: sending now adds a new message.", 5000)
 
-    def _message_view(self, message) -> MessageView:
-        run = self.session.run_footer(message.id) if message.role == "assistant" else ""
-        spans = ReplySpans.from_json(message.spans, self._rejected.get(message.id))
-        return MessageView(message.id, message.role, message.text, spans, message.stopped, run)
+    def _views(self) -> list[MessageView]:
+        """What the transcript shows of the open chat: its messages with their spans (and the rejected proposals
+        seen this session) and footers, all from memory."""
+        chat, rejected = self.chat, self.replies.rejected
+        return [MessageView(m.id, m.role, m.text, ReplySpans.from_json(m.spans, rejected.get(m.id)), m.stopped,
+                            chat.footers.get(m.id, "")) for m in chat.messages]
 
     def _on_conversation_selected(self, item, _previous=None) -> None:
         if item is None or self._busy():
@@ -272,16 +308,21 @@ class MainWindow(QMainWindow):
 
     def edit_system_prompt(self) -> None:
         if self.conversation_id is None:
-            self.conversation_id = self.conversations.create("New chat").id
+            made = self.conversations.create("New chat")
+            self.conversation_id, self.chat = made.id, OpenChat.of(made)
             self.refresh_conversations()
-        current = self.conversations.system_prompt(self.conversation_id) or ""
-        text, ok = QInputDialog.getMultiLineText(self, "System prompt", "Instructions for this chat:", current)
+        chat = self._open_chat()
+        text, ok = QInputDialog.getMultiLineText(self, "System prompt", "Instructions for this chat:",
+                                                 chat.system_prompt or "")
         if ok:
-            self.conversations.set_system_prompt(self.conversation_id, text.strip() or None)
+            chat.system_prompt = self.conversations.set_system_prompt(chat.conversation_id,
+                                                                      text.strip() or None).system_prompt
 
     # -- sending and streaming ------------------------------------------------------------------------------------
 
     def send(self) -> None:
+        """Saves the message in the box to the open chat (a new one if none is open; replacing the message being
+        edited and what followed) and starts the reply to it."""
         text = self.composer.toPlainText().strip()
         if not text or self._busy():
             return
@@ -294,11 +335,14 @@ class MainWindow(QMainWindow):
             return
         try:
             if self.conversation_id is None:
-                self.conversation_id = self.conversations.start(text).id
-            if self._editing is not None and self._editing[0] == self.conversation_id:
-                self.conversations.delete_messages_from(self.conversation_id, self._editing[1])
+                made = self.conversations.start(text)
+                self.conversation_id, self.chat = made.id, OpenChat.of(made)
+            chat = self._open_chat()
+            if self._editing is not None and self._editing[0] == chat.conversation_id:
+                self.conversations.delete_messages_from(chat.conversation_id, self._editing[1])
+                chat.cut_from(self._editing[1])
             self._editing = None
-            self.conversations.add_user_message(self.conversation_id, text)
+            chat.add(self.conversations.add_user_message(chat.conversation_id, text))
         except StorageError as error:  # the message is not saved: it stays in the box, to send again
             self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "
                              "when the database is free.")
@@ -306,142 +350,108 @@ class MainWindow(QMainWindow):
         self.banner.hide()  # an earlier error (say, the same message refused) is over now that it is saved
         self.composer.clear()
         self.refresh_conversations()
-        self.open_conversation(self.conversation_id)
+        self.transcript.show_messages(self._views())  # the message just sent, drawn after what is shown
         self._start_reply()
 
     def _start_reply(self) -> None:
+        """Starts the reply to the open chat on the model thread (ReplyController.start fits its prompt once and
+        writes its rows; _on_reply_began draws its start); says why when it cannot start."""
         try:
-            self._start_reply_or_raise()
+            job = self.replies.start(self._open_chat(), self.session.reply_engine())
         except StorageError as error:
             self._show_error(f"The reply could not start: {error}")
-
-    def _start_reply_or_raise(self) -> None:
-        history = [Message(m.role, m.text) for m in self.conversations.messages(self.conversation_id)]
-        config = self.session.settings.generation_config()
-        system = self.conversations.system_prompt(self.conversation_id)
-        try:
-            source = reply_source(self.session, self.remote_target, history, system, config.max_new_tokens)
-        except SpecchatError as error:
+            return
+        except SpecchatError as error:  # a drafter this pair cannot run, a last message too long
             self._show_error(str(error))
             return
-        left_out, context = source.left_out, source.context
-        note = (f"The {left_out} oldest message{'s' if left_out > 1 else ''} of this chat {'are' if left_out > 1 else 'is'}"
-                " left out of what the model reads: the chat is longer than its context window. They stay saved."
-                if left_out else "")
-        config = replace(config, seed=random.SystemRandom().randrange(2**31))  # known now: the run is recorded now
-        # On disk at once, the reply and its run, both marked streaming until they end (ReplyRecorder.begin).
-        reply = self.session.replies.begin(self.conversation_id, source.prompt_tokens, config.seed, context)
-        cancel = threading.Event()
-        worker = GenerationWorker(source.make_engine, history, system, config, cancel, on_result=source.on_result,
-                                  prompt_tokens=source.prompt_tokens)
+        self._cancel = cancel = threading.Event()
+        worker = GenerationWorker.for_job(job, cancel)
         worker.yielded.connect(self._on_steps)
         worker.returned.connect(self._on_finished)
         worker.errored.connect(self._on_failed)
-        self.active = ActiveReply(reply, cancel, worker, time.perf_counter(), note=note)
-        self.transcript.begin_reply(note)
-        if note:
-            self.statusBar().showMessage(note, 15000)
+        self.session.model_thread.submit(worker)
+
+    def _on_reply_began(self, began: ReplyBegan) -> None:
+        """The reply's rows are on disk: its region opens at the end of the chat, and the window streams."""
+        self.transcript.begin_reply(began.note)
+        if began.note:
+            self.statusBar().showMessage(began.note, 15000)
         self._set_generating(True)
         self.session.claim_device("chat")
         self._frame_timer.start()
-        self.session.model_thread.submit(worker)
 
     def _on_steps(self, events: list[StepEvent]) -> None:
         self._pending_events.extend(events)
 
     def _flush_events(self) -> None:
-        """Draws the steps that arrived since the last frame in one go, and saves the partial reply now and then."""
+        """Hands the steps that arrived since the last frame to the controller in one go: it gathers them, saves the
+        reply so far now and then, and sends them back to draw (_draw_steps)."""
         if not self._pending_events or self.active is None:
             return
         events, self._pending_events = self._pending_events, []
-        for event in events:
+        self.replies.steps(events, time.perf_counter())
+
+    def _draw_steps(self, arrived: StepsArrived) -> None:
+        """Appends the steps' text to the reply's region (draft-accepted text in its colour) and says the speed."""
+        for event in arrived.events:
             self.transcript.append_stream(event)
-        now = time.perf_counter()
-        if now - self.active.last_saved > SAVE_PARTIAL_S:
-            self.active.last_saved = now  # a failed save is retried at the next save time, not every frame
-            text, spans = self.transcript.streaming_text()
-            try:
-                self.session.replies.partial(self.active.rows, text, spans.to_json(), events[-1].stats.to_dict())
-            except StorageError as error:
-                if not self.active.save_failed:
-                    self._show_error(f"The reply so far could not be saved ({error}); it keeps streaming, and "
-                                     "saving is tried again every second.")
-                self.active.save_failed = True
-        self.statusBar().showMessage(f"{events[-1].stats.new_tokens} tokens · {events[-1].stats.tokens_per_s:.1f} tok/s")
+        stats = arrived.events[-1].stats
+        self.statusBar().showMessage(f"{stats.new_tokens} tokens · {stats.tokens_per_s:.1f} tok/s")
 
     def _on_finished(self, result: GenerationResult) -> None:
         self._flush_events()
-        active = self.active
-        spans = ReplySpans()
-        spans.add_tokens(result.spans, result.origins)
-        _, streamed = self.transcript.streaming_text()
-        self._rejected[active.message_id] = streamed.rejected
-        try:
-            self.session.replies.finish(active.rows, result, spans.to_json())
-        except StorageError as error:
-            self._end_unsaved_reply(active, result.text, spans, stopped_by_user(result), error)
-            return
-        self._end_reply()
-        self._show_saved_reply(active)
+        self.replies.finish(result)
 
     def _on_failed(self, message: str) -> None:
         self._flush_events()
-        active = self.active
-        text, spans = self.transcript.streaming_text()
-        try:
-            self.session.replies.fail(active.rows, text, spans.to_json())
-        except StorageError as error:
-            self._end_unsaved_reply(active, text, spans, True, error, also=message)
-            return
-        self._end_reply()
-        self._show_saved_reply(active)
-        self._show_error(message)
+        self.replies.fail(message)
 
-    def _show_saved_reply(self, active: ActiveReply) -> None:
-        """The chat as stored, with the finished reply; then tests (and anything waiting) learn the reply ended."""
-        try:
-            if self.conversation_id == active.conversation_id:
-                self.open_conversation(active.conversation_id)
-        except StorageError as error:
-            self._show_error(f"The chat could not be read back: {error}")
-        if active.note:
-            self.statusBar().showMessage(active.note, 15000)
-        self.reply_finished.emit()
-
-    def _end_unsaved_reply(self, active: ActiveReply, text: str, spans: ReplySpans, stopped: bool,
-                           error: StorageError, also: str = "") -> None:
-        """The database refused the finished reply: the window is freed all the same (sidebar, Send, the device
-        claim), and the reply stays on screen, rendered from memory, with a banner saying it is not saved."""
+    def _on_reply_ended(self, ended: ReplyEnded) -> None:
+        """The reply ended, saved or not: the window is freed (sidebar, Send, the device claim), the chat is drawn
+        once, with the reply as stored (or from memory, "not saved", with a banner saying so), and then tests (and
+        anything waiting) learn the reply ended."""
         self._end_reply()
-        if self.conversation_id == active.conversation_id:
-            self.transcript.end_reply(MessageView(active.message_id, "assistant", text, spans, stopped,
-                                                  "not saved"))
-        self._show_error(f"{also + ' ' if also else ''}The reply could not be saved ({error}). It is still on "
-                         "screen: copy it before closing this chat.")
+        if self.conversation_id == ended.conversation_id:
+            self.transcript.end_reply(MessageView(ended.message_id, "assistant", ended.text, ended.spans,
+                                                  ended.stopped, ended.footer))
+        if ended.problem:
+            self._show_error(ended.problem)
+        if not ended.runs_changed:  # (when it changed, stats_changed has refreshed the figures already)
+            self._refresh_session_stats()
+        if ended.saved and ended.note:
+            self.statusBar().showMessage(ended.note, 15000)
         self.reply_finished.emit()
 
     def _end_reply(self) -> None:
         self._frame_timer.stop()
-        if self.active is not None:
+        if self._cancel is not None:
             self.session.release_device("chat")
-        self.active = None
+        self._cancel = None
         self._set_generating(False)
         self.statusBar().clearMessage()
 
     def stop(self) -> None:
-        if self.active is not None:
-            self.active.cancel.set()
+        if self._cancel is not None:
+            self._cancel.set()
 
     def regenerate(self) -> None:
+        """Replaces the chat's last reply with a new one (answers its last message when it has no reply). The chat
+        is read afresh first (its system prompt may have changed), before the reply writes anything."""
         if self._busy() or self.conversation_id is None or not self.session.ready:
             return
-        if self.conversations.remove_last_reply(self.conversation_id):
-            self.open_conversation(self.conversation_id)
-        if self.conversations.messages(self.conversation_id):
+        chat = self.chat = self.conversations.open(self.conversation_id)
+        last = chat.last_reply()
+        if last is not None:
+            self.conversations.delete_messages_from(chat.conversation_id, last.position)
+            chat.cut_from(last.position)
+        self.transcript.show_messages(self._views())
+        if chat.messages:
             self._start_reply()
 
     def _on_transcript_action(self, action: str, message_id: int) -> None:
-        message = self.conversations.message(self.conversation_id, message_id)
+        chat = self.chat if self.chat is not None and self.chat.conversation_id == self.conversation_id else None
+        message = chat.message(message_id) if chat is not None else self.conversations.message(self.conversation_id,
+                                                                                                message_id)
         if action == "regenerate":
             self.regenerate()
         elif message is None:
@@ -555,8 +565,8 @@ class MainWindow(QMainWindow):
         settings = QSettings()
         settings.setValue("window/geometry", self.saveGeometry())
         settings.setValue("window/splitter", self.splitter.saveState())
-        if self.active is not None:
-            self.active.cancel.set()
+        if self._cancel is not None:
+            self._cancel.set()
         for window in (self.race_window, self.dashboard):
             if window is not None:
                 window.close()

@@ -1,20 +1,20 @@
 """What the Models dialog lists: one row per catalog model and per model downloaded from the Hub that the catalog
 does not know, with its sizes at the format it would run in here (on a CPU with llama.cpp, a model with GGUF files
-is offered and downloaded as its default quantization: engine/catalog_here.py, which `specchat models catalog`
+is offered and downloaded as its default quantization: models/catalog/fit.py, which `specchat models catalog`
 uses too), whether it fits this machine's memory, and the speedup its best draft is predicted to give
-(engine/catalog.py computes the figures). No Qt here."""
+(models/catalog/entries.py computes the figures). No Qt here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import catalog as cat
-from ..engine.catalog import Catalog, CatalogEntry, CostTable, Fit
-from ..engine.catalog_gguf import gguf_spec, split_gguf_spec
-from ..engine.catalog_here import Machine, machine_here, run_here  # noqa: F401 - machine_here: re-exported
-from ..formatting import format_size
-from ..run_kind import default_drafter
+from ..core.formatting import format_size
+from ..core.vocabulary import default_drafter
+from ..models.catalog import entries as cat
+from ..models.catalog.entries import Catalog, CatalogEntry, CostTable, Fit
+from ..models.catalog.fit import Machine, run_here
+from ..models.catalog.quants import gguf_spec, split_gguf_spec
 
 ALPHA = 0.7  # the acceptance rate the predicted speedups are stated at (docs/catalog.md)
 GATED_HINT = "gated: accept the licence on huggingface.co and log in with `hf auth login`"
@@ -108,7 +108,7 @@ def local_rows(catalog: Catalog, downloaded: dict[str, str]) -> list[ModelRow]:
     """Rows for downloaded Hub models the catalog does not list: {hub id: snapshot folder}. A repository of GGUF
     files gets a row per file (loaded as "org/name/file.gguf"); the catalog's GGUF repositories have their
     models' rows already."""
-    from ..engine.precision import checkpoint_parameters
+    from ..engine.backends.torch.precision import checkpoint_parameters
 
     known = {entry.id.lower() for entry in catalog.entries}
     known |= {entry.gguf.repo.lower() for entry in catalog.entries if entry.gguf is not None}
@@ -150,12 +150,12 @@ def _gguf_row(hub_id: str, name: str) -> ModelRow:
 
 
 def row_is_local(row: ModelRow, complete: set[str]) -> bool:
-    """Whether the row's model is on this computer: it ships, its GGUF file is downloaded (hub_gguf.py), or its
+    """Whether the row's model is on this computer: it ships, its GGUF file is downloaded (models/hub/gguf_files.py), or its
     Hub id is among `complete` (lower-cased ids of complete snapshots)."""
     if row.ships:
         return True
     if split_gguf_spec(row.hub_id) is not None:
-        from ..engine.hub_gguf import cached_gguf
+        from ..models.hub.gguf_files import cached_gguf
 
         repo, file = split_gguf_spec(row.hub_id)
         return cached_gguf(repo, file) is not None
@@ -164,7 +164,7 @@ def row_is_local(row: ModelRow, complete: set[str]) -> bool:
 
 def row_kept_bytes(row: ModelRow) -> int:
     """Bytes a cancelled or broken download of the row's model left for the next one to continue."""
-    from ..engine.hub_download import kept_bytes
+    from ..models.hub.snapshots import kept_bytes
 
     if row.hub_id is None:
         return 0
@@ -193,7 +193,7 @@ class DraftChoice:
 
     @property
     def drafter(self) -> str:
-        """The drafter the app picks with this draft (run_kind.default_drafter): prompt lookup first with the draft
+        """The drafter the app picks with this draft (vocabulary.default_drafter): prompt lookup first with the draft
         model where it pays (which drafts through text by itself where the tokenizers differ:
         engine/drafting/registry.py), or prompt lookup alone without one."""
         return default_drafter(on_llama_cpp=False, has_draft=bool(self.spec))

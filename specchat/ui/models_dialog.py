@@ -12,14 +12,15 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout)
 
-from ..engine import catalog as cat
-from ..engine.catalog_here import memory_rule_text
-from ..engine.hub_download import downloaded_models, hub_endpoint
-from ..formatting import format_size
+from ..core.formatting import format_size
+from ..engine.loading.machine import machine_here
+from ..models.catalog import entries as cat
+from ..models.catalog.fit import memory_rule_text
+from ..models.hub.snapshots import downloaded_models, hub_endpoint
 from .downloads import DownloadsLink, DownloadState
+from .model_rows import (ALPHA, NO_DRAFT, ModelRow, catalog_rows, draft_choices, local_rows, matches, row_is_local,
+                         row_kept_bytes)
 from .offline_pair_panel import OfflinePairPanel
-from .model_rows import (ALPHA, NO_DRAFT, ModelRow, catalog_rows, draft_choices, local_rows, machine_here,
-                         matches, row_is_local, row_kept_bytes)
 
 COLUMNS = ("Model", "Family", "Role", "Licence", "Parameters", "Download", "Memory here", "Fits here",
            f"Speedup α={ALPHA:g}", "State")

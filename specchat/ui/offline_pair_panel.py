@@ -1,4 +1,4 @@
-"""The Models dialog's offline-pair row: "Install the offline Qwen pair" (engine/offline_pair.py, the same
+"""The Models dialog's offline-pair row: "Install the offline Qwen pair" (models/offline_pair.py, the same
 assembly as `make models`) as a job on the session's download thread, with its progress, Cancel and errors, then
 "Use the offline pair" to choose the 1.5B target with its 0.5B draft."""
 
@@ -11,9 +11,9 @@ from typing import Callable
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from ..engine.offline_pair import MODELS, InstallProgress, install_pair, installed_pair, models_dir
-from ..formatting import format_size
-from ..run_kind import default_drafter
+from ..core.formatting import format_size
+from ..core.vocabulary import default_drafter
+from ..models.offline_pair import MODELS, InstallProgress, install_pair, installed_pair, models_dir
 from .workers import FunctionWorker, JobThread
 
 REPORT_EVERY_S = 0.2  # progress crosses to the GUI thread at most this often (as downloads.py)
@@ -46,7 +46,7 @@ class OfflinePairPanel(QWidget):
         self.install_button.clicked.connect(self.start)
         self.use_button = QPushButton("Use the offline pair")
         self.use_button.setToolTip(f"{TARGET.id} as the target with {DRAFT.id} as its draft (one tokenizer)")
-        # the pair runs on llama.cpp, where its 0.5B draft does not pay on a CPU: lookup (run_kind.default_drafter)
+        # the pair runs on llama.cpp, where its 0.5B draft does not pay on a CPU: lookup (vocabulary.default_drafter)
         self.use_button.clicked.connect(lambda: self.use_requested.emit(
             TARGET.id, DRAFT.id, default_drafter(on_llama_cpp=True, has_draft=True)))
         self.cancel_button = QPushButton("Cancel install")

@@ -11,53 +11,21 @@ local plain-decoding calibration. The local models stay loaded for the race view
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QMainWindow, QMenu,
                                QMessageBox, QVBoxLayout)
 
-from ..chats.run_book import ReplyContext
-from ..engine import Message
-from ..engine.chat_engine import ChatEngine
-from ..engine.events import GenerationResult
+from ..chats.reply_controller import ReplyEngine
+from ..chats.run_context import RunContext, RunModels
+from ..core.run_kind import RunKind
 from ..remote import RemoteEndpoint
 from ..remote.engine import EndpointInfo, RemoteEngine, RemoteError, plain_http_key_warning
-from ..remote.transport import _without_credentials
-from ..run_kind import RunKind
-from ..run_models import RunModels
+from ..remote.transport import without_credentials
 from .plain import plain_label, plain_tip
 from .workers import FunctionWorker, JobThread
-
-
-@dataclass
-class ReplySource:
-    """What a chat reply runs with: the maker of its ChatEngine (called on the model thread), the prompt's length in
-    tokens and how many old messages were left out of it (0 and 0 for a remote target, which reads the messages and
-    applies its own template), the record's context, and what runs on the finished reply (the past-replies index;
-    nothing for a remote reply, which has no token ids)."""
-
-    make_engine: Callable[[], ChatEngine]
-    prompt_tokens: int
-    left_out: int
-    context: ReplyContext
-    on_result: Callable[[GenerationResult], None] | None = None
-
-
-def reply_source(session, remote: RemoteTargetSwitch | None, history: list[Message], system: str | None,
-                 max_new_tokens: int) -> ReplySource:
-    """The local models, or the remote endpoint when one is connected. Raises SpecchatError (shown to the user)."""
-    connection = remote.connection if remote is not None else None
-    if connection is None:
-        make_engine = session.engine_maker()  # SpecchatError for a drafter this pair cannot run
-        prompt = session.fit(history, system, max_new_tokens)
-        return ReplySource(make_engine, len(prompt.ids), prompt.left_out, session.reply_context(),
-                           session.remember_reply)
-    engine = connection.engine
-    return ReplySource(lambda: engine, 0, 0, connection.reply_context(session))
 
 
 @dataclass
@@ -70,12 +38,15 @@ class RemoteConnection:
         """What the remote engine's runs are recorded under: its model's name, on the remote device."""
         return RunModels.remote(self.info.name, self.info.kind)
 
-    def reply_context(self, session) -> ReplyContext:
-        """A remote reply is recorded under the remote model's name, with the drafter the server names ("remote"
-        otherwise), and no K of ours: the server chooses its own."""
-        drafter = str(RunKind.remote(self.info.drafter))
-        settings = dataclasses.replace(session.settings, drafter=drafter, k=0, adaptive_k=False)
-        return ReplyContext(settings, self.models, drafter)
+    def reply_engine(self, settings) -> ReplyEngine:
+        """What a chat reply runs on here (ChatSession.reply_engine): this engine, which reads the messages and
+        applies its own template (nothing to fit), with the settings' generation config (settings: AppSettings).
+        It is recorded under the remote model's name, with the drafter the server names ("remote" otherwise), and
+        no K of ours: the server chooses its own (own_k False)."""
+        engine = self.engine
+        context = RunContext(settings.generation_config(), self.models, str(RunKind.remote(self.info.drafter)),
+                             own_k=False)
+        return ReplyEngine(context, lambda: engine)
 
 
 class RemoteTargetSwitch(QObject):
@@ -134,7 +105,7 @@ class RemoteTargetSwitch(QObject):
         worker.returned.connect(self._on_connected)
         worker.errored.connect(self._on_failed)
         warning = key_warning(url, api_key)
-        shown = _without_credentials(url)  # a password typed into the address is never shown
+        shown = without_credentials(url)  # a password typed into the address is never shown
         self.window.statusBar().showMessage(f"Connecting to {shown}…" + (f" (warning: {warning})" if warning else ""))
         self._thread.submit(worker)
 

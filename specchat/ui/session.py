@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Generator
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
-from ..formatting import format_size
-from ..chats import Conversations, ReplyContext, ReplyRecorder, RunBook, StorageError
-from ..engine import GenerationConfig, LoadOptions, Message, ModelSource, SpecchatError
+from ..chats import (Comparisons, Conversations, ReplyBegan, ReplyController, ReplyEnded, ReplyEngine, ReplyRecorder,
+                     ReplyTrouble, RunBook, RunContext, StepsArrived)
+from ..core.errors import SpecchatError, StorageError
+from ..core.formatting import format_size
+from ..core.fs import atomic_write_text
+from ..core.run_kind import RunKind
+from ..core.vocabulary import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_kind
+from ..engine.backends.llamacpp.built import build_report
 from ..engine.chat_engine import EngineCache, FittedPrompt, LocalChatEngine, fit_prompt, reply_to
-from ..engine.events import GenerationResult
-from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_info
-from ..engine.history import SuffixIndex
-from ..engine.models import default_draft_for
-from ..engine.built import build_report
-from ..engine.pair import ModelPair, checking_sources, load_pair
-from ..run_kind import RunKind
-from ..run_models import RunModels
-from ..storage.records import RunRecord
+from ..engine.chat_prompt import Message
+from ..engine.decoding.events import GenerationResult
+from ..engine.decoding.speculative import GenerationConfig
+from ..engine.drafting.past_replies import SuffixIndex
+from ..engine.loading.load import LoadOptions
+from ..engine.loading.pair import ModelPair, checking_sources, load_pair
+from ..models.sources import ModelSource, default_draft_for
 from .downloads import Downloads
 from .settings import AppSettings
 from .workers import FunctionWorker, JobThread
@@ -43,12 +44,18 @@ MAX_IMPORT_BYTES = 50_000_000  # read whole into memory, on the background threa
 class ChatSession(QObject):
     """Loads models in the background and keeps the plain-decoding calibration fresh; runs are recorded by its RunBook.
 
-    The chat window reads and writes its chats through `conversations` and saves its replies through `replies`
-    (specchat/chats, no Qt); the race and the dashboard still use `store` directly.
+    The windows reach their rows through specchat/chats (no Qt), never the Store itself: the chat window its chats
+    through `conversations` and its replies through `replies` (the ReplyController, whose events this session puts
+    onto the reply_* signals), the race its comparisons through `comparisons`, the dashboard the runs through `runs`.
     model_thread runs all model work, the windows' included: loading, calibration, replies, races, benchmarks."""
 
     status_changed = Signal()
     stats_changed = Signal()
+    # The reply controller's events (chats/reply_controller.py), emitted on the GUI thread as it emits them
+    reply_began = Signal(object)  # ReplyBegan
+    reply_steps = Signal(object)  # StepsArrived
+    reply_trouble = Signal(str)  # ReplyTrouble's message
+    reply_ended = Signal(object)  # ReplyEnded, after stats_changed when its run was completed
 
     def __init__(self, store, settings: AppSettings | None = None, load_models: bool = True,
                  pair: ModelPair | None = None):
@@ -66,9 +73,8 @@ class ChatSession(QObject):
         self.note: str | None = None  # for the window's banner, as information (what a load runs with)
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.conversations = Conversations(store)
-        # A finished reply's run goes through record_run, which tells the windows; looked up at each call, so that
-        # replacing record_run on this session (tests/faults) replaces it for the replies too.
-        self.replies = ReplyRecorder(store, self.runs, complete_run=lambda *run: self.record_run(*run))
+        self.comparisons = Comparisons(store)
+        self.replies = ReplyController(ReplyRecorder(store, self.runs), self._on_reply_event)
         self.model_thread = JobThread("specchat-model")
         # Downloads are network I/O, not model work: they run on a thread of their own.
         self.downloads = Downloads(JobThread("specchat-downloads"))
@@ -108,15 +114,26 @@ class ChatSession(QObject):
         SpecchatError here, on the GUI thread, when that drafter cannot run. The engine comes from the pair's
         EngineCache, so what it measured carries over from reply to reply, and it is built on the model thread:
         torch work on the GUI thread gives that thread an OpenMP team of its own, which slows generation in the
-        model thread (README, "Threads")."""
+        model thread (README, "Threads"). The drafter is checked here, once: the engine is built without checking
+        it again."""
         pair, drafter, engines = self.pair, self.settings.drafter, self.engines
         pair.check_drafter(drafter)
-        return lambda: engines.chat_engine(drafter, self._history_for(drafter))
+        return lambda: engines.chat_engine(drafter, self._history_for(drafter), checked=True)
 
     def fit(self, history: list[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
-        """The prompt a local reply will read (engine.chat_engine.fit_prompt), on the GUI thread, so that the
-        window can say what was left out before the reply starts. PromptError when the last message is too long."""
+        """The prompt a local reply will read (engine.chat_engine.fit_prompt), fitted once, on the GUI thread,
+        before the reply starts (the window says what was left out; the model thread streams these ids).
+        PromptError when the last message is too long."""
         return fit_prompt(self.tokenizer, history, system, self.pair.context_window(), max_new_tokens)
+
+    def reply_engine(self) -> ReplyEngine:
+        """What the chat's next reply runs on (ReplyController.start): the connected remote engine, or the loaded
+        pair's engine for the chosen drafter (SpecchatError when it cannot run), its prompt fitted by fit(), and
+        its finished reply joining the past replies. Its context is taken now, with the settings as they are."""
+        if self.remote is not None:
+            return self.remote.reply_engine(self.settings)
+        make_engine = self.engine_maker()
+        return ReplyEngine(self.run_context(), make_engine, self.fit, self.remember_reply)
 
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
@@ -127,11 +144,16 @@ class ChatSession(QObject):
         drafter = self.settings.drafter
         return str(RunKind.ours(drafter, history=self._history_for(drafter) is not None))
 
-    def reply_context(self) -> ReplyContext:
-        """What a reply starting now runs with, kept for its record: the settings or the models may change while it
-        streams (Settings applied mid-reply), and its statistics must name what produced them."""
-        drafter = self._drafter_that_ran()
-        return ReplyContext(replace(self.settings), RunModels.of_pair(self.pair, drafter), drafter)
+    def run_context(self, drafter: str | None = None, config: GenerationConfig | None = None) -> RunContext:
+        """What a run starting now runs with, kept for its record (the settings or the models may change while it
+        runs): `drafter` (None: the chat's, as its replies are recorded) with `config` (None: the settings') on the
+        loaded pair, or on the connected remote engine for a remote drafter (the race's remote lane)."""
+        config = config or self.settings.generation_config()
+        if drafter is None:
+            return RunContext.of_pair(self.pair, self._drafter_that_ran(), config)
+        if RunKind.parse(drafter).is_remote and self.remote is not None:
+            return RunContext(config, self.remote.models, drafter)
+        return RunContext.of_pair(self.pair, drafter, config)
 
     def remember_reply(self, result: GenerationResult) -> None:
         """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
@@ -235,7 +257,7 @@ class ChatSession(QObject):
                                     speed)
         # A float format or kernels that do not hold replies bit-identical (bfloat16, llama.cpp's fastest kernels)
         # are said once per load, in the banner: as information, not as an error.
-        # So is a GPU that this installation cannot use (engine/built.py), with the fix.
+        # So is a GPU that this installation cannot use (engine/backends/llamacpp/built.py), with the fix.
         notes = [self.pair.target.precision_note] + [f"A GPU is unused: {n}." for n in build_report().unused_gpu()]
         if any(notes):
             self.note = "\n".join(note for note in notes if note)
@@ -260,7 +282,7 @@ class ChatSession(QObject):
 
     def check_pair(self, target: str, draft: str) -> Generator[str, None, tuple[bool, str]]:
         """The Settings dialog's pair check, as a generator run on a background thread (it can take half a minute:
-        engine.pair.checking_sources): yields what it is doing, returns (compatible, the verdict for the user)."""
+        engine.loading.pair.checking_sources): yields what it is doing, returns (compatible, the verdict for the user)."""
         try:
             report = yield from checking_sources(ModelSource.parse(target), ModelSource.parse(draft))
         except SpecchatError as error:
@@ -296,13 +318,13 @@ class ChatSession(QObject):
 
     def status_text(self) -> str:
         if self.loading:
-            from ..engine.models import EMBEDDED_NAME
+            from ..models.sources import EMBEDDED_NAME
 
             name = EMBEDDED_NAME if self.settings.target in ("", "embedded") else self.settings.target
             return f"Loading {name}…"
         if self.pair is None:
             return "No model loaded"
-        drafter = drafter_info(self.settings.drafter).label
+        drafter = drafter_kind(self.settings.drafter).label
         if self._history_for(self.settings.drafter) is not None and self.settings.drafter != "history":
             drafter += " + past replies"
         k = "adaptive K" if self.settings.adaptive_k else f"K = {self.settings.k}"
@@ -338,20 +360,19 @@ class ChatSession(QObject):
     def plain_tokens_per_s(self, value: float | None) -> None:
         self.runs.plain_tokens_per_s = value
 
-    def record_run(self, conversation_id: int, message_id: int, result: GenerationResult,
-                   context: ReplyContext | None = None, run_id: int | None = None) -> None:
-        """Records a finished chat reply's statistics (completing its run `run_id`, or as a new run) with what it
-        ran with (context; what a reply starting now would run with when None), then tells the windows
-        (stats_changed). Raises StorageError. ReplyRecorder.finish calls it for every reply that has tokens."""
-        self.runs.complete(conversation_id, message_id, result, context or self.reply_context(), run_id)
-        self.stats_changed.emit()
-
-    def run_values(self, stats: dict, drafter: str, seed: int, settings: AppSettings,
-                   models: RunModels | None = None, **extra) -> RunRecord:
-        """A run for the Store (RunBook.record) from the engine's figures; the loaded pair's unless `models` are
-        given (a remote engine's)."""
-        return self.runs.record(stats, drafter, seed, settings, models or RunModels.of_pair(self.pair, drafter),
-                                **extra)
+    def _on_reply_event(self, event: object) -> None:
+        """The reply controller's events onto this session's Qt signals (it runs on the GUI thread, so they are
+        delivered at once): a completed run first tells the windows that the statistics changed."""
+        if isinstance(event, StepsArrived):
+            self.reply_steps.emit(event)
+        elif isinstance(event, ReplyBegan):
+            self.reply_began.emit(event)
+        elif isinstance(event, ReplyTrouble):
+            self.reply_trouble.emit(event.message)
+        elif isinstance(event, ReplyEnded):
+            if event.runs_changed:
+                self.stats_changed.emit()
+            self.reply_ended.emit(event)
 
     def run_footer(self, message_id: int) -> str:
         """The line under the reply `message_id`: its run's figures and how it ended (RunBook.footer)."""
@@ -368,7 +389,7 @@ class ChatSession(QObject):
             text = self.store.export_markdown(conversation_id)
         else:
             text = json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False, default=str)
-        write_private(Path(path), text)
+        atomic_write_text(Path(path), text, mode=0o600, durable=True, make_folder=False)
 
     def import_file(self, path: str, on_progress: Callable | None = None) -> int:
         """Imports an exported chat and returns its id; StorageError says what is wrong with the file (nothing is
@@ -390,20 +411,6 @@ class ChatSession(QObject):
         for thread in (self.model_thread, self.downloads.thread, self.background):
             thread.stop(timeout_ms)
         self.store.end_app_session(self.app_session_id)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Writes text to path atomically (a temporary file beside it, then a rename) with mode 0600."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:

@@ -10,8 +10,11 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from ..engine import GenerationConfig, ModelSource, SamplingParams, SpecchatError
-from ..engine.drafting import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS
+from ..core.errors import SpecchatError
+from ..core.vocabulary import EXACTNESS, EXACTNESS_LABELS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS
+from ..engine.decoding.sampling import SamplingParams
+from ..engine.decoding.speculative import GenerationConfig
+from ..models.sources import ModelSource
 from .downloads import DownloadsLink
 from .pair_check import PairCheck
 from .workers import JobThread
@@ -19,10 +22,6 @@ from .workers import JobThread
 PRECISIONS = ("auto", "float32", "bfloat16")
 PRECISION_LABELS = {"auto": "Automatic (float32 unless the model does not fit)", "float32": "float32 (exact)",
                     "bfloat16": "bfloat16 (half the memory, not exact)"}
-EXACTNESS = ("auto", "bit-identical", "distribution")  # engine/llama_kernels.py EXACTNESS
-EXACTNESS_LABELS = {"auto": "Automatic (bit-identical where it costs no speed)",
-                    "bit-identical": "Bit-identical to plain decoding",
-                    "distribution": "Same distribution (fastest kernels)"}
 EXACTNESS_TIP = (
     "What a reply with drafts promises on a GGUF model run by llama.cpp.\n"
     "Bit-identical: every verification stays within the pass sizes where this llama.cpp build computes each token "
@@ -59,16 +58,16 @@ class AppSettings:
     top_k: int = 0
     max_new_tokens: int = 512
     device: str = "auto"
-    packed_weights: bool = True  # verification with MKL-packed layer weights (engine/packed.py): faster, more memory
+    packed_weights: bool = True  # verification with MKL-packed layer weights (engine/backends/torch/packed.py): faster, more memory
     # Prompt lookup (and the hybrids' lookup) also proposes continuations from the user's earlier replies
-    # (engine/history.py); imported chats join once opened. Drafts are verified, so replies are unchanged.
+    # (engine/drafting/past_replies.py); imported chats join once opened. Drafts are verified, so replies are unchanged.
     draft_from_history: bool = True
-    # The float format of a torch target (engine/precision.py): "auto" keeps float32 unless the model would not fit
+    # The float format of a torch target (engine/backends/torch/precision.py): "auto" keeps float32 unless the model would not fit
     # in memory at float32 (then bfloat16, on a CPU that computes it natively); float32 holds replies exact.
     precision: str = "auto"
-    # What a llama.cpp target's replies promise (engine/llama_kernels.py): bit-identical, distribution or auto.
+    # What a llama.cpp target's replies promise (engine/backends/llamacpp/kernels.py): bit-identical, distribution or auto.
     exactness: str = "auto"
-    # Layers of a GGUF model that llama.cpp puts on the GPU (engine/offload.py): AUTO_LAYERS as many as fit (or
+    # Layers of a GGUF model that llama.cpp puts on the GPU (engine/backends/llamacpp/offload.py): AUTO_LAYERS as many as fit (or
     # $SPECCHAT_GPU_LAYERS), 0 none, n that many.
     gpu_layers: int = -1
 
@@ -118,8 +117,8 @@ class AppSettings:
 
 def devices_here_text() -> str:
     """What the Device setting can use here: the CPU, llama.cpp's devices and torch's, and a GPU that no build can
-    use with the fix (engine/built.py; probed once per process)."""
-    from ..engine.built import build_report
+    use with the fix (engine/backends/llamacpp/built.py; probed once per process)."""
+    from ..engine.backends.llamacpp.built import build_report
 
     report = build_report()
     llama = ", ".join(d.describe() for d in report.llama_devices if d.is_gpu) or "no GPU"
@@ -297,7 +296,7 @@ class SettingsDialog(QDialog):
         self.precision.setToolTip(PRECISION_TIP)
         self.exactness = QComboBox()
         for key in EXACTNESS:
-            self.exactness.addItem(EXACTNESS_LABELS[key], key)
+            self.exactness.addItem(EXACTNESS_LABELS[key].setting, key)
         self.exactness.setCurrentIndex(max(self.exactness.findData(settings.exactness), 0))
         self.exactness.setToolTip(EXACTNESS_TIP)
 
@@ -366,7 +365,7 @@ class SettingsDialog(QDialog):
 
     @staticmethod
     def _has_default_head(target: str) -> bool:
-        from ..engine.models import default_head_for
+        from ..models.sources import default_head_for
 
         try:
             return default_head_for(ModelSource.parse(target)) is not None
@@ -375,7 +374,7 @@ class SettingsDialog(QDialog):
 
     @staticmethod
     def _default_draft(target: str) -> str:
-        from ..engine.models import default_draft_for
+        from ..models.sources import default_draft_for
 
         try:
             default = default_draft_for(ModelSource.parse(target))
@@ -435,7 +434,7 @@ class SettingsDialog(QDialog):
 
 def _not_downloaded(target: str) -> str | None:
     """The Hub id of a target that is not in the Hugging Face cache yet, else None (no network: the cache only)."""
-    from ..engine.hub_download import cached_snapshot
+    from ..models.hub.snapshots import cached_snapshot
 
     try:
         source = ModelSource.parse(target)

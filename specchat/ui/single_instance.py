@@ -8,18 +8,19 @@ and exits. A socket left behind by a crashed instance accepts no connection, so 
 from __future__ import annotations
 
 import getpass
-import hashlib
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
+
+from ..core.fs import fingerprint
 
 CONNECT_MS = 500
 ACTIVATE = b"activate\n"
 
 
 def server_name(database: Path) -> str:
-    key = hashlib.sha256(f"{getpass.getuser()}|{Path(database).resolve()}".encode()).hexdigest()[:16]
+    key = fingerprint(getpass.getuser(), Path(database).resolve(), digits=16)
     return f"specchat-{key}"
 
 

@@ -10,9 +10,11 @@ from PySide6.QtCore import QEvent, QUrl, Signal
 from PySide6.QtGui import QFont, QImage, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QTextBrowser, QToolTip
 
-from .spans import DRAFT, INFERRED, NAMES, ReplySpans, align_rendered, runs
-from ..engine.events import StepEvent
+from ..chats.reply_spans import ReplySpans
+from ..core.vocabulary import DRAFT_ORIGIN, INFERRED_ORIGIN, origin_name
+from ..engine.decoding.events import StepEvent
 from .code_style import character_positions, style_code_blocks
+from .spans import align_rendered, runs
 from .theme import current_theme
 
 ORIGIN_PROPERTY = QTextFormat.Property.UserProperty + 1  # "draft", "target" or "rejected" on character formats
@@ -65,9 +67,8 @@ class Transcript(QTextBrowser):
         self.highlight_drafts = True
         self.show_rejected = False
         self.messages: list[MessageView] = []
+        self._starts: list[int] = []  # where each shown message's drawing begins in the document
         self._streaming = False  # a reply region is open at the end of the document
-        self._stream_spans = ReplySpans()
-        self._stream_text = ""
         self.document().setDocumentMargin(18)
         # The app's own links carry this session's secret: a reply that writes "specchat:regenerate/1" itself makes
         # a link that does nothing when clicked.
@@ -76,8 +77,37 @@ class Transcript(QTextBrowser):
     # -- whole transcript -----------------------------------------------------------------------------------------
 
     def set_messages(self, messages: list[MessageView]) -> None:
+        """Draws the whole chat `messages` (another chat opened; the welcome text for none)."""
         self.messages = list(messages)
         self._render_all()
+
+    def show_messages(self, messages: list[MessageView]) -> None:
+        """Shows the chat `messages`, drawing only what changed: the messages already shown first, unchanged, stay
+        as drawn, and the others are drawn after them (a message just sent, a reply removed to regenerate it, an
+        edit). The whole chat is drawn when a reply ends (end_reply) or another chat opens (set_messages)."""
+        messages = list(messages)
+        kept = next((i for i, (old, new) in enumerate(zip(self.messages, messages)) if old != new),
+                    min(len(self.messages), len(messages)))
+        if len(self.messages) != len(messages):  # a reply that becomes, or stops being, the last: its Regenerate link
+            moved = [i for i in (len(self.messages) - 1, len(messages) - 1)
+                     if 0 <= i < kept and messages[i].role == "assistant"]
+            kept = min(moved, default=kept)
+        if self._streaming or not messages:
+            self.set_messages(messages)
+            return
+        if kept == 0:
+            self.clear()  # the welcome text, or another chat's first message
+            self._starts = []
+        elif kept < len(self._starts):
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(self._starts[kept])
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            del self._starts[kept:]
+        self.messages = messages
+        for i in range(kept, len(messages)):
+            self._append_message(messages[i], is_last=i == len(messages) - 1)
+        self._scroll_to_end()
 
     def set_highlighting(self, highlight: bool, show_rejected: bool) -> None:
         self.highlight_drafts, self.show_rejected = highlight, show_rejected
@@ -85,6 +115,7 @@ class Transcript(QTextBrowser):
 
     def _render_all(self) -> None:
         self.clear()
+        self._starts = []
         self._streaming = False
         if not self.messages:
             self._insert_welcome()
@@ -94,6 +125,7 @@ class Transcript(QTextBrowser):
 
     def _append_message(self, message: MessageView, is_last: bool) -> None:
         cursor = self._end_cursor()
+        self._starts.append(cursor.position())
         self._insert_header(cursor, "You" if message.role == "user" else "Assistant")
         if message.role == "user":
             self._insert_user_text(cursor, message.text)
@@ -134,27 +166,19 @@ class Transcript(QTextBrowser):
         self._insert_header(cursor, "Assistant")
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         self._streaming = True
-        self._stream_spans = ReplySpans()
-        self._stream_text = ""
 
     def append_stream(self, event: StepEvent) -> None:
-        """Adds one step's text; draft-accepted tokens get their colour at once."""
+        """Adds one step's text; draft-accepted tokens get their colour at once. (Only drawn: the reply controller
+        gathers the reply's text and spans, chats/reply_controller.py.)"""
         if not self._streaming:
             return
         theme = current_theme()
         cursor = self._end_cursor()
         for piece, origin in event.runs():
-            cursor.insertText(piece, self._origin_format(NAMES.get(int(origin), "target"), theme))
-        self._stream_spans.add_tokens(event.spans, event.origins)
-        self._stream_text += event.text_delta
-        if event.rejected_text:
-            self._stream_spans.add_rejected(len(self._stream_text), event.rejected_text)
-            if self.show_rejected:
-                cursor.insertText(event.rejected_text, self._origin_format("rejected", theme))
+            cursor.insertText(piece, self._origin_format(origin_name(origin), theme))
+        if event.rejected_text and self.show_rejected:
+            cursor.insertText(event.rejected_text, self._origin_format("rejected", theme))
         self._scroll_to_end()
-
-    def streaming_text(self) -> tuple[str, ReplySpans]:
-        return self._stream_text, self._stream_spans
 
     def end_reply(self, message: MessageView) -> None:
         """Replaces the streamed plain text with the rendered reply (Markdown, highlighting kept)."""
@@ -209,7 +233,7 @@ class Transcript(QTextBrowser):
         theme = current_theme()
         cursor = QTextCursor(self.document())
         last = self.document().characterCount() - 1  # a run that ends with the reply's last line ends here
-        for origin in (DRAFT, INFERRED):
+        for origin in (DRAFT_ORIGIN, INFERRED_ORIGIN):
             mask = spans.draft_mask(len(source), origin)
             flags = [index is not None and mask[index] for index in mapping]
             for run_start, run_end in runs(flags):
@@ -254,11 +278,11 @@ class Transcript(QTextBrowser):
     def _origin_format(self, origin: str, theme) -> QTextCharFormat:
         fmt = QTextCharFormat()
         fmt.setProperty(ORIGIN_PROPERTY, origin)
-        if origin == DRAFT:
+        if origin == DRAFT_ORIGIN:
             if self.highlight_drafts:
                 fmt.setBackground(theme.draft_background)
             fmt.setToolTip(DRAFT_TIP)
-        elif origin == INFERRED:
+        elif origin == INFERRED_ORIGIN:
             if self.highlight_drafts:  # the draft colour, dotted underneath: accepted, but by inference
                 fmt.setBackground(theme.draft_background)
                 fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
@@ -319,12 +343,12 @@ class Transcript(QTextBrowser):
             return True
         return super().event(event)
 
-    def draft_positions(self, origin: str = DRAFT) -> list[int]:
+    def draft_positions(self, origin: str = DRAFT_ORIGIN) -> list[int]:
         """Document positions whose character format marks an accepted draft token, or `origin` (for tests)."""
         return draft_positions(self.document(), origin)
 
 
-def draft_positions(document, origin: str = DRAFT) -> list[int]:
+def draft_positions(document, origin: str = DRAFT_ORIGIN) -> list[int]:
     """Positions in a QTextDocument whose character format marks an accepted draft token (or `origin`)."""
     found = []
     block = document.begin()

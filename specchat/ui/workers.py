@@ -6,21 +6,21 @@ teams of threads that stay alive, so spreading torch work over short-lived threa
 that does all of it keeps a single team. The engine is Qt-free and generator-based; the jobs turn its yields into
 Qt signals, queued to the GUI thread. Only plain data crosses: StepEvents, GenerationResults and the loaded
 ModelPair.
+
+This module is the generic machinery (jobs and their threads; it imports neither torch nor the engine): the chat's
+and the race's workers are reply_workers.py's.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-import time
 import traceback
-from typing import Callable, ClassVar, Generator, Sequence
+from typing import Callable, ClassVar
 
-import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..engine import GenerationConfig, Message, SpecchatError
-from ..engine.chat_engine import ChatEngine
-from ..engine.events import GenerationResult, GenerationStats
+from ..core.errors import SpecchatError
 
 NOT_RUN_MESSAGE = "Stopped before it started."
 _FAIL = object()  # no if_not_run given: a job that did not run errors
@@ -30,12 +30,19 @@ def describe_failure(error: BaseException) -> str:
     """A message for the user: what happened and what to do."""
     if isinstance(error, SpecchatError):
         return str(error)
-    if isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower():
+    if _device_out_of_memory(error) or "out of memory" in str(error).lower():
         return ("The device ran out of memory. Choose a smaller model, lower the maximum reply length, "
                 "or switch the device to CPU in Settings.")
     if isinstance(error, MemoryError):
         return "The computer ran out of memory. Close other programs or choose a smaller model."
     return f"Unexpected error: {type(error).__name__}: {error}"
+
+
+def _device_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is torch's CUDA out-of-memory error. Only an engine raises one, and it has loaded torch by
+    then: torch is looked up, never imported here."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(error, torch.cuda.OutOfMemoryError)
 
 
 def log_unexpected(error: BaseException) -> None:
@@ -132,58 +139,6 @@ class ReportingWorker(ModelJob):
     def __init__(self, work: Callable[[Callable[[object], None]], object], cancel: threading.Event | None = None,
                  if_not_run=_FAIL):
         super().__init__(lambda: work(self.yielded.emit), cancel, if_not_run)
-
-
-def batched_reply(make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
-                  config: GenerationConfig, cancel: threading.Event,
-                  on_result: Callable[[GenerationResult], None] | None = None,
-                  batch_s: float = 0.02) -> Generator[list, None, GenerationResult | None]:
-    """Streams one reply to `messages` in batches of steps, at most one batch every batch_s, and returns the reply.
-
-    Why batches: on llama.cpp a step is short, and a queued signal per step would wake the GUI thread (and take the
-    GIL) far more often than the window can draw, on the cores the model's threads use (docs/performance.md, "The
-    window against the engine"). make_engine and on_result run here, on the model thread: building an engine is
-    torch work kept off the GUI thread, and on_result sees the finished reply before the window hears of it."""
-    batch: list = []
-    sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
-    for event in make_engine().stream(messages, system, config, cancel):
-        batch.append(event)
-        now = time.perf_counter()
-        if event.result is not None or now - sent >= batch_s:
-            yield batch
-            batch, sent = [], now
-        if event.result is not None:
-            if on_result is not None:
-                on_result(event.result)
-            return event.result
-    return None
-
-
-class GenerationWorker(GeneratorWorker):
-    """A chat reply: yields lists of StepEvents (see batched_reply) and returns the GenerationResult. Stopped
-    before it started, it returns a stopped reply with no tokens (of a prompt of prompt_tokens)."""
-
-    BATCH_S = 0.02
-
-    def __init__(self, make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
-                 config: GenerationConfig, cancel: threading.Event,
-                 on_result: Callable[[GenerationResult], None] | None = None, prompt_tokens: int = 0):
-        stopped = GenerationResult(text="", token_ids=(), origins=(), spans=(), finish_reason="cancelled",
-                                   stats=GenerationStats(prompt_tokens=prompt_tokens), seed=config.seed or 0)
-        messages = tuple(messages)
-        super().__init__(lambda: batched_reply(make_engine, messages, system, config, cancel, on_result,
-                                               self.BATCH_S), cancel, if_not_run=stopped)
-
-
-class RaceWorker(GeneratorWorker):
-    """A race: runs its lanes one after the other (engine.race.RaceRunner) and yields (lane, StepEvent) pairs; a
-    lane's last event carries its result. Stopped before it started, it returns like a race stopped early: no
-    lane finished, nothing to save."""
-
-    def __init__(self, runner, messages: Sequence[Message], drafters: list[str], config: GenerationConfig,
-                 cancel: threading.Event):
-        messages = tuple(messages)
-        super().__init__(lambda: runner.stream(messages, None, drafters, config, cancel), cancel, if_not_run=None)
 
 
 class _Executor(QObject):

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from specchat.bench.oracle import (PlainTurn, best_draft, copy_length, measured_curve, oracle_of, oracle_turn,
-                                   _CopyFinder)
-from specchat.engine.cost_curve import CostCurve
-from specchat.engine.events import GenerationStats
+from specchat.bench.oracle import (PlainTurn, _CopyFinder, best_draft, copy_length, measured_curve, oracle_of,
+                                   oracle_turn)
+from specchat.engine.decoding.cost_curve import CostCurve
+from specchat.engine.decoding.events import GenerationStats
 
 # tokens per cost: size 1 -> 1.0, 2 -> 1.67, 3 -> 2.31, 5 -> 3.33: the longest measured draft that fits pays most
 CURVE = CostCurve({1: 1.0, 2: 1.2, 3: 1.3, 5: 1.5})

@@ -1,42 +1,22 @@
 """ReplyRecorder without Qt: a chat reply's message row and run row from the placeholder to the finished, stopped or
 failed reply, on a real database file, with storage faults injected into the Store as tests/faults does."""
 
-from dataclasses import dataclass
-
 import pytest
 
-from specchat.run_models import RunModels
-from specchat.chats import (INTERRUPTED, STREAMING, Conversations, ReplyContext, ReplyRecorder, RunBook,
-                            StorageError, title_for)
-from specchat.engine.events import GenerationResult, GenerationStats, Origin
-from specchat.storage import Store, open_database
+from specchat.chats import Conversations, ReplyRecorder, RunBook, RunContext, RunModels, title_for
+from specchat.core.errors import StorageError
+from specchat.core.vocabulary import INTERRUPTED, STREAMING, Origin
+from specchat.engine.decoding.events import GenerationResult, GenerationStats
+from specchat.engine.decoding.speculative import GenerationConfig
 
 REPLY = "Hello there"
 SPANS = [[0, 5, "draft"], [5, 11, "target"]]  # ReplySpans.to_json() of REPLY: "Hello" drafted, " there" not
 
 
-@dataclass
-class DecodingSettings:
-    """The fields of the app's settings that a run's record reads (chats.RunSettings)."""
-
-    drafter: str = "pld"
-    k: int = 4
-    adaptive_k: bool = True
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store(open_database(tmp_path / "specchat.db"))
-    yield store
-    store.close()
-
-
 @pytest.fixture
 def context():
-    return ReplyContext(DecodingSettings(), RunModels("tiny", "cpu", exactness="bit-identical"), "pld")
+    models = RunModels("tiny", "cpu", exactness="bit-identical")
+    return RunContext(GenerationConfig(k=4, adaptive_k=True, seed=11), models, "pld")
 
 
 @pytest.fixture
@@ -85,7 +65,7 @@ def reply_row(store, chat):
 
 
 def test_begin_writes_a_streaming_placeholder_and_run(store, recorder, chat, context):
-    reply = recorder.begin(chat.id, prompt_tokens=7, seed=11, context=context)
+    reply = recorder.begin(chat.id, prompt_tokens=7, context=context)
     message = reply_row(store, chat)
     assert (reply.conversation_id, reply.message_id, reply.context) == (chat.id, message.id, context)
     assert (message.text, message.stopped, message.finish_reason) == ("", True, STREAMING)
@@ -95,7 +75,7 @@ def test_begin_writes_a_streaming_placeholder_and_run(store, recorder, chat, con
 
 def test_begin_partial_finish_leaves_the_reply_and_a_complete_run(store, recorder, runs, chat, context):
     runs.plain_tokens_per_s = 4.0
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
     so_far = reply_row(store, chat)
     assert (so_far.text, so_far.spans, so_far.finish_reason) == ("Hello", ((0, 5, "draft"),), STREAMING)
@@ -110,7 +90,7 @@ def test_begin_partial_finish_leaves_the_reply_and_a_complete_run(store, recorde
 
 
 def test_a_stopped_reply_is_kept_as_stopped(store, recorder, chat, context):
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     recorder.finish(reply, result("Hello", "cancelled", tokens=1), SPANS[:1])
     message = reply_row(store, chat)
     assert (message.text, message.stopped, message.finish_reason) == ("Hello", True, "cancelled")
@@ -118,7 +98,7 @@ def test_a_stopped_reply_is_kept_as_stopped(store, recorder, chat, context):
 
 
 def test_a_reply_stopped_before_its_first_token_deletes_its_run(store, recorder, chat, context):
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     recorder.finish(reply, result("", "cancelled", tokens=0), [])
     message = reply_row(store, chat)
     assert (message.text, message.stopped) == ("", True)
@@ -126,7 +106,7 @@ def test_a_reply_stopped_before_its_first_token_deletes_its_run(store, recorder,
 
 
 def test_fail_keeps_the_partial_text_and_marks_the_run(store, recorder, chat, context):
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
     recorder.fail(reply, "Hello", SPANS[:1])
     message = reply_row(store, chat)
@@ -135,7 +115,7 @@ def test_fail_keeps_the_partial_text_and_marks_the_run(store, recorder, chat, co
 
 
 def test_a_run_that_cannot_be_marked_failed_is_left_for_the_next_start(store, recorder, chat, context, monkeypatch):
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     calls = failing(monkeypatch, store, "update_run", "database is locked")
     recorder.fail(reply, "Hel", [])  # the reply is saved: no error to report
     assert calls and reply_row(store, chat).finish_reason == "error"
@@ -147,7 +127,7 @@ def test_a_run_that_cannot_be_marked_failed_is_left_for_the_next_start(store, re
 
 def test_a_refused_partial_save_raises_and_the_next_one_saves(store, recorder, chat, context, monkeypatch):
     """The window catches StorageError, says it once, and keeps streaming; the next save tries again."""
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     calls = failing(monkeypatch, store, "save_partial_reply")
     with pytest.raises(StorageError, match="database or disk is full"):
         recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
@@ -158,7 +138,7 @@ def test_a_refused_partial_save_raises_and_the_next_one_saves(store, recorder, c
 
 
 def test_a_refused_finished_reply_raises_and_leaves_the_placeholder(store, recorder, chat, context, monkeypatch):
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     failing(monkeypatch, store, "update_message")
     with pytest.raises(StorageError):
         recorder.finish(reply, result(), SPANS)
@@ -168,21 +148,21 @@ def test_a_refused_finished_reply_raises_and_leaves_the_placeholder(store, recor
         recorder.fail(reply, "Hello", SPANS[:1])
 
 
-def test_a_failed_statistics_write_raises_after_the_reply_is_saved(store, runs, chat, context):
+def test_a_failed_statistics_write_raises_after_the_reply_is_saved(store, recorder, runs, chat, context, monkeypatch):
     def locked(*run):
         raise StorageError("could not save: database is locked")
 
-    recorder = ReplyRecorder(store, runs, complete_run=locked)
-    reply = recorder.begin(chat.id, 7, 11, context)
+    monkeypatch.setattr(runs, "complete", locked)
+    reply = recorder.begin(chat.id, 7, context)
     with pytest.raises(StorageError, match="locked"):
         recorder.finish(reply, result(), SPANS)
     assert reply_row(store, chat).text == REPLY and reply_row(store, chat).finish_reason == "eos"
 
 
-def test_complete_run_gets_what_the_reply_ran_with(store, runs, chat, context):
+def test_complete_run_gets_what_the_reply_ran_with(store, recorder, runs, chat, context, monkeypatch):
     completed = []
-    recorder = ReplyRecorder(store, runs, complete_run=lambda *run: completed.append(run))
-    reply = recorder.begin(chat.id, 7, 11, context)
+    monkeypatch.setattr(runs, "complete", lambda *run: completed.append(run))
+    reply = recorder.begin(chat.id, 7, context)
     finished = result()
     recorder.finish(reply, finished, SPANS)
     assert completed == [(chat.id, reply.message_id, finished, context, reply.run_id)]
@@ -208,7 +188,7 @@ def test_conversations_title_and_regenerate(store):
 
 def test_a_reply_with_nothing_drafted_says_so_and_claims_no_ratio(store, recorder, runs, chat, context):
     runs.plain_tokens_per_s = 4.0
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     plain = result()
     plain.stats.draft_proposed = plain.stats.draft_accepted = 0
     plain.stats.target_passes = 4
@@ -223,7 +203,7 @@ def test_a_reply_with_nothing_drafted_says_so_and_claims_no_ratio(store, recorde
 
 def test_a_drafted_reply_keeps_its_ratio_and_basis(store, recorder, runs, chat, context):
     runs.plain_tokens_per_s = 4.0
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     recorder.finish(reply, result(), SPANS)
     footer = runs.footer(reply.message_id)
     assert "× vs plain (calibrated)" in footer and "accepted 50%" in footer and "nothing worth" not in footer
@@ -231,7 +211,7 @@ def test_a_drafted_reply_keeps_its_ratio_and_basis(store, recorder, runs, chat, 
 
 def test_a_reply_with_hardly_any_drafts_kept_claims_no_ratio(store, recorder, runs, chat, context):
     runs.plain_tokens_per_s = 4.0
-    reply = recorder.begin(chat.id, 7, 11, context)
+    reply = recorder.begin(chat.id, 7, context)
     few = result(tokens=4)
     few.stats.new_tokens, few.stats.draft_proposed, few.stats.draft_accepted = 50, 3, 1
     recorder.finish(reply, few, SPANS)

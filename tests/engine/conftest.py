@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from specchat.engine import catalog as cat
+from specchat.models.catalog import entries as cat
 
 
 @pytest.fixture(scope="module")

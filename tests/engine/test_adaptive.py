@@ -2,7 +2,7 @@
 
 import random
 
-from specchat.engine.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, expected_tokens
+from specchat.engine.decoding.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, expected_tokens
 
 ONE, SIX = AcceptanceClass(CONTEXT, 1), AcceptanceClass(CONTEXT, 6)  # prompt lookup's matches of 1 and 6 tokens
 
@@ -146,7 +146,9 @@ def test_probes_are_rare_where_checking_two_tokens_costs_twice_one():
 
 
 def test_greedy_replies_start_from_the_acceptance_earlier_replies_measured(target, tokenizer, prompt_ids):
-    from specchat.engine import GenerationConfig, PromptLookupDrafter, SamplingParams, SpeculativeEngine
+    from specchat.engine.decoding.sampling import SamplingParams
+    from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+    from specchat.engine.drafting import PromptLookupDrafter
 
     engine = SpeculativeEngine(target, tokenizer, PromptLookupDrafter())
     engine.generate(prompt_ids, GenerationConfig(max_new_tokens=24, seed=0))

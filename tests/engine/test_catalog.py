@@ -8,8 +8,8 @@ import struct
 import pytest
 
 from specchat.cli import main
-from specchat.engine import catalog as cat
-from specchat.engine.catalog import CatalogError, parse_catalog
+from specchat.models.catalog import entries as cat
+from specchat.models.catalog.entries import CatalogError, parse_catalog
 
 SMOLLM2_135M = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -31,8 +31,8 @@ def test_the_shipped_catalog_validates(catalog):
 def test_parameters_of_the_embedded_model_match_its_weights(catalog):
     """The embedded GGUF file's tensors, counted element by element, and its architecture metadata."""
     gguf = pytest.importorskip("gguf")
-    from specchat.engine.errors import ModelLoadError
-    from specchat.engine.models import embedded_model_file
+    from specchat.core.errors import ModelLoadError
+    from specchat.models.sources import embedded_model_file
 
     try:
         path = embedded_model_file()
@@ -57,7 +57,7 @@ def test_parameters_of_the_embedded_model_match_its_weights(catalog):
 
 
 def test_parameters_of_the_shipped_draft_match_its_weights(catalog):
-    from specchat.engine.models import shipped_draft_folder
+    from specchat.models.sources import shipped_draft_folder
 
     folder = shipped_draft_folder()
     data = (folder / "model.safetensors").read_bytes()

@@ -10,20 +10,20 @@ import math
 import pytest
 
 from specchat.cli import main
-from specchat.engine import catalog as cat
-from specchat.engine.catalog import CatalogError, parse_catalog
-from specchat.engine.catalog_here import Machine, offer, run_format, run_here
+from specchat.models.catalog import entries as cat
+from specchat.models.catalog.entries import CatalogError, parse_catalog
+from specchat.models.catalog.fit import Machine, offer, run_format, run_here
 
 CODER = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 CODER_DRAFT = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
 CODER_FILE = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-CODER_BYTES = 1_117_320_768  # the file on the Hub, as the offline pair pins it (engine/offline_pair.py)
+CODER_BYTES = 1_117_320_768  # the file on the Hub, as the offline pair pins it (models/offline_pair.py)
 GIB = 2**30
 CPU_LLAMA = Machine("cpu", 8 * GIB, native_bf16=False, llama_cpp=True)
 
 
 def test_the_offline_pairs_models_are_in_the_catalog_with_their_files(catalog):
-    from specchat.engine.offline_pair import MODELS
+    from specchat.models.offline_pair import MODELS
 
     target = catalog.get(CODER)
     assert [d.id for d in catalog.drafts_for(target)] == [CODER_DRAFT]
@@ -129,7 +129,7 @@ def test_the_cpu_with_llama_cpp_is_offered_the_gguf_file_and_a_gpu_the_checkpoin
 
 
 def test_the_cpus_float_format_follows_the_one_memory_rule(catalog):
-    from specchat.engine.precision import fits_at_float32
+    from specchat.models.catalog.entries import fits_at_float32
 
     qwen7 = catalog.get("Qwen/Qwen2.5-7B-Instruct")  # 30.5 GB at float32
     native = Machine("cpu", 64 * GIB, native_bf16=True)
@@ -175,7 +175,7 @@ def run(capsys, *argv):
 
 
 def test_the_cli_shows_the_quantization_and_the_download(capsys, monkeypatch):
-    monkeypatch.setattr("specchat.engine.catalog_here.machine_here", lambda device="auto": CPU_LLAMA)
+    monkeypatch.setattr("specchat.commands.catalog_report.machine_here", lambda device="auto": CPU_LLAMA)
     code, out, _ = run(capsys, "models", "catalog", "--search", "coder")
     assert code == 0
     header, *lines = out.splitlines()

@@ -6,9 +6,8 @@ import copy
 
 import pytest
 
-from specchat.engine import Message, build_prompt_ids
-from specchat.engine.chat import build_fitting_prompt
-from specchat.engine.errors import PromptError
+from specchat.core.errors import PromptError
+from specchat.engine.chat_prompt import Message, build_fitting_prompt, build_prompt_ids
 
 HISTORY = [Message("user", "first question " * 10), Message("assistant", "first answer " * 10),
            Message("user", "second question " * 10), Message("assistant", "second answer " * 10),
@@ -92,7 +91,7 @@ def test_a_lone_surrogate_is_refused_with_a_clear_message(tokenizer):
 def test_with_the_embedded_models_tokenizer_a_typed_marker_costs_what_a_lookalike_does():
     from transformers import PreTrainedTokenizerFast
 
-    from specchat.engine.models import shipped_draft_folder
+    from specchat.models.sources import shipped_draft_folder
 
     smollm2 = PreTrainedTokenizerFast.from_pretrained(shipped_draft_folder())  # the embedded model's, as shipped
     typed = build_prompt_ids(smollm2, [Message("user", TYPED)])

@@ -8,10 +8,14 @@ import pytest
 import torch
 
 from specchat.bench.peer_engine import PeerEngine, PeerReply
-from specchat.engine import GenerationConfig, LoadedModel, Message, ModelSource, PromptError, build_prompt_ids
+from specchat.core.errors import PromptError
 from specchat.engine.chat_engine import ChatEngine, EngineCache, LocalChatEngine, fit_prompt, reply_to
-from specchat.engine.history import SuffixIndex
-from specchat.engine.pair import ModelPair
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.drafting.past_replies import SuffixIndex
+from specchat.engine.loading.load import LoadedModel
+from specchat.engine.loading.pair import ModelPair
+from specchat.models.sources import ModelSource
 from specchat.remote import RemoteEngine
 from specchat.server.served import ServedModel
 
@@ -47,7 +51,7 @@ def test_a_long_chat_is_fitted_by_leaving_out_its_oldest_turns(tokenizer):
     fitted = fit_prompt(tokenizer, turns, "Be brief.", window=len(whole) // 2, max_new_tokens=16)
     assert fitted.left_out > 0 and len(fitted.ids) <= len(whole) // 2 - 16
     assert list(fitted.ids) == build_prompt_ids(tokenizer, turns[fitted.left_out:], "Be brief.")
-    assert fit_prompt(tokenizer, turns, "Be brief.", len(whole) // 2, 16) is fitted  # remembered, not redone
+    assert fit_prompt(tokenizer, turns, "Be brief.", len(whole) // 2, 16) == fitted  # fitted anew, the same
     with pytest.raises(PromptError, match="context window"):
         fit_prompt(tokenizer, [Message("user", "word " * 400)], None, window=64, max_new_tokens=16)
 

@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
-from specchat.engine.adaptive import AcceptanceClass, DraftLengthPolicy, StepCosts, _Acceptance, expected_tokens
-from specchat.engine.cost_curve import CostCurve, curve_for, kept_curve, measure_curve, monotone
+from specchat.engine.decoding.adaptive import (AcceptanceClass, DraftLengthPolicy, StepCosts, _Acceptance,
+                                               expected_tokens)
+from specchat.engine.decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve, monotone
 
 # A curve shaped like llama.cpp's for a 1.5B Q4_K_M model on two cores (docs/performance.md): steep, uneven.
 STEEP = CostCurve({1: 1.0, 2: 1.9, 3: 2.3, 4: 2.7, 8: 4.6, 16: 5.5, 24: 8.1, 32: 9.3, 48: 12.9, 64: 16.8})
@@ -139,8 +140,8 @@ def test_a_size_dearer_live_than_at_load_is_priced_as_it_runs():
 
 @pytest.mark.parametrize("drafter_name", ["pld", "hybrid"])
 def test_drafting_priced_on_a_curve_is_identical_to_plain_decoding(target, tokenizer, close_draft, drafter_name):
-    from specchat.engine import GenerationConfig, NoDrafter, SpeculativeEngine
-    from specchat.engine.drafting import make_drafter
+    from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+    from specchat.engine.drafting import NoDrafter, make_drafter
 
     # a prompt the reply copies from: a repeated sentence, so proposals run long
     text = "def add(a, b):\n    return a + b\n\n" * 6

@@ -1,6 +1,6 @@
 """Incremental detokenisation: deltas add up to the full decode, characters are never split."""
 
-from specchat.engine.detokenize import IncrementalDetokenizer
+from specchat.engine.decoding.detokenize import IncrementalDetokenizer
 
 
 def stream(tokenizer, ids):

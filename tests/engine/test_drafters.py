@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from specchat.engine import ModelDrafter, PromptLookupDrafter
-from specchat.engine.adaptive import CONTEXT, AcceptanceClass
+from specchat.engine.backends.torch.kv_cache import new_cache, rollback
+from specchat.engine.decoding.adaptive import CONTEXT, AcceptanceClass
+from specchat.engine.decoding.sampling import Sampler, SamplingParams
+from specchat.engine.drafting import ModelDrafter, PromptLookupDrafter
 from specchat.engine.drafting.lookup import context_class
-from specchat.engine.cache import new_cache, rollback
-from specchat.engine.sampling import Sampler, SamplingParams
 
 
 def test_prompt_lookup_proposes_what_followed_the_latest_match():
@@ -91,8 +91,8 @@ def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt
 
 
 def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target, close_draft):
+    from specchat.engine.decoding.sampling import Sampler, SamplingParams
     from specchat.engine.drafting import make_drafter
-    from specchat.engine.sampling import Sampler, SamplingParams
 
     drafter = make_drafter("hybrid", close_draft)
     context = [5, 6, 7, 8, 9, 5, 6, 7]
@@ -109,7 +109,7 @@ def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target,
 
 
 def test_policy_prefers_lookup_only_when_it_pays():
-    from specchat.engine.adaptive import DraftLengthPolicy, StepCosts
+    from specchat.engine.decoding.adaptive import DraftLengthPolicy, StepCosts
 
     costs = StepCosts(verify={1: 1.0, 2: 1.05, 3: 1.1, 4: 1.5, 5: 1.8}, draft_per_token=0.1)
     policy = DraftLengthPolicy(costs=costs)

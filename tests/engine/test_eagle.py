@@ -4,12 +4,11 @@ hidden states, the states they are handed, the attending head's cache after roll
 import pytest
 import torch
 
-from specchat.engine import GenerationConfig, NoDrafter, SpeculativeEngine
-from specchat.engine.drafting import make_drafter
-from specchat.engine.drafting import EagleDrafter
-from specchat.engine.eagle import HeadShape, load_head, save_head
-from specchat.engine.errors import IncompatibleDraftError, ModelLoadError
-from specchat.training.eagle import build_attending_head, build_head
+from specchat.core.errors import IncompatibleDraftError, ModelLoadError
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import EagleDrafter, NoDrafter, make_drafter
+from specchat.engine.drafting.eagle_network import HeadShape, load_head, save_head
+from specchat.training.eagle_head import build_attending_head, build_head
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +111,7 @@ def test_the_head_reads_the_hidden_state_that_produced_the_newest_token(target, 
 
 
 def test_a_sampled_draft_puts_no_mass_outside_the_heads_vocabulary(target, tokenizer, prompt_ids, any_head):
-    from specchat.engine import SamplingParams
+    from specchat.engine.decoding.sampling import SamplingParams
 
     head = any_head
     drafter = EagleDrafter(head, target)

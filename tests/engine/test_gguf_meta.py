@@ -4,8 +4,8 @@ model's tokenizer equal to the one in its file."""
 
 import pytest
 
-from specchat.engine import gguf_meta
-from specchat.engine.models import embedded_model_file, shipped_draft_folder
+from specchat.engine.loading import gguf_meta
+from specchat.models.sources import embedded_model_file, shipped_draft_folder
 
 TEXTS = ["Hello, world!", "  def f(x):\n\treturn x ** 2  # héllo 世界", "<|im_start|>user\nhi<|im_end|>"]
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"},

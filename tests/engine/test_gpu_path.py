@@ -8,13 +8,14 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-import specchat.engine.speculative as speculative
-from specchat.engine import GenerationConfig, ModelDrafter, NoDrafter, SamplingParams, SpeculativeEngine
-from specchat.engine.host_syncs import HostSyncCounter, HostToDevice
-from specchat.engine.on_device import verify_greedy_on_device, verify_stochastic_on_device
-from specchat.engine.runners import StaticCacheRunner, runner_for
-from specchat.engine.sampling import Sampler
-from specchat.engine.static_steps import verification_buckets
+import specchat.engine.decoding.speculative as speculative
+from specchat.engine.backends.torch.host_syncs import HostSyncCounter, HostToDevice
+from specchat.engine.backends.torch.runners import StaticCacheRunner, runner_for
+from specchat.engine.backends.torch.static_steps import verification_buckets
+from specchat.engine.decoding.on_device import verify_greedy_on_device, verify_stochastic_on_device
+from specchat.engine.decoding.sampling import Sampler, SamplingParams
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import ModelDrafter, NoDrafter
 
 
 def plain_reply(target, tokenizer, prompt, tokens):
@@ -142,8 +143,9 @@ def test_gpu_check_quick_on_the_cpu_reports_one_sync_a_step_and_no_recompiles(tm
 def test_a_torch_draft_of_a_llama_cpp_target_runs_beside_it_on_the_host(close_draft):
     """A llama.cpp target's logits come back to the host (wherever its layers run), so its torch draft, loaded on a
     GPU, moves to the CPU in float32: the engine verifies there and samples with the target's generator."""
-    from specchat.engine.models import LoadedModel, ModelSource
-    from specchat.engine.pair import beside_the_target
+    from specchat.engine.loading.load import LoadedModel
+    from specchat.engine.loading.pair import beside_the_target
+    from specchat.models.sources import ModelSource
 
     source = ModelSource.parse("embedded")
     target = LoadedModel(source, None, None, torch.device("cpu"), torch.float32, native=object())

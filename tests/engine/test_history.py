@@ -4,10 +4,10 @@ import random
 
 import pytest
 
-from specchat.engine import GenerationConfig, NoDrafter, PromptLookupDrafter, SpeculativeEngine
-from specchat.engine.adaptive import CONTEXT, HISTORY, AcceptanceClass
-from specchat.engine.drafting import make_drafter
-from specchat.engine.history import SuffixIndex, brute_force_match
+from specchat.engine.decoding.adaptive import CONTEXT, HISTORY, AcceptanceClass
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import NoDrafter, PromptLookupDrafter, make_drafter
+from specchat.engine.drafting.past_replies import SuffixIndex, brute_force_match
 
 
 def random_documents(rng: random.Random, count: int, vocab: int, longest: int) -> list[list[int]]:

@@ -1,4 +1,4 @@
-"""Downloading one GGUF file (engine/hub_gguf.py) from a local Hub on 127.0.0.1 (tests/gguf_hub.py): the file lands
+"""Downloading one GGUF file (models/hub/gguf_files.py) from a local Hub on 127.0.0.1 (tests/gguf_hub.py): the file lands
 in the Hugging Face cache's layout (or a models folder) and loads as a "gguf" ModelSource; a broken connection is
 continued with a Range; a cancel keeps what arrived and the next download resumes it; a file whose sha256 is not
 the listed one is deleted and nothing counts as downloaded; a file that is not the catalog's pin is refused before
@@ -13,10 +13,11 @@ from gguf_hub import COMMIT, FakeGgufHub
 from hub_cache import offline_hf_cache
 from huggingface_hub import constants, scan_cache_dir
 
-from specchat.engine import ModelLoadError, ModelSource
-from specchat.engine.catalog_gguf import GgufQuant
-from specchat.engine.hub_download import DownloadCancelled, UnsafeHubAnswer, kept_bytes
-from specchat.engine.hub_gguf import cached_gguf, download_gguf
+from specchat.core.errors import ModelLoadError
+from specchat.models.catalog.quants import GgufQuant
+from specchat.models.hub.gguf_files import cached_gguf, download_gguf
+from specchat.models.hub.snapshots import DownloadCancelled, UnsafeHubAnswer, kept_bytes
+from specchat.models.sources import ModelSource
 
 REPO, FILE = "test-org/Tiny-GGUF", "tiny-q4_k_m.gguf"
 SPEC = f"{REPO}/{FILE}"
@@ -37,7 +38,7 @@ def hub(tmp_path, monkeypatch):
 
 
 def download(spec=SPEC, **kwargs):
-    from specchat.engine.models import download_from_hub
+    from specchat.models.hub.download import download_from_hub
 
     return download_from_hub(spec, on_progress=kwargs.pop("on_progress", lambda progress: None), **kwargs)
 
@@ -144,7 +145,7 @@ def test_what_the_hub_lists_is_checked_before_it_names_a_path(hub):
 
 
 def test_what_is_not_a_gguf_spec_is_not_taken_for_one():
-    from specchat.engine.catalog_gguf import split_gguf_spec
+    from specchat.models.catalog.quants import split_gguf_spec
 
     assert split_gguf_spec(SPEC) == (REPO, FILE)
     for text in ("org/name", f"hf:{SPEC}", "org/name/sub/file.gguf", "org/../x.gguf", "org/name/../x.gguf", "org/name/x.bin",
@@ -153,6 +154,6 @@ def test_what_is_not_a_gguf_spec_is_not_taken_for_one():
 
 
 def network():
-    from specchat.engine.hub_download import network_for_this_thread
+    from specchat.models.hub.snapshots import network_for_this_thread
 
     return network_for_this_thread()

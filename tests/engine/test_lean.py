@@ -4,10 +4,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specchat.engine import GenerationConfig, SpeculativeEngine
+from specchat.engine.backends.torch.lean import LeanDraftForward, lean_forward_supported
+from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import ModelDrafter, TransformersDraftForward
-from specchat.engine.lean import LeanDraftForward, lean_forward_supported
-from specchat.engine.runners import runner_for
 
 
 def gqa_llama(seed: int = 0, dtype=torch.float32) -> LlamaForCausalLM:
@@ -61,8 +61,8 @@ def test_kept_output_rows_give_those_rows_logits(close_draft, prompt_ids):
 
 def test_the_lean_target_forward_gives_transformers_hidden_states_bit_for_bit():
     """Same operations in the same order: the target's greedy choices cannot differ from transformers' forward."""
-    from specchat.engine.cache import new_cache, rollback
-    from specchat.engine.lean import LeanLlama
+    from specchat.engine.backends.torch.kv_cache import new_cache, rollback
+    from specchat.engine.backends.torch.lean import LeanLlama
 
     model = gqa_llama()
     lean = LeanLlama(model)
@@ -83,7 +83,7 @@ def test_the_lean_target_forward_gives_transformers_hidden_states_bit_for_bit():
 
 def test_one_lean_model_serves_two_sequences_at_once(target, prompt_ids):
     """The race view runs two engines on one target: each generation has its own cache."""
-    from specchat.engine.lean import LeanLlama
+    from specchat.engine.backends.torch.lean import LeanLlama
 
     lean = LeanLlama(target)
     first, second = lean.new_cache(), lean.new_cache()
@@ -97,8 +97,8 @@ def test_one_lean_model_serves_two_sequences_at_once(target, prompt_ids):
 def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_draft, tokenizer, prompt_ids,
                                                                 drafter_kind):
     from specchat.engine.drafting import make_drafter
-    from specchat.engine.eagle import HeadShape
-    from specchat.training.eagle import build_head
+    from specchat.engine.drafting.eagle_network import HeadShape
+    from specchat.training.eagle_head import build_head
 
     vocab = target.get_input_embeddings().weight.shape[0]
     head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,

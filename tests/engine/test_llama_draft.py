@@ -4,9 +4,12 @@ without changing them, and the draft-model and universal drafters on it keep rep
 import pytest
 import torch
 
-from specchat.engine import GenerationConfig, Message, build_prompt_ids
-from specchat.engine.drafting.backends import LlamaCppDraftBackend, draft_backend
-from specchat.engine.llamacpp import CONTEXT_STEP
+from specchat.engine.backends import draft_backends
+from specchat.engine.backends.draft_backends import LlamaCppDraftBackend, draft_backend
+from specchat.engine.backends.llamacpp import llama_runner
+from specchat.engine.backends.llamacpp.llama_runner import CONTEXT_STEP
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
 
 pytestmark = pytest.mark.model
 
@@ -33,22 +36,28 @@ def test_rollback_gives_the_logits_of_a_fresh_run(draft_model):
     assert torch.equal(after, fresh.forward(TOKENS[:42] + [7, 8, 9]))
 
 
-def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model):
+def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model, monkeypatch):
+    # Contexts in steps of 128 positions rather than 1024: the same growth (a larger context, the held positions
+    # fed into it again), over an eighth of the tokens.
+    step = 128
+    monkeypatch.setattr(draft_backends, "CONTEXT_STEP", step)
+    monkeypatch.setattr(llama_runner, "CONTEXT_STEP", step)
     backend = LlamaCppDraftBackend(draft_model)
     backend.reset()
-    backend.forward(TOKENS[:CONTEXT_STEP - 4])
-    for token in TOKENS[CONTEXT_STEP - 4:CONTEXT_STEP + 8]:  # across the context's first end
+    backend.forward(TOKENS[:step - 4])
+    first_size = backend._runner._n_ctx
+    for token in TOKENS[step - 4:step + 8]:  # across the context's first end
         last = backend.forward([token])
-    assert backend.length == CONTEXT_STEP + 8
+    assert backend.length == step + 8 and backend._runner._n_ctx > first_size == step
     fresh = LlamaCppDraftBackend(draft_model)
     fresh.reset()
-    assert torch.equal(last, fresh.forward(TOKENS[:CONTEXT_STEP + 8]))
+    assert torch.equal(last, fresh.forward(TOKENS[:step + 8]))
 
 
 @pytest.mark.parametrize("drafter", ["model", "universal"])
 def test_drafting_on_llama_cpp_keeps_replies_identical(native_pair, drafter):
+    from specchat.engine.decoding.speculative import SpeculativeEngine
     from specchat.engine.drafting import make_drafter
-    from specchat.engine.speculative import SpeculativeEngine
 
     target = native_pair.target
     tokenizers = (target.tokenizer, target.tokenizer)

@@ -7,10 +7,11 @@ import ctypes
 import pytest
 import torch
 
-from specchat.engine import GenerationConfig, Message, build_prompt_ids
-from specchat.engine import llama_kernels
-from specchat.engine.divergence import divergence_margins
-from specchat.engine.llama_kernels import KernelVerdict, choose, verdicts_for
+from specchat.engine.backends.llamacpp import kernels as llama_kernels
+from specchat.engine.backends.llamacpp.kernels import KernelVerdict, choose, verdicts_for
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.divergence import divergence_margins
+from specchat.engine.decoding.speculative import GenerationConfig
 
 QUANTS = {"Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7, "Q4_0": 2, "IQ4_XS": 30}  # llama_ftype values
 
@@ -68,7 +69,7 @@ def quantized(tmp_path_factory):
     """The embedded model requantized to each common type with llama.cpp's own quantizer (under a second each;
     IQ4_XS is kept to two layers, as its search is slow)."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make setup)")
-    from specchat.engine.models import embedded_model_file
+    from specchat.models.sources import embedded_model_file
 
     folder = tmp_path_factory.mktemp("quants")
     files = {}
@@ -88,8 +89,9 @@ def quantized(tmp_path_factory):
 @pytest.mark.model
 @pytest.mark.parametrize("quant", list(QUANTS))
 def test_every_common_quantization_stays_on_llama_cpp_with_a_cap_that_holds(quantized, quant, tmp_path, monkeypatch):
-    from specchat.engine.llamacpp import load_with_exactness
-    from specchat.engine.models import LoadOptions, ModelSource, runs_on_llama_cpp
+    from specchat.engine.backends.llamacpp.llama_runner import load_with_exactness
+    from specchat.engine.loading.load import LoadOptions, runs_on_llama_cpp
+    from specchat.models.sources import ModelSource
 
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(llama_kernels, "CHECK_PREFIX", 96)  # the attention path past 512 is the embedded test's
@@ -112,11 +114,12 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
     """Q4_K_M with repacking, no cap: passes of 4+ rows take another kernel (up to ~0.5 logit apart). The exact
     rule then may part from plain decoding only where plain's top two nearly tie; a rule that also accepts the
     target's second choice parts where the margin is large."""
-    from specchat.engine import speculative
-    from specchat.engine.llamacpp import LlamaCppModel
-    from specchat.engine.llama_kernels import KernelChoice
-    from specchat.engine.models import load_tokenizer, ModelSource
+    from specchat.engine.backends.llamacpp.kernels import KernelChoice
+    from specchat.engine.backends.llamacpp.llama_runner import LlamaCppModel
+    from specchat.engine.decoding import speculative
     from specchat.engine.drafting import PromptLookupDrafter
+    from specchat.engine.loading.load import load_tokenizer
+    from specchat.models.sources import ModelSource
 
     kernels = KernelChoice(repack=True, exactness="distribution", max_pass_rows=None, reuse_prefix=False)
     native = LlamaCppModel(quantized["Q4_K_M"], threads=2, kernels=kernels)
@@ -153,9 +156,9 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
 
 
 def test_the_engine_keeps_every_verification_within_the_runners_cap(target, tokenizer):
+    from specchat.engine.backends.torch.runners import runner_for
+    from specchat.engine.decoding.speculative import SpeculativeEngine
     from specchat.engine.drafting import PromptLookupDrafter
-    from specchat.engine.runners import runner_for
-    from specchat.engine.speculative import SpeculativeEngine
 
     runner = runner_for(target)
     runner.max_pass_rows = 3

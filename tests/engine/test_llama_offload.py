@@ -14,14 +14,15 @@ import threading
 import pytest
 import torch
 
-from specchat.engine import GenerationConfig, LoadOptions, Message, ModelSource, build_prompt_ids
-from specchat.engine.divergence import divergence_margin
+from specchat.engine.backends.draft_backends import LlamaCppDraftBackend
+from specchat.engine.backends.llamacpp.kernels import default_cache_file, verdict_key
+from specchat.engine.backends.llamacpp.llama_runner import gpu_layers_for
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.divergence import divergence_margin
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import PromptLookupDrafter, make_drafter
-from specchat.engine.drafting.backends import LlamaCppDraftBackend
-from specchat.engine.llama_kernels import default_cache_file, verdict_key
-from specchat.engine.llamacpp import gpu_layers_for
-from specchat.engine.models import embedded_model_file, load_model
-from specchat.engine.speculative import SpeculativeEngine
+from specchat.engine.loading.load import LoadOptions, load_model
+from specchat.models.sources import ModelSource, embedded_model_file
 
 pytestmark = [pytest.mark.model, pytest.mark.offload]
 

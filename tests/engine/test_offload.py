@@ -1,16 +1,16 @@
-"""Where llama.cpp's layers go (engine/offload.py), without a GPU: the layer plan from free memory and the user's
+"""Where llama.cpp's layers go (engine/backends/llamacpp/offload.py), without a GPU: the layer plan from free memory and the user's
 override, what llama.cpp's log says it did, the kernel verdict's key per placement, what the app says about a GPU
-that is here but unused (engine/built.py), and "fits here" counting the GPU's memory."""
+that is here but unused (engine/backends/llamacpp/built.py), and "fits here" counting the GPU's memory."""
 
 import pytest
 
-from specchat.accelerators import Found
-from specchat.engine import offload
-from specchat.engine.built import BuildReport
-from specchat.engine.catalog_here import Machine, run_here
-from specchat.engine.errors import ModelLoadError
-from specchat.engine.llama_kernels import verdict_key
-from specchat.engine.offload import LlamaDevice, LoadLog, Placement, plan_layers, requested_layers
+from specchat.core.accelerators import Found
+from specchat.core.errors import ModelLoadError
+from specchat.engine.backends.llamacpp import offload
+from specchat.engine.backends.llamacpp.built import BuildReport
+from specchat.engine.backends.llamacpp.kernels import verdict_key
+from specchat.engine.backends.llamacpp.offload import LlamaDevice, LoadLog, Placement, plan_layers, requested_layers
+from specchat.models.catalog.fit import Machine, run_here
 
 MIB = 1 << 20
 VULKAN = LlamaDevice("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "gpu", "Vulkan", 8 << 30, 16 << 30)
@@ -107,8 +107,8 @@ def test_fits_here_counts_the_gpus_memory_for_a_gguf_file_llama_cpp_offloads(cat
 
 
 def test_a_gguf_files_shape_is_read_from_its_header_alone(tmp_path):
-    from specchat.engine.gguf_header import header_values, layer_shape
-    from specchat.engine.models import embedded_model_file
+    from specchat.engine.loading.gguf_header import header_values, layer_shape
+    from specchat.models.sources import embedded_model_file
 
     embedded = embedded_model_file()
     assert layer_shape(embedded) == (30, 3, 64)  # SmolLM2-135M: 30 blocks, 3 KV heads of 64 (576 / 9 heads)

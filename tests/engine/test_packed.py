@@ -4,11 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specchat.engine import GenerationConfig, SpeculativeEngine
+from specchat.engine.backends.torch.lean import LeanLlama
+from specchat.engine.backends.torch.packed import (MAX_ROWS, MIN_ROWS, PackedWeights, packed_weights_for,
+                                                   packing_available)
+from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import ModelDrafter
-from specchat.engine.lean import LeanLlama
-from specchat.engine.packed import MAX_ROWS, MIN_ROWS, PackedWeights, packed_weights_for, packing_available
-from specchat.engine.runners import runner_for
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.zeros(1)), reason="this torch has no MKL packed GEMM")
 

@@ -12,8 +12,10 @@ import time
 
 import pytest
 
-from specchat.engine import GenerationConfig, NoDrafter, SpeculativeEngine
-from specchat.engine.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, StepCosts, expected_tokens
+from specchat.engine.decoding.adaptive import (CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, StepCosts,
+                                               expected_tokens)
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import NoDrafter
 from specchat.engine.drafting.base import Capabilities, Draft, Drafter
 
 UNIT = 0.010  # seconds of one plain step in the cost models below

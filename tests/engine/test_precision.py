@@ -2,9 +2,10 @@
 
 import torch
 
-from specchat.engine import LoadOptions, ModelSource, load_model
-from specchat.engine.precision import (auto_cpu_dtype, checkpoint_parameters, exactness_note, fits_at_float32,
-                                       is_exact)
+from specchat.engine.backends.torch.precision import auto_cpu_dtype, checkpoint_parameters, exactness_note, is_exact
+from specchat.engine.loading.load import LoadOptions, load_model
+from specchat.models.catalog.entries import fits_at_float32
+from specchat.models.sources import ModelSource
 
 GIB = 1 << 30
 

@@ -6,13 +6,13 @@ import threading
 import pytest
 import torch
 
-from specchat.engine import GenerationConfig, NoDrafter, PromptLookupDrafter, SpeculativeEngine
-from specchat.engine import runners
-from specchat.engine.drafting import make_drafter
-from specchat.engine.eagle import HeadShape
-from specchat.engine.errors import PrefillCancelled
-from specchat.engine.runners import TorchRunner, runner_for
-from specchat.training.eagle import build_attending_head, build_head
+from specchat.core.errors import PrefillCancelled
+from specchat.engine.backends.torch import runners
+from specchat.engine.backends.torch.runners import TorchRunner, runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import NoDrafter, PromptLookupDrafter, make_drafter
+from specchat.engine.drafting.eagle_network import HeadShape
+from specchat.training.eagle_head import build_attending_head, build_head
 
 CHUNK = 16  # the tiny models' window is 512 positions: small chunks, so that their prompts take several
 

@@ -3,13 +3,13 @@ and read back (the word diff is the UI's: tests/ui/test_race_window.py)."""
 
 import threading
 
-from specchat.engine import GenerationConfig, Message, SamplingParams
 from specchat.engine.chat_engine import LocalChatEngine
+from specchat.engine.chat_prompt import Message
+from specchat.engine.decoding.sampling import SamplingParams
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import make_drafter
 from specchat.engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
-from specchat.engine.speculative import SpeculativeEngine
 from specchat.storage.records import track_row
-
 
 CHAT = [Message("user", "The quick brown fox jumps over the lazy dog. Speculative decoding drafts tokens.")]
 

@@ -12,9 +12,12 @@ from scipy.stats import chisquare
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-import specchat.engine.speculative as speculative
-from specchat.engine import GenerationConfig, ModelDrafter, PromptLookupDrafter, SamplingParams, SpeculativeEngine
-from specchat.engine.sampling import Sampler, residual_distribution, verify_stochastic
+import specchat.engine.decoding.speculative as speculative
+from specchat.engine.decoding.sampling import Sampler, SamplingParams, residual_distribution, verify_stochastic
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import ModelDrafter, PromptLookupDrafter
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # thousands of replies of one-layer models (conftest.py)
 
 VOCAB = 6
 LETTERS = "abcdef"
@@ -111,8 +114,8 @@ def sample_joint(engine, prompt, runs, length, temperature):
 def eagle_drafter(target):
     """A draft head whose vocabulary leaves one token out: its q must put no mass there and stay exact."""
     from specchat.engine.drafting import EagleDrafter
-    from specchat.engine.eagle import HeadShape
-    from specchat.training.eagle import build_head
+    from specchat.engine.drafting.eagle_network import HeadShape
+    from specchat.training.eagle_head import build_head
 
     head = build_head(target, torch.arange(VOCAB - 1), HeadShape(hidden=16, inner=32, blocks=1, vocab=VOCAB - 1), 0)
     return EagleDrafter(head.eval(), target)
@@ -120,7 +123,7 @@ def eagle_drafter(target):
 
 def history_drafter():
     """Prompt lookup plus past replies that match the prompt's end for longer than the prompt itself does."""
-    from specchat.engine.history import SuffixIndex
+    from specchat.engine.drafting.past_replies import SuffixIndex
 
     index = SuffixIndex()
     index.extend([[1, 2, 0, 1, 5, 3, 2], [0, 1, 4, 4, 1, 2], [2, 0, 1, 3, 3, 0, 1, 2, 5]])

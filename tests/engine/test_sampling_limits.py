@@ -8,8 +8,7 @@ token, ties shared; ordinary values keep the distribution softmax(logits / T) ex
 import pytest
 import torch
 
-from specchat.engine import SamplingParams
-from specchat.engine.sampling import Sampler
+from specchat.engine.decoding.sampling import Sampler, SamplingParams
 
 LOGITS = torch.tensor([[1.0, 30.0, -4.0, 29.5, float("-inf")],
                        [-100.0, -200.0, -100.0, -300.0, -150.0]])  # the second row: a tie for the top

@@ -4,15 +4,16 @@ plain one token for token. A tiny random Gemma 3 with an 8-token window, on the 
 
 import pytest
 import torch
+from tiny_models import build_tiny_gemma3, perturbed_copy
 from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 
-from specchat.engine import GenerationConfig, ModelDrafter, NoDrafter, PromptLookupDrafter, SpeculativeEngine
-from specchat.engine.cache import (PreallocatedLayer, PreallocatedWindowLayer, new_cache, new_static_cache, rollback,
-                                  seek)
-from specchat.engine.lean import lean_forward_supported
-from specchat.engine.runners import LeanRunner, runner_for
-from tiny_models import build_tiny_gemma3, perturbed_copy
+from specchat.engine.backends.torch.kv_cache import (PreallocatedLayer, PreallocatedWindowLayer, new_cache,
+                                                     new_static_cache, rollback, seek)
+from specchat.engine.backends.torch.lean import lean_forward_supported
+from specchat.engine.backends.torch.runners import LeanRunner, runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import ModelDrafter, NoDrafter, PromptLookupDrafter
 
 WINDOW = 8
 REPLY = 48  # tokens: the prompt and the reply run far past the window

@@ -5,10 +5,11 @@ import threading
 import pytest
 import torch
 
-from specchat.engine import (GenerationConfig, ModelDrafter, NoDrafter, Origin, PromptError, PromptLookupDrafter,
-                             SpeculativeEngine)
-from specchat.engine.drafting import make_drafter
-from specchat.engine.runners import runner_for
+from specchat.core.errors import PromptError
+from specchat.core.vocabulary import Origin
+from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
+from specchat.engine.drafting import ModelDrafter, NoDrafter, PromptLookupDrafter, make_drafter
 
 
 def plain(target, tokenizer, prompt_ids, **config):
@@ -163,7 +164,7 @@ def test_adaptive_k_backs_off_when_drafts_keep_failing(target, tokenizer, unrela
 
 
 def test_sampling_is_reproducible_with_a_seed(target, tokenizer, close_draft, prompt_ids):
-    from specchat.engine import SamplingParams
+    from specchat.engine.decoding.sampling import SamplingParams
 
     config = GenerationConfig(max_new_tokens=30, seed=123, sampling=SamplingParams(temperature=0.9, top_p=0.95))
     engine = SpeculativeEngine(target, tokenizer, ModelDrafter(close_draft))
@@ -196,8 +197,8 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
                                                                        drafter_kind):
     """Every verification pass goes through a graph compiled at load, padded to one of its lengths; the prefill
     stays eager. An identity "compiler" counts the calls (tests/engine/test_gpu_path.py runs dynamo itself)."""
-    from specchat.engine.eagle import HeadShape
-    from specchat.training.eagle import build_head
+    from specchat.engine.drafting.eagle_network import HeadShape
+    from specchat.training.eagle_head import build_head
 
     calls = []
 
@@ -240,7 +241,7 @@ def test_the_gpu_fast_path_is_off_on_the_cpu_by_default_and_the_lean_forward_on(
 
 
 def test_the_tuned_head_gives_the_models_logits_and_is_shared(target, tokenizer, prompt_ids):
-    from specchat.engine.head import tuned_head_for
+    from specchat.engine.backends.torch.tuned_head import tuned_head_for
 
     head = tuned_head_for(target)
     assert head is tuned_head_for(target)  # one per model: engines share its timings

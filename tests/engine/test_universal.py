@@ -10,15 +10,16 @@ import json
 
 import pytest
 import torch
+from tiny_models import EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-import specchat.engine.speculative as speculative
-from specchat.engine import GenerationConfig, SamplingParams, SpeculativeEngine
-from specchat.engine.compat import check_pair, shares_token_ids
+import specchat.engine.decoding.speculative as speculative
+from specchat.engine.decoding.sampling import SamplingParams
+from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import LookupHybrid, ModelDrafter, PromptLookupDrafter, UniversalDrafter, make_drafter
 from specchat.engine.drafting.retokenize import DraftView, PrefixIndex, TextCodec
-from tiny_models import EXACT_PLACEMENT, build_byte_tokenizer, build_tiny_llama
+from specchat.engine.loading.compat import check_pair, shares_token_ids
 
 OTHER_CORPUS = [
     "Drafting across tokenizers goes through text, then back to tokens.",
@@ -269,7 +270,7 @@ def accept_every_proposal(target_probs, draft, draft_probs, sampler):
 
 def resample_from_p(target_probs, draft, draft_probs, sampler):
     """A subtler wrong rule: on rejection draw from p itself instead of p with the proposal removed."""
-    from specchat.engine.sampling import verify_stochastic
+    from specchat.engine.decoding.sampling import verify_stochastic
 
     n, token = verify_stochastic(target_probs, draft, draft_probs, sampler)
     if n < len(draft):
@@ -321,8 +322,9 @@ def test_the_model_kinds_draft_through_text_when_the_tokenizers_differ(byte_leve
 
 
 def test_a_pair_of_two_tokenizers_loads_and_decodes_losslessly(tmp_path, byte_level, sentencepiece):
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.pair import check_sources, load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import check_sources, load_pair
+    from specchat.models.sources import ModelSource
 
     for name, tokenizer, model in (("target", byte_level, build_tiny_llama(len(byte_level), seed=0)),
                                    ("draft", sentencepiece, build_tiny_llama(len(sentencepiece), seed=5))):
@@ -349,8 +351,9 @@ def test_smollm2_drafts_for_a_target_with_another_tokenizer(tmp_path, byte_level
     """The embedded SmolLM2-135M (49152 tokens) as the draft of a tiny target with the tests' byte-level
     tokenizer (320 tokens) that was trained to count: SmolLM2 counts too, so its drafts are accepted, and the
     output is the target's own."""
-    from specchat.engine import LoadOptions, ModelSource
-    from specchat.engine.pair import load_pair
+    from specchat.engine.loading.load import LoadOptions
+    from specchat.engine.loading.pair import load_pair
+    from specchat.models.sources import ModelSource
 
     target = memorizing_llama(byte_level, COUNTING, seed=3)
     target.save_pretrained(tmp_path)

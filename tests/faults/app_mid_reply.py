@@ -13,8 +13,9 @@ from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 from tiny_models import build_byte_tokenizer, build_tiny_llama  # noqa: E402
 
-from specchat.engine import LoadedModel, ModelSource  # noqa: E402
-from specchat.engine.pair import ModelPair  # noqa: E402
+from specchat.engine.loading.load import LoadedModel
+from specchat.engine.loading.pair import ModelPair  # noqa: E402
+from specchat.models.sources import ModelSource  # noqa: E402
 from specchat.storage import Store, open_database  # noqa: E402
 from specchat.ui.main_window import MainWindow  # noqa: E402
 from specchat.ui.session import ChatSession  # noqa: E402
@@ -34,7 +35,7 @@ def slowed(stream):
 
 
 def main() -> None:
-    from specchat.engine.speculative import SpeculativeEngine
+    from specchat.engine.decoding.speculative import SpeculativeEngine
 
     SpeculativeEngine.stream = slowed(SpeculativeEngine.stream)
     app = QApplication([])

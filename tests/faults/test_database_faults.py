@@ -15,7 +15,8 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, event
 
-from specchat.storage import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError, Store, open_database
+from specchat.core.errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
+from specchat.storage import Store, open_database
 from specchat.storage.db import HEAD_REVISION, alembic_config
 from specchat.ui.app import StartChoice, open_store
 

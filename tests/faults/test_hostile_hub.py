@@ -20,13 +20,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 from hub_cache import offline_hf_cache
+from huggingface_hub import constants
 from local_http import send, send_file_head, serve_get, stop_server
 
-from specchat.engine import ModelLoadError
-from specchat.engine.hub_download import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
-                                          network_for_this_thread, repo_folder)
+from specchat.core.errors import ModelLoadError
+from specchat.models.hub.snapshots import (UnsafeHubAnswer, check_file_name, download_snapshot, inside,
+                                           network_for_this_thread, repo_folder)
 
 REPO = "org/model"
 GOOD_COMMIT = "0123456789abcdef0123456789abcdef01234567"

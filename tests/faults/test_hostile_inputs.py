@@ -12,12 +12,11 @@ import shutil
 
 import pytest
 import torch
-
-from specchat.engine import LoadOptions, ModelSource
-from specchat.engine.errors import ModelLoadError
-from specchat.engine.models import load_model
-
 from test_cli import assert_one_line_error, run
+
+from specchat.core.errors import ModelLoadError
+from specchat.engine.loading.load import LoadOptions, load_model
+from specchat.models.sources import ModelSource
 
 
 class WritesAFile:

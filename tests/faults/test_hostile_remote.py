@@ -23,7 +23,9 @@ import pytest
 from local_http import start_server, stop_server
 from PySide6.QtCore import Qt
 
-from specchat.engine import GenerationConfig, Message, SpecchatError
+from specchat.core.errors import SpecchatError
+from specchat.engine.chat_prompt import Message
+from specchat.engine.decoding.speculative import GenerationConfig
 from specchat.remote import RemoteEndpoint, RemoteEngine, RemoteError, SpecDecodeCounters, delta
 from specchat.remote.engine import plain_http_key_warning
 from specchat.remote.transport import MAX_JSON_BYTES, MAX_LINE_BYTES
@@ -124,9 +126,9 @@ def refused(call) -> RemoteError:
     return raised.value
 
 
-def reply(url: str, max_tokens: int = 16, cancel=None):
+def reply(url: str, max_tokens: int = 16, cancel=None, read_timeout_s: float = 3):
     endpoint = RemoteEndpoint(url, timeout_s=2)
-    engine = RemoteEngine(endpoint, endpoint.connect(), read_timeout_s=3)
+    engine = RemoteEngine(endpoint, endpoint.connect(), read_timeout_s=read_timeout_s)
     return list(engine.stream([Message("user", "hi")], config=GenerationConfig(max_new_tokens=max_tokens),
                               cancel=cancel or threading.Event()))
 
@@ -177,22 +179,23 @@ def trickle(server: FakeServer, first: bytes, drip: bytes):
 
 
 def test_headers_sent_a_byte_at_a_time_meet_an_overall_deadline(serve):
+    # Timeouts of half a second and 1.5 s, still 10 and 30 times the 50 ms between the trickle's bytes.
     server = serve({})
     server.routes["/v1/models"] = trickle(server, b"HTTP/1.1 200 OK\r\n", b"X-Slow: 1\r\n")
-    error = refused(lambda: RemoteEndpoint(server.url, timeout_s=1).connect())
-    assert error.kind == "timeout" and "within 3 s" in str(error)
+    error = refused(lambda: RemoteEndpoint(server.url, timeout_s=0.5).connect())
+    assert error.kind == "timeout" and "within 1.5 s" in str(error)
     server.routes.update({"/v1/models": models, "/v1/chat/completions": trickle(
         server, b"HTTP/1.1 200 OK\r\n", b"X-Slow: 1\r\n")})
-    error = refused(lambda: reply(server.url))
-    assert error.kind == "timeout" and "headers" in str(error)
+    error = refused(lambda: reply(server.url, read_timeout_s=1.5))
+    assert error.kind == "timeout" and "headers" in str(error) and "within 1.5 s" in str(error)
 
 
 def test_a_stream_of_comments_alone_meets_a_deadline(serve):
     server = serve({"/v1/models": models})
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
     server.routes["/v1/chat/completions"] = trickle(server, head + chunk("ok", 1), b": keep-alive\n\n")
-    error = refused(lambda: reply(server.url))  # reply(): a 3 s read timeout
-    assert error.kind == "timeout" and "no complete event for 3 s" in str(error)
+    error = refused(lambda: reply(server.url, read_timeout_s=1.5))  # 30 times the 50 ms between the comments
+    assert error.kind == "timeout" and "no complete event for 1.5 s" in str(error)
 
 
 # --- malformed chunks --------------------------------------------------------------------------------------------

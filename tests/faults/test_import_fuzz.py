@@ -4,10 +4,10 @@ StorageError that says what is wrong, and writes nothing then. Derandomized, so 
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from specchat.storage import Store, StorageError, open_database
+from specchat.core.errors import StorageError
+from specchat.storage import Store, open_database
 
 ODD_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40) | st.sampled_from([
     "\ud800", "a\udfffb", "\x00", "\u202e", "🙂" * 50, "x" * 100_000, "", " ", "0001-01-01T00:00:00+14:00",

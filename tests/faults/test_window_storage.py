@@ -4,7 +4,7 @@
 In every case the window is usable afterwards (sidebar, Send, no device claim left), the reply stays on screen,
 and a banner says what happened."""
 
-from specchat.storage import StorageError
+from specchat.core.errors import StorageError
 
 STREAM_TIMEOUT = 120000
 
@@ -21,7 +21,7 @@ def usable(window):
 
 
 def failing_writes(monkeypatch, store, names, error="database or disk is full"):
-    """The named methods of `store` (a Store or a ChatSession) raise StorageError; the calls they got."""
+    """The named methods of `store` (a Store or the session's RunBook) raise StorageError; the calls they got."""
     calls = []
 
     def fail(*args, **kwargs):
@@ -35,9 +35,9 @@ def failing_writes(monkeypatch, store, names, error="database or disk is full"):
 
 def test_a_disk_full_while_streaming_is_said_once_and_the_finished_reply_stays_on_screen(
         qtbot, make_window, store, monkeypatch):
-    from specchat.ui import main_window
+    from specchat.chats import reply_controller
 
-    monkeypatch.setattr(main_window, "SAVE_PARTIAL_S", 0.0)  # a partial save at every frame that has steps
+    monkeypatch.setattr(reply_controller, "SAVE_PARTIAL_S", 0.0)  # a partial save at every frame that has steps
     window = make_window(drafter="model", max_new_tokens=40)
     calls = failing_writes(monkeypatch, store, "update_message save_partial_reply")
     send(qtbot, window, "The quick brown fox")
@@ -54,7 +54,7 @@ def test_a_disk_full_while_streaming_is_said_once_and_the_finished_reply_stays_o
 
 def test_a_failed_statistics_write_frees_the_window(qtbot, make_window, store, monkeypatch):
     window = make_window()
-    failing_writes(monkeypatch, window.session, "record_run", "database is locked")
+    failing_writes(monkeypatch, window.session.runs, "complete", "database is locked")
     send(qtbot, window, "The quick brown fox")
     assert usable(window) and "database is locked" in window.banner.label.text()
     reply = [m for m in store.messages(window.conversation_id) if m.role == "assistant"][0]
@@ -62,7 +62,7 @@ def test_a_failed_statistics_write_frees_the_window(qtbot, make_window, store, m
 
 
 def test_a_failure_after_the_engine_failed_still_frees_the_window(qtbot, make_window, store, monkeypatch):
-    from specchat.ui import workers
+    from specchat.ui import reply_workers
 
     window = make_window()
     failing_writes(monkeypatch, store, "update_message", "the chat was deleted by another specchat")
@@ -70,7 +70,7 @@ def test_a_failure_after_the_engine_failed_still_frees_the_window(qtbot, make_wi
     def exploding_engine(self):
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(workers.GenerationWorker, "run", exploding_engine)
+    monkeypatch.setattr(reply_workers.GenerationWorker, "run", exploding_engine)
     window.composer.setPlainText("The quick brown fox")
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.send()

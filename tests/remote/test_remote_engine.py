@@ -14,11 +14,14 @@ import time
 
 import httpx2 as httpx
 import pytest
-from server_fixtures import last_api_run, plain_reply, start_server, stop_server, wait_until
+from server_fixtures import last_api_run, plain_reply, planned_server, stop_server, wait_until
 
-from specchat.engine import GenerationConfig, Message, Origin, SpecchatError
+from specchat.core.errors import SpecchatError
+from specchat.core.vocabulary import Origin
 from specchat.engine.chat_engine import reply_to
-from specchat.engine.events import origin_runs
+from specchat.engine.chat_prompt import Message
+from specchat.engine.decoding.events import origin_runs
+from specchat.engine.decoding.speculative import GenerationConfig
 from specchat.remote import RemoteEndpoint, RemoteEngine, RemoteError
 from specchat.remote.engine import _Reply
 
@@ -27,9 +30,12 @@ TIMEOUT = 120
 PROMPT = "The quick brown fox"
 
 
+SERVERS = {"remote": ("--api-key", KEY, "--k", "4", "--no-adaptive")}  # started with the session's others
+
+
 @pytest.fixture(scope="module")
-def remote_server(served_model_dir, data_dir):
-    running = start_server(served_model_dir, data_dir, "--api-key", KEY, "--k", "4", "--no-adaptive")
+def remote_server(request):
+    running = planned_server(request, "remote")  # its data folder is data_dir
     yield running
     stop_server(running)
 

@@ -24,8 +24,8 @@ import threading
 
 import httpx2 as httpx
 import pytest
-
 from server_fixtures import answers_health, wait_until
+
 from specchat.server.limits import ConnectionLimits
 from specchat.server.served import ServedModel
 

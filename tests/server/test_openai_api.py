@@ -11,10 +11,11 @@ import concurrent.futures
 import httpx2 as httpx
 import openai
 import pytest
-
 from server_fixtures import last_api_run, plain_reply, wait_until
 
 TIMEOUT = 120
+# The server processes of this module (server_fixtures.py): `server` (its data folder is data_dir) and `busy_server`.
+SERVERS = {"server": (), "busy": ("--max-waiting", "0", "--api-key", "s3cret")}
 
 
 def client(url: str, key: str = "none") -> openai.OpenAI:
@@ -167,10 +168,15 @@ def test_a_full_line_answers_429_and_a_key_is_required_when_set(busy_server):
 
 
 
-def test_binding_beyond_this_machine_needs_a_key(tmp_path):
-    import subprocess
-    import sys
+def test_binding_beyond_this_machine_needs_a_key(tmp_path, monkeypatch, capsys):
+    from specchat.cli import main  # the command as `specchat serve` runs it, in this process: refused before loading
+    from specchat.commands import loading
 
-    done = subprocess.run([sys.executable, "-m", "specchat", "serve", "--host", "0.0.0.0", "--port", "0"],
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 2 and "API key" in done.stderr and "Traceback" not in done.stderr
+    def loads(*args):
+        raise AssertionError("the binding was not refused: the model is loading")
+
+    monkeypatch.setattr(loading, "load_for", loads)  # a refusal that failed ends here, not in a server for ever
+    monkeypatch.delenv("SPECCHAT_API_KEY", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "API key" in err and "Traceback" not in err

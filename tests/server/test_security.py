@@ -27,14 +27,15 @@ import time
 import httpx2 as httpx
 import openai
 import pytest
+from server_fixtures import planned_server, stop_server, wait_until
 
-from server_fixtures import start_server, stop_server, wait_until
-from specchat.engine import GenerationConfig
+from specchat.engine.decoding.speculative import GenerationConfig
 from specchat.server.guard import MAX_BODY_BYTES
 from specchat.server.protocol import MAX_STOP_CHARS
 from specchat.server.served import ServedModel
 
 TIMEOUT = 60
+SERVERS = {"shutdown": ("--max-new-tokens", "4000")}  # a server process, started with the session's others
 HELLO = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
@@ -294,8 +295,8 @@ def test_a_restart_mid_non_streamed_reply_is_a_503_not_a_partial_200(serve):
     assert answer.status_code == 503 and answer.json()["error"]["code"] == "aborted"
 
 
-def test_a_shutdown_mid_reply_tells_the_client(served_model_dir, tmp_path):
-    server = start_server(served_model_dir, tmp_path, "--max-new-tokens", "4000")
+def test_a_shutdown_mid_reply_tells_the_client(request):
+    server = planned_server(request, "shutdown")
     try:
         with httpx.stream("POST", f"{server.url}/v1/chat/completions", timeout=TIMEOUT, json={
                 "model": "tiny", "stream": True, "max_tokens": 4000,

@@ -5,9 +5,9 @@ from dataclasses import replace
 
 import pytest
 
-from specchat.storage.records import FIGURE_FIELDS, RUN_SOURCES, RunContext, RunRecord, run_record, track_row
+from specchat.storage.records import FIGURE_FIELDS, RUN_SOURCES, RunProvenance, RunRecord, run_record, track_row
 
-CONTEXT = RunContext(target="embedded", draft="tiny draft", drafter="model", k=4, adaptive=True, temperature=0.7,
+CONTEXT = RunProvenance(target="embedded", draft="tiny draft", drafter="model", k=4, adaptive=True, temperature=0.7,
                      top_p=0.9, top_k=40, seed=3, device="cpu", exactness="distribution", app_session_id=None)
 STATS = {"prompt_tokens": 12, "new_tokens": 20, "target_passes": 8, "draft_proposed": 24, "draft_accepted": 12,
          "tokens_per_s": 10.0, "prefill_s": 0.1, "draft_s": 0.3, "verify_s": 1.4, "wall_s": 2.0,

@@ -12,9 +12,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
-from specchat.storage import StorageError, Store, default_database_path, open_database
+from specchat.core.errors import StorageError
+from specchat.storage import Store, default_database_path, open_database
 from specchat.storage.db import HEAD_REVISION, alembic_config
-from specchat.storage.models import Base
+from specchat.storage.tables import Base
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
 
@@ -200,7 +201,7 @@ def test_an_existing_default_data_folder_is_tightened(tmp_path, monkeypatch):
 def test_a_database_with_tables_but_no_recorded_version_is_refused_unchanged(tmp_path):
     import sqlite3
 
-    from specchat.storage import StorageError
+    from specchat.core.errors import StorageError
 
     path = tmp_path / "odd.db"
     raw = sqlite3.connect(path)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from specchat.storage import StorageError
+from specchat.core.errors import StorageError
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import sqlite3
 import pytest
 from storage_helpers import make_run
 
-from specchat.storage import ConversationInfo, MessageInfo, StorageError, Store, open_database
+from specchat.core.errors import StorageError
+from specchat.storage import ConversationInfo, MessageInfo, Store, open_database
 
 
 def test_create_rename_and_system_prompt(store):
@@ -277,7 +278,7 @@ def test_a_run_record_has_exactly_the_columns_of_generation_runs():
     import dataclasses
 
     from specchat.storage import RunRecord
-    from specchat.storage.models import GenerationRun
+    from specchat.storage.tables import GenerationRun
 
     columns = {c.key for c in GenerationRun.__table__.columns} - {"id"}
     assert {field.name for field in dataclasses.fields(RunRecord)} == columns

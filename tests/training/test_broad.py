@@ -3,8 +3,8 @@
 import pytest
 
 from specchat.training.broad import sample_turns, turn_prefix, usable_request
-from specchat.training.documents import (FRENCH, FRENCH_WORDS, PASSAGE_WORDS, PEPS, french_paragraphs,
-                                         load_documents, pep_passages, plain)
+from specchat.training.documents import (FRENCH, FRENCH_WORDS, PASSAGE_WORDS, PEPS, french_paragraphs, load_documents,
+                                         pep_passages, plain)
 from specchat.training.manifest import BenchmarkIndex, find_overlaps, spec_bench_texts
 
 PEP = """PEP: 9999

@@ -4,9 +4,9 @@ target's hidden states are recorded for every position."""
 import pytest
 import torch
 
-from specchat.engine.eagle import EagleHead, HeadShape
+from specchat.engine.drafting.eagle_network import EagleHead, HeadShape
 from specchat.training.distill import Example
-from specchat.training.eagle import Sequences, staged_states, teacher_features
+from specchat.training.eagle_head import Sequences, staged_states, teacher_features
 
 
 @pytest.fixture(scope="module")

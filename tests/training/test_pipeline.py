@@ -3,13 +3,15 @@
 import json
 
 import torch
+from tiny_models import EXACT_PLACEMENT
 from transformers import AutoModelForCausalLM
 
-from specchat.engine import GenerationConfig, LoadOptions, ModelSource
-from specchat.engine.pair import check_sources, load_pair
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.engine.loading.load import LoadOptions
+from specchat.engine.loading.pair import check_sources, load_pair
+from specchat.models.sources import ModelSource
 from specchat.resources import default_prompt_suite
 from specchat.training.pipeline import Pipeline, folder_megabytes, settings_for
-from tiny_models import EXACT_PLACEMENT
 
 SUITE = default_prompt_suite().read_text(encoding="utf-8")
 
@@ -86,7 +88,7 @@ def test_data_made_with_other_settings_is_not_reused(model_folders, tmp_path):
 
 
 def test_quick_head_pipeline_shares_the_replies_and_trains_a_lossless_head(model_folders, tmp_path, prompt_ids):
-    from specchat.engine.eagle import is_eagle_folder
+    from specchat.engine.drafting.eagle_network import is_eagle_folder
     from specchat.training.head_pipeline import HeadPipeline
 
     run_quick(model_folders, tmp_path)  # the draft pipeline first: the head reuses its replies
@@ -155,8 +157,8 @@ def test_follow_up_prompts_carry_the_earlier_turns(model_folders, tmp_path):
 
 
 def test_broad_head_pipeline_asks_what_the_target_writes_and_lists_it(model_folders, tmp_path, prompt_ids):
-    from specchat.training.manifest import read_manifest
     from specchat.training.head_pipeline import HeadPipeline
+    from specchat.training.manifest import read_manifest
 
     source = ModelSource.parse(str(model_folders / "target"))
     out, work = tmp_path / "head", tmp_path / "work"

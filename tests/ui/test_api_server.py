@@ -8,7 +8,8 @@ import httpx2 as httpx
 import openai
 from PySide6.QtCore import QThread
 
-from specchat.engine import GenerationConfig, Message, build_prompt_ids
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
 
 TIMEOUT = 120000
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from PySide6.QtGui import QColor, QTextFormat
 
+from specchat.chats.reply_spans import ReplySpans
 from specchat.ui.code_style import DARK, LIGHT, character_positions
-from specchat.ui.spans import ReplySpans
 from specchat.ui.theme import current_theme
 from specchat.ui.transcript import MessageView, Transcript
 

@@ -9,10 +9,9 @@ import pytest
 from PySide6.QtCore import QDate, Qt
 from PySide6.QtGui import QImage
 
-from specchat.storage.records import RunAggregate, RunFilter
 from specchat.bench import BenchSettings, ModeRecord, bench_run_values
-from specchat.ui.dashboard import (DashboardWindow, accepted_length_distribution, chart_labels, csv_row,
-                                   time_axis_ticks)
+from specchat.storage.records import RunAggregate, RunFilter
+from specchat.ui.dashboard import DashboardWindow, accepted_length_distribution, chart_labels, csv_row, time_axis_ticks
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
 

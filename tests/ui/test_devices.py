@@ -1,7 +1,7 @@
 """What the window says about devices: Settings → Device lists what is here and keeps the GPU layers setting, and
 Help → About says what llama.cpp and torch were built with and where the loaded models run."""
 
-from specchat.engine.built import build_report
+from specchat.engine.backends.llamacpp.built import build_report
 
 
 def test_settings_list_the_devices_here_and_keep_the_gpu_layers(qtbot):

@@ -8,7 +8,7 @@ import threading
 import pytest
 from PySide6.QtCore import QTimer
 
-from specchat.storage import StorageError
+from specchat.core.errors import StorageError
 
 
 def choose_file(monkeypatch, path):

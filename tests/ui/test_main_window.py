@@ -3,7 +3,7 @@
 import pytest
 from PySide6.QtCore import QTimer
 
-from specchat.ui.spans import ReplySpans
+from specchat.chats.reply_spans import ReplySpans
 from specchat.ui.transcript import MessageView, Transcript
 
 STREAM_TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
@@ -43,7 +43,7 @@ def test_the_calibrated_speedup_compares_decode_speed_with_decode_speed(qtbot, m
     """The plain baseline leaves the prompt's processing out, so a reply's speedup must leave it out too."""
     from sqlalchemy import select
 
-    from specchat.storage.models import GenerationRun
+    from specchat.storage.tables import GenerationRun
 
     window = make_window()
     send(qtbot, window, "The quick brown fox")
@@ -286,7 +286,6 @@ def test_system_prompt_is_kept_per_conversation_and_used(qtbot, make_window, sto
     send(qtbot, window, "The quick brown fox")
     store.set_system_prompt(window.conversation_id, "Answer briefly.")
     prompts = []
-    reply_sources._fitted.cache_clear()  # every prompt is built anew
     real_build = reply_sources.build_fitting_prompt
     monkeypatch.setattr(reply_sources, "build_fitting_prompt", lambda tok, history, system, budget: prompts.append(
         system) or real_build(tok, history, system, budget))
@@ -330,7 +329,7 @@ def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, m
     once per pair and drafter, so the measured cost curve carries over from reply to reply."""
     import threading
 
-    from specchat.engine.pair import ModelPair
+    from specchat.engine.loading.pair import ModelPair
 
     built_in = []
     original = ModelPair.engine
@@ -352,7 +351,7 @@ def test_replies_share_one_engine_built_off_the_gui_thread(qtbot, make_window, m
 
 
 def test_a_drafter_that_cannot_run_is_refused_before_a_reply_starts(qtbot, make_window):
-    from specchat.engine import SpecchatError
+    from specchat.core.errors import SpecchatError
 
     window = make_window(drafter="eagle")  # the tiny target has no draft head
     with pytest.raises(SpecchatError, match="no draft head"):
@@ -404,7 +403,7 @@ def test_turning_past_replies_off_forgets_them(qtbot, make_window):
 
 
 def test_a_storage_error_while_joining_past_replies_still_opens_the_chat(qtbot, make_window, store, monkeypatch):
-    from specchat.storage import StorageError
+    from specchat.core.errors import StorageError
 
     chat = store.create_conversation("Imported")
     store.add_message(chat.id, "user", "q")
@@ -458,7 +457,7 @@ def test_settings_applied_mid_reply_leave_the_reply_and_its_record_as_they_start
 
 
 def test_only_the_newest_model_load_is_taken(qtbot, make_window, tiny_pair):
-    from specchat.engine.pair import ModelPair
+    from specchat.engine.loading.pair import ModelPair
 
     window = make_window()
     session = window.session

@@ -7,8 +7,11 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
-from specchat.engine import GenerationConfig, Message, SpecchatError
-from specchat.ui.workers import NOT_RUN_MESSAGE, FunctionWorker, GenerationWorker, JobThread, ModelJob, RaceWorker
+from specchat.core.errors import SpecchatError
+from specchat.engine.chat_prompt import Message
+from specchat.engine.decoding.speculative import GenerationConfig
+from specchat.ui.reply_workers import GenerationWorker, RaceWorker
+from specchat.ui.workers import NOT_RUN_MESSAGE, FunctionWorker, JobThread, ModelJob
 
 TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
 
@@ -33,7 +36,7 @@ def blocker(started: threading.Event, release: threading.Event, cancel: threadin
 def test_every_kind_of_model_work_runs_on_the_one_model_thread(qtbot, store, model_folders, tmp_path, monkeypatch):
     """Loading with its calibration, a reply, a race and a benchmark, and the engines they build: one thread."""
     import specchat.ui.session as session_module
-    from specchat.engine.pair import ModelPair
+    from specchat.engine.loading.pair import ModelPair
     from specchat.ui.main_window import MainWindow
     from specchat.ui.session import ChatSession
     from specchat.ui.settings import AppSettings
@@ -249,7 +252,7 @@ def test_a_benchmark_cancelled_while_it_waits_stores_nothing(qtbot, store, tiny_
 
 def test_closing_during_a_long_prefill_stops_it_between_chunks(qtbot, make_window, store, monkeypatch):
     """A prompt that takes ten seconds to read (chunks slowed to 0.2 s): closing stops it at the next chunk."""
-    from specchat.engine import runners
+    from specchat.engine.backends.torch import runners
 
     monkeypatch.setattr(runners, "PREFILL_CHUNK", 8)
     original_init = runners.TorchRunner.__init__

@@ -15,15 +15,17 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 import torch
-from huggingface_hub import constants, scan_cache_dir
 from hub_cache import offline_hf_cache
+from huggingface_hub import constants, scan_cache_dir
 from local_http import send, send_file_head, serve_get, stop_server
 from PySide6.QtCore import Qt
 
-from specchat.engine import LoadedModel, ModelSource, SpecchatError
-from specchat.engine.catalog import load_catalog
-from specchat.engine.hub_download import cached_snapshot, kept_bytes, network_for_this_thread
-from specchat.formatting import format_size
+from specchat.core.errors import SpecchatError
+from specchat.core.formatting import format_size
+from specchat.engine.loading.load import LoadedModel
+from specchat.models.catalog.entries import load_catalog
+from specchat.models.hub.snapshots import cached_snapshot, kept_bytes, network_for_this_thread
+from specchat.models.sources import ModelSource
 from specchat.ui.downloads import DownloadState, TransferRate
 from specchat.ui.model_rows import GATED_HINT, Machine
 from specchat.ui.session import ChatSession
@@ -252,7 +254,7 @@ def test_while_a_download_runs_no_other_thread_reaches_the_network(fake_hub):
     from huggingface_hub import HfApi
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    from specchat.engine.models import load_tokenizer
+    from specchat.engine.loading.load import load_tokenizer
 
     fake_hub.repos["org/model"] = {"model.safetensors": b"x" * 300_000, "config.json": b"{}"}
     fake_hub.pause_at = 100_000
@@ -260,7 +262,7 @@ def test_while_a_download_runs_no_other_thread_reaches_the_network(fake_hub):
 
     def download():
         try:
-            from specchat.engine.models import download_from_hub
+            from specchat.models.hub.download import download_from_hub
 
             download_from_hub("org/model", on_progress=lambda progress: None)
         finally:
@@ -334,7 +336,7 @@ def test_download_smollm2_17b_from_the_catalog_then_choose_it_with_the_embedded_
     """The whole path on a local Hub: the catalog row's Download, progress to the end, the row turns "on this
     computer", and choosing it passes Settings' check of the real tokenizers against the embedded draft. (The
     local Hub serves the shipped draft's files under SmolLM2-1.7B's id: they have SmolLM2's tokenizer.)"""
-    from specchat.engine.models import shipped_draft_folder
+    from specchat.models.sources import shipped_draft_folder
 
     names = ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors",
              "chat_template.jinja", "README.md")
@@ -355,7 +357,8 @@ def test_download_smollm2_17b_from_the_catalog_then_choose_it_with_the_embedded_
 
 
 def test_a_file_that_arrives_damaged_is_dropped(fake_hub):
-    from specchat.engine.models import ModelLoadError, download_from_hub
+    from specchat.core.errors import ModelLoadError
+    from specchat.models.hub.download import download_from_hub
 
     fake_hub.repos["org/model"] = {"model.safetensors": b"good" * 1000}
     partial = fake_hub.repos["org/model"]
@@ -409,7 +412,7 @@ def test_a_failure_nobody_watches_goes_to_the_window_banner(qtbot, store, fake_h
 def place_in_cache(cache, repo_id: str) -> None:
     """A model folder where a downloaded Hub model lives (the cache layout huggingface_hub writes): here the
     shipped draft's files, which have SmolLM2's tokenizer."""
-    from specchat.engine.models import shipped_draft_folder
+    from specchat.models.sources import shipped_draft_folder
 
     repo = cache / f"models--{repo_id.replace('/', '--')}"
     snapshot = repo / "snapshots" / COMMIT
@@ -513,7 +516,7 @@ def test_the_settings_dialog_and_its_models_dialog_go_once_settings_has_run(qtbo
 
 
 def test_a_model_counts_as_downloaded_once_refs_main_says_so(hf_cache):
-    from specchat.engine.hub_download import downloaded_models
+    from specchat.models.hub.snapshots import downloaded_models
 
     place_in_cache(hf_cache, SMOLLM2_17B)
     assert list(downloaded_models()) == [SMOLLM2_17B]

@@ -11,7 +11,7 @@ from hub_cache import offline_hf_cache
 from huggingface_hub import constants
 from PySide6.QtCore import Qt
 
-from specchat.engine import ModelSource
+from specchat.models.sources import ModelSource
 from specchat.ui.model_rows import Machine
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings, SettingsDialog

@@ -7,8 +7,8 @@ import threading
 import pytest
 from huggingface_hub import constants
 
-from specchat.engine import offline_pair as op
-from specchat.engine.offline_pair import InstallProgress, PairInstallCancelled, PairInstallError
+from specchat.models import offline_pair as op
+from specchat.models.offline_pair import InstallProgress, PairInstallCancelled, PairInstallError
 from specchat.ui.model_rows import Machine
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings, SettingsDialog

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from server_fixtures import data_dir, plain_reply, served_model_dir, served_pair, start_server, stop_server  # noqa: F401
 from PySide6.QtGui import QTextCharFormat
+from server_fixtures import (data_dir, plain_reply, planned_server, served_model_dir, served_pair,  # noqa: F401
+                             server_pool, stop_server)
 
-from specchat.engine.events import GenerationStats, Origin, StepEvent
-from specchat.ui.spans import INFERRED, ReplySpans
+from specchat.chats.reply_spans import ReplySpans
+from specchat.core.vocabulary import INFERRED_ORIGIN, Origin
+from specchat.engine.decoding.events import GenerationStats, StepEvent
 from specchat.ui.transcript import INFERRED_TIP, MessageView, Transcript
 
 TIMEOUT = 120000
 
 
+SERVERS = {"remote": ("--k", "4", "--no-adaptive")}  # started with the session's others (server_fixtures.py)
+
+
 @pytest.fixture(scope="module")
-def remote_server(served_model_dir, data_dir):  # noqa: F811
-    running = start_server(served_model_dir, data_dir, "--k", "4", "--no-adaptive")
+def remote_server(request):
+    running = planned_server(request, "remote")  # its data folder is data_dir
     yield running
     stop_server(running)
 
@@ -59,17 +64,19 @@ def test_inferred_drafts_are_highlighted_with_their_own_label(qtbot):
     qtbot.addWidget(transcript)
     transcript.begin_reply("")
     text = "Paris is big"
-    transcript.append_stream(StepEvent(
+    event = StepEvent(
         step=1, token_ids=(-1, -1, -1), origins=(Origin.INFERRED_DRAFT, Origin.INFERRED_DRAFT, Origin.TARGET),
         spans=((0, 5), (5, 8), (8, 12)), text_delta=text, text_offset=0, rejected_ids=(), rejected_text="",
-        stats=GenerationStats()))
-    live = transcript.draft_positions(INFERRED)
+        stats=GenerationStats())
+    transcript.append_stream(event)
+    live = transcript.draft_positions(INFERRED_ORIGIN)
     assert len(live) == len("Paris is")
-    _, spans = transcript.streaming_text()
+    spans = ReplySpans()  # as the reply controller gathers the step (chats/reply_controller.py)
+    spans.add_tokens(event.spans, event.origins)
     assert spans.to_json() == [[0, 8, "inferred"], [8, 12, "target"]]
 
     transcript.set_messages([MessageView(1, "assistant", text, ReplySpans.from_json(spans.to_json()))])
-    rendered = transcript.draft_positions(INFERRED)
+    rendered = transcript.draft_positions(INFERRED_ORIGIN)
     assert len(rendered) == len("Paris is") and transcript.draft_positions() == []
     cursor = transcript.textCursor()
     cursor.setPosition(rendered[0] + 1)

@@ -5,7 +5,7 @@ out."""
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
-from specchat.engine import LoadedModel
+from specchat.engine.loading.load import LoadedModel
 from specchat.ui.banner import MAX_SHOWN_CHARS, STYLES
 
 LLAMA_NOTE = ("llama.cpp verifies on its fastest kernels: replies follow the model's distribution exactly, but "

@@ -3,8 +3,8 @@
 base (the Drafter interface, its Capabilities and optional protocols, Draft, AcceptanceClass, NoDrafter), lookup
 (prompt lookup, and over past replies), model (a draft model), eagle (a draft head reading the target's hidden
 states), hybrid (prompt lookup composed with either of those), universal (a draft model with another tokenizer,
-through text; retokenize holds the text bridge), registry (the table of drafter kinds, their names and colours, and
-make_drafter); backends (where a draft model runs).
+through text; retokenize holds the text bridge), registry (make_drafter: how each kind in core/vocabulary.py is
+built), eagle_network (the draft head's network), past_replies (the index of past replies lookup reads).
 """
 
 from .base import (AcceptanceClass, Capabilities, Draft, Drafter, FreeProposer, GenerationState, NoDrafter,
@@ -13,14 +13,11 @@ from .eagle import EagleDrafter
 from .hybrid import LookupHybrid
 from .lookup import PromptLookupDrafter, history_class
 from .model import ModelDrafter, TransformersDraftForward
-from .registry import (DRAFTER_KEYS, DRAFTER_KINDS, DRAFTERS, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MENU, MODEL_DRAFTERS,
-                       DrafterInfo, drafter_info, make_drafter)
+from .registry import make_drafter
 from .universal import UniversalDrafter
 
 __all__ = [
-    "AcceptanceClass", "Capabilities", "DRAFTERS", "DRAFTER_KEYS", "DRAFTER_KINDS", "Draft", "Drafter", "DrafterInfo",
-    "EagleDrafter", "FreeProposer", "GenerationState", "HEAD_DRAFTERS",
-    "LOOKUP_DRAFTERS", "LookupHybrid", "MENU", "MODEL_DRAFTERS", "ModelDrafter", "NoDrafter", "PromptLookupDrafter",
-    "TargetStateReader", "TransformersDraftForward", "UniversalDrafter", "check_capabilities", "drafter_info",
-    "history_class", "make_drafter", "over_vocabulary",
+    "AcceptanceClass", "Capabilities", "Draft", "Drafter", "EagleDrafter", "FreeProposer", "GenerationState",
+    "LookupHybrid", "ModelDrafter", "NoDrafter", "PromptLookupDrafter", "TargetStateReader", "TransformersDraftForward",
+    "UniversalDrafter", "check_capabilities", "history_class", "make_drafter", "over_vocabulary",
 ]

@@ -24,8 +24,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
-from ..adaptive import CONTEXT, HISTORY, AcceptanceClass
-from ..sampling import Sampler
+from ..decoding.adaptive import CONTEXT, HISTORY, AcceptanceClass
+from ..decoding.sampling import Sampler
 
 __all__ = ["CONTEXT", "HISTORY", "AcceptanceClass", "Capabilities", "Draft", "Drafter", "FreeProposer",
            "GenerationState", "NoDrafter", "TargetStateReader", "check_capabilities", "over_vocabulary"]
@@ -45,7 +45,7 @@ class Draft:
     forwards: int = 0
     match_length: int | None = None  # a lookup's: how many tokens of the context's end it matched
     # A draft model on a GPU leaves its tokens there (a 1-D long tensor) and `tokens` empty: the host learns them
-    # with the verification's result, in the step's one wait (engine/host_syncs.py).
+    # with the verification's result, in the step's one wait (engine/backends/torch/host_syncs.py).
     on_device: torch.Tensor | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""The EAGLE drafter: drafting with a draft head (engine/eagle.py) from the target's own hidden states.
+"""The EAGLE drafter: drafting with a draft head (engine/drafting/eagle_network.py) from the target's own hidden states.
 
 A stateless head keeps the target's last hidden state; an attending head feeds the states of every verified
 position through its attention block and keeps them in its own KV cache, cropping its drafted positions off before
@@ -12,10 +12,10 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..eagle import EagleHead
-from ..lean import LeanCache
-from ..sampling import Sampler
+from ..backends.torch.lean import LeanCache
+from ..decoding.sampling import Sampler
 from .base import Capabilities, Draft, Drafter, over_vocabulary
+from .eagle_network import EagleHead
 
 
 class EagleDrafter(Drafter):

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from ..sampling import Sampler
+from ..decoding.sampling import Sampler
 from .base import Draft, Drafter
 from .lookup import PromptLookupDrafter
 

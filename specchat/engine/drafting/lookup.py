@@ -8,8 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..history import SuffixIndex, backward_agreement
+from ...core.vocabulary import HISTORY as HISTORY_DRAFTER
 from .base import CONTEXT, HISTORY, AcceptanceClass, Draft, Drafter
+from .past_replies import SuffixIndex, backward_agreement
 
 
 class PromptLookupDrafter(Drafter):
@@ -36,7 +37,7 @@ class PromptLookupDrafter(Drafter):
         self.min_ngram = min_ngram
         self.history = history
         if history is not None:
-            self.name = "history"
+            self.name = HISTORY_DRAFTER
 
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
         draft = self._from_context(context, k)

@@ -8,8 +8,8 @@ from typing import Sequence
 
 import torch
 
-from ..sampling import Sampler
-from .backends import TransformersDraftForward, can_cut_output_rows, draft_backend
+from ..backends.draft_backends import TransformersDraftForward, can_cut_output_rows, draft_backend
+from ..decoding.sampling import Sampler
 from .base import Capabilities, Draft, Drafter, over_vocabulary
 
 __all__ = ["DraftModelBase", "ModelDrafter", "TransformersDraftForward"]

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from ..sampling import Sampler
+from ..decoding.sampling import Sampler
 from .base import Draft
 from .model import DraftModelBase
 from .retokenize import CONTEXT_CHARS, CONTEXT_TOKENS, REPLACEMENT, DraftView, PrefixIndex, TextCodec

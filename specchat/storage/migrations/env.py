@@ -6,7 +6,7 @@ and the connection it passes in already has its pragmas set and its transaction 
 
 from alembic import context
 
-from specchat.storage.models import Base
+from specchat.storage.tables import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

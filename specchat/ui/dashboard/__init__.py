@@ -13,14 +13,14 @@ The package holds:
 The names below are re-exported so that `from specchat.ui.dashboard import X` works as it did for the single module.
 """
 
-from .benchmark import (BENCH_DEVICE_USER, DEFAULT_BENCH_PROMPTS, DEFAULT_BENCH_TOKENS, BenchmarkDialog,
-                        BenchmarkHost, BenchmarkProgress, BenchmarkRun, benchmark_modes)
+from .benchmark import (BENCH_DEVICE_USER, DEFAULT_BENCH_PROMPTS, DEFAULT_BENCH_TOKENS, BenchmarkDialog, BenchmarkHost,
+                        BenchmarkProgress, BenchmarkRun, benchmark_modes)
 from .charts import ChartView, GroupBarsChart, GroupsChart, TimelineChart
 from .stats import (ALL_TIME, CHART_FILES, CSV_COLUMNS, CUSTOM_DATES, GROUP_COLUMNS, GROUPINGS, LABEL_CHARS,
                     MAX_CHART_GROUPS, MAX_POSITIONS, OTHER_COLOURS, RANGES, SOURCES, SPEED_COLOUR, SPEEDUP_COLOUR,
-                    accepted_length_distribution, chart_groups, chart_labels, csv_row, drafter_of_group,
-                    format_duration, group_cells, group_colours, group_to_json, local_day_start, pair_choices,
-                    reading_order, run_to_json, run_tooltip, short_label, time_axis_ticks)
+                    accepted_length_distribution, chart_groups, chart_labels, csv_row, drafter_of_group, group_cells,
+                    group_colours, group_to_json, local_day_start, pair_choices, reading_order, run_to_json,
+                    run_tooltip, short_label, time_axis_ticks)
 from .window import DashboardWindow, SortItem, SummaryCard
 
 __all__ = ["ALL_TIME", "BENCH_DEVICE_USER", "CHART_FILES", "CSV_COLUMNS", "CUSTOM_DATES", "DEFAULT_BENCH_PROMPTS",
@@ -29,6 +29,6 @@ __all__ = ["ALL_TIME", "BENCH_DEVICE_USER", "CHART_FILES", "CSV_COLUMNS", "CUSTO
            "SOURCES", "SPEED_COLOUR", "SPEEDUP_COLOUR", "BenchmarkDialog", "BenchmarkHost", "BenchmarkProgress",
            "BenchmarkRun", "ChartView", "DashboardWindow", "GroupBarsChart", "GroupsChart", "SortItem", "SummaryCard",
            "TimelineChart", "accepted_length_distribution", "benchmark_modes", "chart_groups", "chart_labels",
-           "csv_row", "drafter_of_group", "format_duration", "group_cells", "group_colours", "group_to_json",
+           "csv_row", "drafter_of_group", "group_cells", "group_colours", "group_to_json",
            "local_day_start", "pair_choices", "reading_order", "run_to_json", "run_tooltip", "short_label",
            "time_axis_ticks"]

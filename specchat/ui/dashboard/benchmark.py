@@ -14,15 +14,14 @@ from PySide6.QtWidgets import (QButtonGroup, QDialog, QDialogButtonBox, QFileDia
                                QLabel, QLineEdit, QProgressBar, QPushButton, QRadioButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from ...bench.prompts import load_prompts
 from ...bench.report import bench_run_values
 from ...bench.runner import BenchRunner, BenchSettings
-from ...engine import PromptError, SpecchatError
-from ...engine.drafting import drafter_info
-from ...engine.pair import ModelPair
+from ...bench.suites import load_prompts
+from ...core.errors import PromptError, SpecchatError, StorageError
+from ...core.run_kind import REMOTE, RunKind
+from ...core.vocabulary import PLAIN, drafter_kind
+from ...engine.loading.pair import ModelPair
 from ...resources import default_prompt_suite
-from ...run_kind import PLAIN, REMOTE, RunKind
-from ...storage import StorageError
 from ..workers import FunctionWorker
 from .stats import _count
 
@@ -71,7 +70,7 @@ class BenchmarkDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Run a benchmark — specchat")
         names = " and ".join("the remote engine (another machine: compared for text, not speed)"
-                             if RunKind.parse(m).is_remote else drafter_info(m).phrase for m in modes)
+                             if RunKind.parse(m).is_remote else drafter_kind(m).phrase for m in modes)
         intro = QLabel(f"Each prompt is decoded greedily with <b>{html.escape(names)}</b>, one after the other on "
                        f"<b>{html.escape(where)}</b>. The speedup is measured against plain decoding of the same "
                        "prompt; the results are stored as benchmark runs.")
@@ -179,7 +178,7 @@ class BenchmarkHost(QWidget):
         if session.device_busy():
             return ("The models are busy (a chat reply or a race is being generated); run the benchmark when it "
                     "has finished.")
-        drafter = drafter_info(session.settings.drafter)
+        drafter = drafter_kind(session.settings.drafter)
         if drafter.needs_model and session.pair.draft is None:
             return f"The {drafter.chart_label} drafter needs a draft model: choose one in Settings."
         if drafter.needs_head and not session.pair.has_head:
@@ -224,7 +223,7 @@ class BenchmarkHost(QWidget):
         report = self._bench_progress.progress.emit
 
         def progress(done: int, total: int, record) -> None:  # called on the worker thread
-            mode = drafter_info(record.mode).chart_label
+            mode = drafter_kind(record.mode).chart_label
             report(done, total, f"q{record.question_id} {record.category} · {mode}")
 
         def work():
@@ -306,7 +305,7 @@ class BenchmarkHost(QWidget):
             values = bench_run_values(record, bench.pair, bench.settings, self.session.app_session_id,
                                       bench.remote_name)
             if values is not None:
-                self.session.store.record_run(values)
+                self.session.runs.add(values)
                 stored += 1
         return stored
 

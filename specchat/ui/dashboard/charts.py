@@ -13,14 +13,13 @@ from PySide6.QtCore import QDateTime, QMargins, QPointF, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsSimpleTextItem, QLabel, QToolTip
 
-from ...engine.drafting import drafter_info
-from ...run_kind import RunKind
+from ...core.run_kind import RunKind
+from ...core.vocabulary import drafter_kind
 from ...storage.records import GroupStats, RunRow
 from ..plain import plain_tip
 from ..theme import current_theme
-from .stats import (CHART_FILES, OTHER_COLOURS, SPEED_COLOUR, SPEEDUP_COLOUR, _drafter_rank, _ms, _speedup_text,
-                    _unique_labels, run_tooltip, short_label, time_axis_ticks)
-
+from .stats import (CHART_FILES, DRAFTER_COLOURS, OTHER_COLOURS, SPEED_COLOUR, SPEEDUP_COLOUR, _drafter_rank, _ms,
+                    _speedup_text, _unique_labels, run_tooltip, short_label, time_axis_ticks)
 
 
 def _colour(name: str) -> QColor:
@@ -144,9 +143,9 @@ class TimelineChart(ChartView):
             self.chart().setTitle("Speedup and speed per run over time")
 
     def _add_drafter(self, drafter: str, runs: list[RunRow]) -> None:
-        colour = _colour(drafter_info(RunKind.parse(drafter).colour_key).colour or OTHER_COLOURS[0])
+        colour = _colour(DRAFTER_COLOURS.get(RunKind.parse(drafter).colour_key) or OTHER_COLOURS[0])
         measured = [r for r in runs if r.speedup is not None]
-        line = QLineSeries(name=drafter_info(drafter).chart_label)
+        line = QLineSeries(name=drafter_kind(drafter).chart_label)
         line.setPen(QPen(colour, 2))
         dots = QScatterSeries(markerSize=7.0, color=colour, borderColor=self.palette().base().color())
         for run in measured:
@@ -157,7 +156,7 @@ class TimelineChart(ChartView):
         dots.hovered.connect(lambda point, state, rows=measured: self._tip(point, state, rows))
         light = QColor(colour)
         light.setAlpha(150)
-        speed = QScatterSeries(name=f"{drafter_info(drafter).chart_label} tokens/s", markerSize=8.0, color=light,
+        speed = QScatterSeries(name=f"{drafter_kind(drafter).chart_label} tokens/s", markerSize=8.0, color=light,
                                borderColor=light)
         speed.setMarkerShape(QScatterSeries.MarkerShape.MarkerShapeTriangle)
         for run in runs:

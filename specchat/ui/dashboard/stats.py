@@ -1,6 +1,6 @@
 """What the dashboard computes and shows without Qt: the filters' choices, the accepted-length distribution, the CSV
 and JSON rows, the groups' order, colours and chart labels, the timeline's ticks, and the text of tooltips, table
-cells and combo items. The drafters' names, order and colours are the drafter registry's (engine/drafting).
+cells and combo items. The drafters' names and order are core/vocabulary.py's; their colours are DRAFTER_COLOURS here.
 
 Nothing here imports Qt, so it can be tested (and reused) without a window.
 """
@@ -13,9 +13,8 @@ from collections import Counter
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Iterable, Sequence
 
-from ...engine.drafting import DRAFTER_KEYS, DRAFTERS, drafter_info
-from ...formatting import format_duration  # noqa: F401 - re-exported: the dashboard's cards use it
-from ...run_kind import RunKind
+from ...core.run_kind import RunKind
+from ...core.vocabulary import DRAFTER_KEYS, drafter_kind
 from ...storage.records import GroupStats, RunRow
 
 # --- what the filters offer ---------------------------------------------------------------------------------------
@@ -27,6 +26,9 @@ GROUPINGS = (("Model pair & drafter", "pair"), ("App session", "app_session"), (
              ("Benchmark category", "category"))
 
 OTHER_COLOURS = ("#00897b", "#5d8aa8", "#8d6e63", "#9e9d24", "#ad1457", "#e69500")
+# Each drafter kind's colour in the statistics window (core/vocabulary.py names the kinds; the colours are the UI's)
+DRAFTER_COLOURS = {"none": "#6b7280", "pld": "#2e8b57", "history": "#00897b", "model": "#3b6ea8",
+                   "hybrid": "#c2185b", "eagle": "#7b52ab", "eagle-hybrid": "#d84315", "universal": "#b8860b"}
 SPEEDUP_COLOUR = "#3b6ea8"
 SPEED_COLOUR = "#e69500"
 
@@ -104,10 +106,10 @@ def group_colours(groups: Sequence[GroupStats]) -> dict[str, str]:
     """A colour per group: a drafter's own colour for the first group of that drafter, so the charts agree with
     the timeline's colours; the other colours for the rest."""
     colours: dict[str, str] = {}
-    spare = list(dict.fromkeys([*OTHER_COLOURS, *(d.colour for d in DRAFTERS)]))
+    spare = list(dict.fromkeys([*OTHER_COLOURS, *DRAFTER_COLOURS.values()]))
     used: set[str] = set()
     for group in groups:
-        colour = drafter_info(RunKind.parse(drafter_of_group(group.key) or "").colour_key).colour
+        colour = DRAFTER_COLOURS.get(RunKind.parse(drafter_of_group(group.key) or "").colour_key, "")
         if not colour or colour in used:
             colour = next((c for c in spare if c not in used), spare[len(colours) % len(spare)])
         colours[group.key] = colour
@@ -137,7 +139,7 @@ def chart_labels(groups: Sequence[GroupStats], by: str) -> dict[str, str]:
     if by == "category":
         for group in groups:
             drafter = drafter_of_group(group.key) or ""
-            labels[group.key] = f"{group.label.rpartition(' · ')[0]} · {drafter_info(drafter).chart_label}"
+            labels[group.key] = f"{group.label.rpartition(' · ')[0]} · {drafter_kind(drafter).chart_label}"
         return labels
     if by != "pair":
         return labels
@@ -147,7 +149,7 @@ def chart_labels(groups: Sequence[GroupStats], by: str) -> dict[str, str]:
         return labels
     several_drafts = len({pair for pair in pairs if " + " in pair}) > 1
     for key, (pair, _, drafter) in parsed.items():
-        name = drafter_info(drafter).chart_label
+        name = drafter_kind(drafter).chart_label
         draft = pair.partition(" + ")[2]
         labels[key] = f"{name} · {draft}" if several_drafts and draft else name
     return labels
@@ -211,7 +213,7 @@ def run_tooltip(run: RunRow) -> str:
         parts.append(f"α {run.alpha:.2f}")
     if run.tau is not None:
         parts.append(f"τ {run.tau:.2f}")
-    return (f"{_local(run.created_at)} · {drafter_info(run.drafter).chart_label} · "
+    return (f"{_local(run.created_at)} · {drafter_kind(run.drafter).chart_label} · "
             f"{where.get(run.source, run.source)}\n{run.pair}\n" + " · ".join(parts))
 
 

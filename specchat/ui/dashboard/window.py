@@ -18,19 +18,18 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDateEdit, QFileDia
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ... import __version__
-from ...engine.drafting import drafter_info
-from ...storage import StorageError
+from ...core.errors import StorageError
+from ...core.formatting import format_duration
+from ...core.vocabulary import drafter_kind
 from ...storage.records import GroupStats, RunAggregate, RunFilter, RunRow
 from ..plain import plain_tip
 from ..theme import current_theme
 from .benchmark import BenchmarkHost, BenchmarkProgress, BenchmarkRun
 from .charts import ChartView, GroupBarsChart, GroupsChart, TimelineChart
-from .stats import (ALL_TIME, CHART_FILES, CSV_COLUMNS, CUSTOM_DATES, GROUP_COLUMNS, GROUPINGS,
-                    MAX_POSITIONS, RANGES, SOURCES, _count, _drafter_rank, _padded, _round_up, _sort_key,
-                    _speedup_text, accepted_length_distribution, chart_groups, chart_labels, csv_row, format_duration,
-                    group_cells, group_colours, group_to_json, local_day_start, pair_choices, reading_order,
-                    run_to_json, short_label)
-
+from .stats import (ALL_TIME, CHART_FILES, CSV_COLUMNS, CUSTOM_DATES, GROUP_COLUMNS, GROUPINGS, MAX_POSITIONS, RANGES,
+                    SOURCES, _count, _drafter_rank, _padded, _round_up, _sort_key, _speedup_text,
+                    accepted_length_distribution, chart_groups, chart_labels, csv_row, group_cells, group_colours,
+                    group_to_json, local_day_start, pair_choices, reading_order, run_to_json, short_label)
 
 # --- summary cards and the groups table ---------------------------------------------------------------------------
 
@@ -297,10 +296,10 @@ class DashboardWindow(BenchmarkHost):
 
     def _reload_choices(self) -> None:
         """The pairs and drafters that exist in the database (a benchmark may have added some)."""
-        choices = self.session.store.run_choices()
+        choices = self.session.runs.choices()
         _refill(self.pair_combo, pair_choices(choices["pairs"]))
         drafters = sorted(choices["drafters"], key=_drafter_rank)
-        _refill(self.drafter_combo, [("All drafters", None)] + [(drafter_info(d).chart_label, d) for d in drafters])
+        _refill(self.drafter_combo, [("All drafters", None)] + [(drafter_kind(d).chart_label, d) for d in drafters])
 
     # -- showing --------------------------------------------------------------------------------------------------
 
@@ -323,8 +322,8 @@ class DashboardWindow(BenchmarkHost):
         try:
             self._reload_choices()
             where, by = self.current_filter(), self.grouping()
-            self.runs = self.session.store.runs(where)
-            self.groups = self.session.store.run_groups(by, where)
+            self.runs = self.session.runs.find(where)
+            self.groups = self.session.runs.grouped(by, where)
         except StorageError as error:
             self._say(f"The statistics could not be read: {error}", "error")
             return

@@ -8,10 +8,10 @@ from typing import Callable
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QMenu, QMessageBox
 
-from ...engine import SpecchatError
+from ...core.errors import SpecchatError
+from ...engine.decoding.speculative import GenerationConfig
 from ...engine.race import Track, all_identical, lane_results
-from ...run_kind import RunKind
-from ...storage.records import track_row
+from ...storage.records import RunRecord, track_row
 
 
 class ComparisonHistory(QListWidget):
@@ -37,7 +37,7 @@ class ComparisonHistory(QListWidget):
 
     def refresh(self, select: int | None = None) -> None:
         self.clear()
-        for info in self.session.store.list_comparisons():
+        for info in self.session.comparisons.find():
             when = info.created_at.astimezone().strftime("%d %b %H:%M")
             first_line = info.prompt.splitlines()[0][:40] if info.prompt else ""
             mark = "" if info.identical is None else (" ✓" if info.identical else " ✗")
@@ -54,7 +54,7 @@ class ComparisonHistory(QListWidget):
     def load(self, comparison_id: int):
         """The saved comparison (storage record), or None, reported, when it is gone."""
         try:
-            return self.session.store.comparison(comparison_id)
+            return self.session.comparisons.get(comparison_id)
         except SpecchatError as error:
             self._report(str(error))
             self.refresh()
@@ -74,21 +74,22 @@ class ComparisonHistory(QListWidget):
         if confirm and QMessageBox.question(self.window(), "Delete comparison", "Delete this comparison and its "
                                             "measurements?") != QMessageBox.StandardButton.Yes:
             return
-        self.session.store.delete_comparison(comparison_id)
+        self.session.comparisons.delete(comparison_id)
         self.session.stats_changed.emit()
         self.deleted.emit(comparison_id)
         self.refresh()
 
-    def save(self, tracks: list[Track], greedy: bool, prompt: str, race_settings: dict, settings) -> int | None:
+    def save(self, tracks: list[Track], greedy: bool, prompt: str, race_settings: dict,
+             config: GenerationConfig) -> int | None:
         """Store a finished race: the comparison, its tracks and one run per lane; None, reported, if refused.
 
-        `race_settings` are the comparison's recorded settings, `settings` the app settings as the race started."""
+        `race_settings` are the comparison's recorded settings, `config` the lanes' generation config (its seed
+        set) as the race started."""
         pair = self.session.pair
         results = lane_results(tracks, greedy)
-        runs = [self._run_values(track, result, tracks[0], race_settings, settings)
-                for track, result in zip(tracks, results)]
+        runs = [self._run_values(track, result, tracks[0], config) for track, result in zip(tracks, results)]
         try:
-            return self.session.store.save_comparison(
+            return self.session.comparisons.save(
                 {"prompt": prompt, "target": pair.target.name,
                  "draft": pair.draft.name if pair.draft else None, "settings": race_settings,
                  "greedy": greedy, "identical": all_identical(tracks) if greedy else None,
@@ -100,10 +101,10 @@ class ComparisonHistory(QListWidget):
         finally:
             self.session.stats_changed.emit()
 
-    def _run_values(self, track: Track, result, plain: Track, race_settings: dict, settings) -> dict:
-        remote = self.session.remote if RunKind.parse(track.drafter).is_remote else None  # under the remote model
-        return self.session.run_values(
-            track.stats, track.drafter, race_settings["seed"], settings,
-            models=remote.models if remote is not None else None, speedup=result.speedup,
-            speedup_basis="measured" if result.speedup else None, baseline_tokens_per_s=plain.tokens_per_s,
-            finish_reason=track.finish_reason)
+    def _run_values(self, track: Track, result, plain: Track, config: GenerationConfig) -> RunRecord:
+        """A lane's run: its figures, what it ran with (a remote lane under the remote model), and its speedup
+        over the plain lane."""
+        context = self.session.run_context(track.drafter, config)
+        return self.session.runs.record(
+            track.stats, context, speedup=result.speedup, speedup_basis="measured" if result.speedup else None,
+            baseline_tokens_per_s=plain.tokens_per_s, finish_reason=track.finish_reason)

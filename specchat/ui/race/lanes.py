@@ -10,12 +10,10 @@ from PySide6.QtCore import QMargins, QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QTextBrowser, QVBoxLayout
 
-from ...engine.drafting import drafter_info
-from ...engine.events import Origin
+from ...core.run_kind import RunKind
+from ...core.vocabulary import DRAFT_ORIGIN, TARGET_ORIGIN, Origin, drafter_kind
 from ...engine.race import Track
-from ...run_kind import RunKind
 from ..plain import plain_label
-from ..spans import DRAFT
 from ..theme import current_theme
 from ..transcript import DRAFT_TIP, ORIGIN_PROPERTY, TARGET_TIP, draft_positions
 
@@ -28,12 +26,12 @@ def lane_label(drafter: str) -> str:
     kind = RunKind.parse(drafter)
     if kind.is_remote:
         return "Remote engine (another machine)"
-    return "Plain decoding (target alone)" if kind.is_plain else drafter_info(drafter).label
+    return "Plain decoding (target alone)" if kind.is_plain else drafter_kind(drafter).label
 
 
 def short_label(drafter: str) -> str:
     """For the chart's legend and the table, where space is short."""
-    return drafter_info(drafter).short_label
+    return drafter_kind(drafter).short_label
 
 
 class LaneView(QTextBrowser):
@@ -81,7 +79,7 @@ def _whole(value: float) -> bool:
 
 def _origin_format(drafted: bool, theme) -> QTextCharFormat:
     fmt = QTextCharFormat()
-    fmt.setProperty(ORIGIN_PROPERTY, DRAFT if drafted else "target")
+    fmt.setProperty(ORIGIN_PROPERTY, DRAFT_ORIGIN if drafted else TARGET_ORIGIN)
     if drafted:
         fmt.setBackground(theme.draft_background)
     fmt.setToolTip(DRAFT_TIP if drafted else TARGET_TIP)
@@ -97,7 +95,7 @@ class Lane(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         # Up to six lanes share the window's width: the title is the check box's short name (the full one in its
         # tooltip), and the figures wrap rather than widen the window or get cut.
-        name = drafter_info(drafter).box_label
+        name = drafter_kind(drafter).box_label
         title = QLabel(f"<span style='color:{colour}'>■</span>&nbsp;<b>{html.escape(name)}</b>",
                        toolTip=lane_label(drafter))
         title.setMinimumWidth(40)

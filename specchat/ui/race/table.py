@@ -11,8 +11,9 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout)
 
+from ...core.run_kind import RunKind
+from ...core.vocabulary import BIT_IDENTICAL, DISTRIBUTION
 from ...engine.race import Track
-from ...run_kind import RunKind
 from .lanes import lane_label, short_label
 
 RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
@@ -74,14 +75,14 @@ def verdict_html(tracks: list[Track], greedy: bool, exactness: str | None = None
     plain = tracks[0]
     differing = [i for i, t in enumerate(tracks[1:], start=1) if not t.same_output(plain)]
     if not differing:
-        claim = (DISTRIBUTION_NOTE if exactness == "distribution" else
+        claim = (DISTRIBUTION_NOTE if exactness == DISTRIBUTION else
                  " The target's kernels are batch-invariant here: bit-identity is guaranteed, not luck."
-                 if exactness == "bit-identical" else "")
+                 if exactness == BIT_IDENTICAL else "")
         return (f"<span style='color:#2e7d32'><b>✓ Identical output:</b></span> every lane produced the same "
                 f"{len(plain.token_ids)} tokens as plain decoding; the speedup costs nothing in quality.{claim}")
     links = ", ".join(f"<a href='diff:{i}'>show diff with {html.escape(tracks[i].drafter)}</a>"
                       for i in differing)
-    if exactness == "distribution":
+    if exactness == DISTRIBUTION:
         return f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}).{DISTRIBUTION_NOTE}"
     return (f"<span style='color:#b3261e'><b>✗ Outputs differ</b></span> from plain decoding ({links}). "
             "Greedy speculative decoding should be lossless; on some hardware, batched and single-token "

@@ -20,15 +20,16 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout, QWidget)
 
-from ...engine import Message, SpecchatError
+from ...core.errors import SpecchatError
+from ...core.run_kind import REMOTE, RunKind
+from ...core.vocabulary import CANCELLED, DRAFTERS, PLAIN, drafter_kind
 from ...engine.chat_engine import whole_prompt
-from ...engine.drafting import DRAFTERS, drafter_info
-from ...engine.events import GenerationResult, StepEvent
+from ...engine.chat_prompt import Message
+from ...engine.decoding.events import GenerationResult, StepEvent
 from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
-from ...run_kind import PLAIN, REMOTE, RunKind
 from ..plain import plain_label, plain_tip
+from ..reply_workers import RaceWorker
 from ..theme import current_theme
-from ..workers import RaceWorker
 from .history import ComparisonHistory
 from .lanes import LANE_COLOURS, Lane, TokensChart
 from .replay import Replay
@@ -167,7 +168,7 @@ class RaceWindow(QWidget):
         has_draft = pair is not None and pair.draft is not None
         has_head = pair is not None and pair.has_head
         for drafter, box in self.drafter_boxes.items():
-            info = drafter_info(drafter)
+            info = drafter_kind(drafter)
             usable = (not info.needs_model or has_draft) and (not info.needs_head or has_head)
             if RunKind.parse(drafter).is_remote:
                 usable = self.session.remote is not None
@@ -224,7 +225,7 @@ class RaceWindow(QWidget):
         drafters = self.chosen_drafters()
         try:
             chat = [Message("user", text)]
-            # PromptError, said here, for a prompt that cannot be one; remembered, so the lanes do not tokenize it again
+            # PromptError, said here, for a prompt that cannot be one (each lane makes its own, as the CLI does)
             whole_prompt(self.session.tokenizer, chat, None)
             runner = self._race_runner()
         except SpecchatError as error:
@@ -239,7 +240,7 @@ class RaceWindow(QWidget):
                                "top_k": settings.top_k, "k": settings.k, "adaptive_k": settings.adaptive_k,
                                "seed": seed, "device": str(self.session.pair.target.device)}
         self._race_prompt = text
-        self._settings = dataclasses.replace(settings)  # as they were when the race started
+        self._config = config  # as it was when the race started: what every lane's run is recorded with
         self.comparison_id = None
         self.history.clearSelection()
         self.replay.stop()
@@ -298,7 +299,7 @@ class RaceWindow(QWidget):
     def _on_race_finished(self, _value=None) -> None:
         self._end_race()
         done = [t for t in self.tracks if t.finish_reason is not None]
-        if len(done) < len(self.tracks) or any(t.finish_reason == "cancelled" for t in done):
+        if len(done) < len(self.tracks) or any(t.finish_reason == CANCELLED for t in done):
             self._say("Race stopped: nothing was saved.")
             for lane, track in zip(self.lanes, self.tracks):
                 if track.finish_reason is None:
@@ -325,7 +326,7 @@ class RaceWindow(QWidget):
             self._cancel.set()
 
     def _save(self) -> int | None:
-        return self.history.save(self.tracks, self.greedy, self._race_prompt, self._race_settings, self._settings)
+        return self.history.save(self.tracks, self.greedy, self._race_prompt, self._race_settings, self._config)
 
     # -- results --------------------------------------------------------------------------------------------------
 

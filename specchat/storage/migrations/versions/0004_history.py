@@ -1,7 +1,7 @@
 """Which chats the history drafter may learn from.
 
 - conversations gains `in_history`: the replies of a chat with it set feed the "draft from past replies" index
-  (engine/history.py). Chats made in the app have it from the start; an imported chat gets it only once the user
+  (engine/drafting/past_replies.py). Chats made in the app have it from the start; an imported chat gets it only once the user
   opens it, so text the user has never seen in the app is never proposed as a draft.
 
 Revision ID: 0004_history

@@ -1,0 +1,262 @@
+"""A chat reply from Enter to its rows, without Qt: its prompt fitted once, its rows begun, its steps gathered as they
+stream (text, spans, rejected proposals: the one place they are gathered) and saved now and then, and the reply
+finished or failed with its run completed. The window drives it and only draws the plain events it emits (the
+dataclasses below); ui/session.py adapts them onto Qt signals.
+
+    controller = ReplyController(ReplyRecorder(store, runs), emit)
+    job = controller.start(chat, engine)   # emits ReplyBegan; the model thread runs `job`
+    controller.steps(events, now)          # emits StepsArrived, now and then saves the reply so far (ReplyTrouble)
+    controller.finish(result)              # or controller.fail(message): emits ReplyEnded
+
+Nothing written is read back: each write returns its row (the placeholder, the final message, the run's record), and
+the open chat (OpenChat) and the reply's footer are kept up to date from them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+from ..core.errors import StorageError
+from ..core.vocabulary import ERROR, STREAMING
+from ..engine.chat_engine import ChatEngine, FittedPrompt
+from ..engine.chat_prompt import Message
+from ..engine.decoding.events import GenerationResult, StepEvent
+from ..engine.decoding.speculative import GenerationConfig
+from ..storage.records import MessageInfo, RunRecord
+from .conversations import OpenChat
+from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
+from .reply_spans import ReplySpans
+from .run_book import footer_text
+from .run_context import RunContext
+
+SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk (seconds)
+
+# Fits a conversation (messages, system prompt) into a prompt with room for max_new_tokens
+Fit = Callable[[Sequence[Message], str | None, int], FittedPrompt]
+
+
+@dataclass(frozen=True)
+class ReplyEngine:
+    """What a reply runs on, decided before it starts (ChatSession.reply_engine): what it runs with (context), the
+    maker of its ChatEngine (called on the model thread), how its prompt is fitted (None for a remote engine, which
+    reads the messages and applies its own template) and what runs on the finished reply on the model thread (the
+    past-replies index; None for a remote reply, which has no token ids)."""
+
+    context: RunContext
+    make_engine: Callable[[], ChatEngine]
+    fit: Fit | None = None
+    on_result: Callable[[GenerationResult], None] | None = None
+
+
+@dataclass(frozen=True)
+class ReplyJob:
+    """What the model thread runs for a reply (ui/reply_workers.py's GenerationWorker): the engine's maker, the
+    conversation, the config (its seed set), and the prompt fitted once (prompt_ids; None: the engine reads the
+    messages itself) with its length."""
+
+    make_engine: Callable[[], ChatEngine]
+    messages: tuple[Message, ...]
+    system: str | None
+    config: GenerationConfig
+    prompt_ids: tuple[int, ...] | None
+    prompt_tokens: int
+    on_result: Callable[[GenerationResult], None] | None = None
+
+
+# -- the events the window draws --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReplyBegan:
+    """A reply's rows are on disk and its job is about to run: the window opens the reply's region (with `note`,
+    what the prompt left out, if anything) and claims the device."""
+
+    conversation_id: int
+    message_id: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StepsArrived:
+    """Steps to draw as they are (tokens appended live): the controller has gathered them already."""
+
+    events: tuple[StepEvent, ...]
+
+
+@dataclass(frozen=True)
+class ReplyTrouble:
+    """Something the user should know while the reply goes on (a partial save refused: said once)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class ReplyEnded:
+    """The reply has ended and is saved (saved) or not: the window draws the whole chat once, with this reply as
+    stored (or from memory, footer "not saved"), says `problem` if any and `note` again; runs_changed: its run was
+    completed, so the statistics changed."""
+
+    conversation_id: int
+    message_id: int
+    text: str
+    spans: ReplySpans
+    stopped: bool
+    footer: str
+    note: str = ""
+    saved: bool = True
+    problem: str | None = None
+    runs_changed: bool = False
+
+
+# -- the reply streaming now ------------------------------------------------------------------------------------------
+
+@dataclass
+class StreamingReply:
+    """The reply streaming now: its chat, its rows (ReplyRecorder.begin), what the user should know of its prompt,
+    and what it has streamed, gathered from its steps (text, spans and rejected proposals), with when it was last
+    saved and the run's figures as saved then (what a failed reply's footer says)."""
+
+    chat: OpenChat
+    rows: RecordedReply
+    note: str = ""
+    text: str = ""
+    spans: ReplySpans = field(default_factory=ReplySpans)
+    last_saved: float = 0.0
+    save_failed: bool = False  # a partial save failed: said once, retried at the next save time
+    saved_figures: dict = field(default_factory=dict)
+
+    @property
+    def conversation_id(self) -> int:
+        return self.rows.conversation_id
+
+    @property
+    def message_id(self) -> int:
+        return self.rows.message_id
+
+    def add(self, event: StepEvent) -> None:
+        """Gathers one step: its text, its tokens' spans and origins, and the proposal the target rejected."""
+        self.spans.add_tokens(event.spans, event.origins)
+        self.text += event.text_delta
+        if event.rejected_text:
+            self.spans.add_rejected(len(self.text), event.rejected_text)
+
+    def end(self, result: GenerationResult) -> None:
+        """The finished reply's text and spans are the result's, which is the authority (a character the detokenizer
+        held back goes to the last token as the reply ends); the rejected proposals stay as gathered."""
+        spans = ReplySpans(rejected=self.spans.rejected)
+        spans.add_tokens(result.spans, result.origins)
+        self.text, self.spans = result.text, spans
+
+
+def left_out_note(left_out: int) -> str:
+    """What the user is told when the prompt leaves out the chat's `left_out` oldest messages ("" for none)."""
+    if not left_out:
+        return ""
+    many = left_out > 1
+    return (f"The {left_out} oldest message{'s' if many else ''} of this chat {'are' if many else 'is'} left out of "
+            "what the model reads: the chat is longer than its context window. They stay saved.")
+
+
+class ReplyController:
+    """The chat's replies, one at a time: `active` is the one streaming (None between replies). Its events go to
+    `emit` (plain dataclasses, above), in order; `rejected` keeps each reply's rejected proposals for this app
+    session (they are shown, never stored)."""
+
+    def __init__(self, recorder: ReplyRecorder, emit: Callable[[object], None]):
+        self.recorder, self.emit = recorder, emit
+        self.active: StreamingReply | None = None
+        self.rejected: dict[int, list[tuple[int, str]]] = {}
+
+    def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None) -> ReplyJob:
+        """Fits the chat's prompt (once: the model thread streams these ids), picks the seed (random unless given),
+        writes the reply's placeholder and run (ReplyRecorder.begin) and emits ReplyBegan; returns the job for the
+        model thread. Raises PromptError (the last message alone does not fit) before anything is written, and
+        StorageError when the rows cannot be written (the chat is then read again before its next reply)."""
+        messages, system = tuple(chat.history()), chat.system_prompt
+        config = engine.context.config
+        prompt = engine.fit(messages, system, config.max_new_tokens) if engine.fit is not None else None
+        context = engine.context.seeded(random.SystemRandom().randrange(2**31) if seed is None else seed)
+        prompt_tokens = len(prompt.ids) if prompt is not None else 0
+        try:
+            rows = self.recorder.begin(chat.conversation_id, prompt_tokens, context)
+        except StorageError:
+            chat.stale = True  # a placeholder may be written: what is stored is unsure
+            raise
+        self.active = StreamingReply(chat, rows, left_out_note(prompt.left_out if prompt is not None else 0))
+        self.emit(ReplyBegan(rows.conversation_id, rows.message_id, self.active.note))
+        return ReplyJob(engine.make_engine, messages, system, context.config,
+                        prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result)
+
+    def steps(self, events: Sequence[StepEvent], now: float) -> None:
+        """Gathers steps that arrived (the window calls it once a frame with what came since), emits them to draw,
+        and saves the reply so far when SAVE_PARTIAL_S have passed since the last save (now: time.perf_counter)."""
+        reply = self.active
+        if reply is None or not events:
+            return
+        for event in events:
+            reply.add(event)
+        self.emit(StepsArrived(tuple(events)))
+        if now - reply.last_saved > SAVE_PARTIAL_S:
+            reply.last_saved = now  # a failed save is retried at the next save time, not every frame
+            self._save_partial(reply, events[-1].stats.to_dict())
+
+    def _save_partial(self, reply: StreamingReply, stats: dict) -> None:
+        """The reply so far and its run's figures (stats: GenerationStats.to_dict()); a refusal is said once."""
+        try:
+            self.recorder.partial(reply.rows, reply.text, reply.spans.to_json(), stats)
+        except StorageError as error:
+            if not reply.save_failed:
+                self.emit(ReplyTrouble(f"The reply so far could not be saved ({error}); it keeps streaming, and "
+                                       "saving is tried again every second."))
+            reply.save_failed = True
+        else:
+            reply.saved_figures = RunRecord.figures(stats)
+
+    def finish(self, result: GenerationResult) -> None:
+        """The reply ended (finished, or stopped: its result): saves it and completes its run, then emits
+        ReplyEnded with its footer from the run just written."""
+        reply = self._take()
+        reply.end(result)
+        try:
+            message, run = self.recorder.finish(reply.rows, result, reply.spans.to_json())
+        except StorageError as error:
+            self._unsaved(reply, stopped_by_user(result), error)
+            return
+        self._saved(reply, message, footer_text(run) if run is not None else "", runs_changed=run is not None)
+
+    def fail(self, problem: str) -> None:
+        """The reply failed (problem: what the user is told): saves what it had streamed and marks its run, then
+        emits ReplyEnded with `problem`."""
+        reply = self._take()
+        try:
+            message, marked = self.recorder.fail(reply.rows, reply.text, reply.spans.to_json())
+        except StorageError as error:
+            self._unsaved(reply, True, error, also=problem)
+            return
+        run = replace(reply.rows.run, **reply.saved_figures, finish_reason=ERROR if marked else STREAMING)
+        self._saved(reply, message, footer_text(run), problem=problem)
+
+    def _take(self) -> StreamingReply:
+        reply, self.active = self.active, None
+        if reply is None:
+            raise RuntimeError("no reply is streaming")
+        self.rejected[reply.message_id] = reply.spans.rejected
+        return reply
+
+    def _saved(self, reply: StreamingReply, message: MessageInfo, footer: str, runs_changed: bool = False,
+               problem: str | None = None) -> None:
+        """The ended reply as stored joins its chat; the window draws it as stored."""
+        reply.chat.add(message, footer)
+        spans = ReplySpans.from_json(message.spans, self.rejected.get(message.id))
+        self.emit(ReplyEnded(reply.conversation_id, message.id, message.text, spans, message.stopped, footer,
+                             reply.note, saved=True, problem=problem, runs_changed=runs_changed))
+
+    def _unsaved(self, reply: StreamingReply, stopped: bool, error: StorageError, also: str = "") -> None:
+        """The database refused the ended reply: it stays on screen, drawn from memory, and the chat is read again
+        before its next reply (what is stored of it is unsure)."""
+        reply.chat.stale = True
+        problem = (f"{also + ' ' if also else ''}The reply could not be saved ({error}). It is still on screen: copy "
+                   "it before closing this chat.")
+        self.emit(ReplyEnded(reply.conversation_id, reply.message_id, reply.text, reply.spans, stopped,
+                             "not saved", reply.note, saved=False, problem=problem))

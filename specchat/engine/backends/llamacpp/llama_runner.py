@@ -1,0 +1,547 @@
+"""The target on llama.cpp: a GGUF file run on its own quantized weights and kernels (through llama-cpp-python's C
+API), behind the same runner interface as the torch paths (engine/backends/torch/runners.py).
+
+Why: transformers dequantizes a GGUF file to float32, so every token reads several times the bytes that the
+file's 4-bit blocks hold, and each pass pays Python and dispatch costs per operation. llama.cpp multiplies by the
+blocks themselves in one C graph per pass.
+
+The speculative loop needs three things of a backend, and llama.cpp has them all:
+- one pass over [last token, x_1..x_K] that returns logits at every position (a batch whose tokens all ask for
+  output);
+- rollback of rejected positions (`llama_memory_seq_rm` from the first rejected position on);
+- the last hidden states for the draft head, in the same pass: with `embeddings` on and no pooling, llama.cpp
+  returns the final-norm output (the output head's input, as the torch paths keep) beside the logits.
+
+Losslessness needs the logits of a position to be the same whether the pass holds 1 token or K+1, and whatever
+the prompt's chunking. Attention is made so: without flash attention the products differ by batch size; with it
+and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads (flash
+decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16 KV
+cache both are off (they take float16/float32 caches only), every row is reduced by one thread in one order, and
+the speed is the same. So the runner forces flash attention and a bfloat16 cache. The matrix products change
+kernel with the rows of a pass, by tensor type: engine/backends/llamacpp/kernels.py measures up to how many rows a file stays
+bit-identical, once per file, build and CPU, and the engine verifies at most that many ("bit-identical"), or takes
+the fastest kernels with no cap ("same distribution").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specchat.core.errors import DecodeError, ModelLoadError, PrefillCancelled
+from specchat.core.vocabulary import DISTRIBUTION
+
+from ...decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve
+from ...loading.gguf_header import layer_shape
+from .kernels import KernelChoice, KernelVerdict, choose, measure_verdict, verdict_key, verdicts_for
+from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
+                      plan_layers, requested_layers)
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ('pip install "llama-cpp-python==0.3.36" (builds llama.cpp from source: about 3-4 minutes on two '
+                'cores; `make setup` does it)')
+KV_CACHE_TYPE = 30  # GGML_TYPE_BF16 (module docstring)
+CONTEXT_STEP = 1024  # contexts are made in multiples of this many positions, and remade larger when needed
+MAX_BATCH = 512  # tokens per llama_decode call; longer prompts are fed in chunks
+
+
+def llama_cpp_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def default_threads() -> int:
+    """SPECCHAT_THREADS, else every core this process may run on (llama.cpp's own default is the physical cores;
+    on a machine without SMT the two agree)."""
+    configured = os.environ.get("SPECCHAT_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _llama():
+    """The llama_cpp module, its backend initialised once per process, and its log quietened."""
+    global _backend_ready
+    if not llama_cpp_available():
+        raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
+    import llama_cpp
+
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _quiet_log(llama_cpp)
+            _backend_ready = True
+    return llama_cpp
+
+
+_recording: LoadLog | None = None  # the load whose log lines are being kept (one load at a time: _load_lock)
+_load_lock = threading.Lock()
+
+
+def _log_errors_only(level: int, text: bytes, user_data) -> None:
+    """llama.cpp's log callback: errors go to our log; every line goes to the load being recorded, if any."""
+    if _recording is not None and text:
+        _recording.line(text)
+    if level == 4 and text:  # GGML_LOG_LEVEL_ERROR; llama.cpp's information and debug lines are not for users
+        log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+
+_log_callback = None  # kept alive for as long as llama.cpp may call it
+
+
+def _quiet_log(llama_cpp) -> None:
+    global _log_callback
+    _log_callback = llama_cpp.llama_log_callback(_log_errors_only)
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
+def _load_recording(llama, path: Path, params) -> tuple[object, LoadLog]:
+    """llama_model_load_from_file, with what llama.cpp's log said meanwhile (where the layers went)."""
+    global _recording
+    with _load_lock:
+        _recording = LoadLog()
+        try:
+            return llama.llama_model_load_from_file(str(path).encode(), params), _recording
+        finally:
+            _recording = None
+
+
+def gpu_layers_for(path: Path, device: str | None = None, requested: int | None = None) -> tuple[int, str]:
+    """The n_gpu_layers to load `path` with, and the part of a kernel verdict's key it makes (offload.Placement.key
+    before the load: "" on the CPU). Takes the device setting (LoadOptions.device: "cpu" keeps every layer on the
+    CPU) and the requested count (LoadOptions.gpu_layers, else $SPECCHAT_GPU_LAYERS; offload.requested_layers).
+    With no GPU that llama.cpp can use, 0; else offload.plan_layers from the device's free memory."""
+    llama = _llama()
+    wanted = requested_layers(requested)
+    if (device or "auto") == "cpu" or wanted == 0 or not llama.llama_supports_gpu_offload():
+        return 0, ""
+    target = offload_target(llama)
+    if target is None:
+        return 0, ""
+    n_layers, kv_per_layer = _kv_bytes_per_layer(path)
+    layers = plan_layers(wanted, n_layers, path.stat().st_size, free_memory(target), kv_per_layer)
+    key = f"{target.backend}:{target.name}:{layers}" if layers else ""
+    return layers, key
+
+
+def why_no_gpu_offload() -> str | None:
+    """None where this llama.cpp can put layers on a GPU here; else why not and what to do, for the user."""
+    llama = _llama()
+    if llama.llama_supports_gpu_offload():
+        return None
+    gpu_backends = [name for name in built_backends(llama) if name not in ("CPU", "BLAS", "RPC")]
+    if gpu_backends:
+        hidden = (" (llama.cpp uses a software Vulkan device such as lavapipe only when GGML_VK_VISIBLE_DEVICES "
+                  "names it)" if "Vulkan" in gpu_backends else "")
+        return f"llama.cpp was built with {', '.join(gpu_backends)} but finds no GPU here{hidden}"
+    from specchat.core.accelerators import CPU_ARGS, cmake_args, probe
+
+    wanted = cmake_args(probe(full=False))
+    fix = (f"rebuild it with `make clean && make setup` (which builds with CMAKE_ARGS={wanted} here)"
+           if wanted != CPU_ARGS else "rebuild it with CMAKE_ARGS=-DGGML_CUDA=ON, -DGGML_VULKAN=ON or "
+           "-DGGML_METAL=ON for your GPU (docs/gpu.md)")
+    return f"llama.cpp was built for the CPU only; {fix}"
+
+
+def _kv_bytes_per_layer(path: Path) -> tuple[int, int]:
+    """(repeating layers, KV cache bytes per layer at offload.PLAN_CONTEXT) of a GGUF file, from its header alone
+    (engine/loading/gguf_header.py)."""
+    n_layers, kv_heads, head_size = layer_shape(path)
+    return n_layers, 2 * PLAN_CONTEXT * kv_heads * head_size * KV_BYTES
+
+
+class LlamaCppModel:
+    """A GGUF file loaded by llama.cpp (weights memory-mapped), shared by every runner made from it."""
+
+    def __init__(self, path: Path | str, threads: int | None = None, repack: bool = True,
+                 kernels: KernelChoice | None = None, gpu_layers: int = 0):
+        """`repack`: let llama.cpp re-lay weights for its fastest CPU kernels (its default). `kernels`: the choice
+        the runners follow (None: this layout with no cap on a pass, prefix reuse on). `gpu_layers`: llama.cpp's
+        n_gpu_layers (0: all on the CPU, -1: all on the GPU; gpu_layers_for plans it); `placement` says where the
+        layers went, as llama.cpp's log reports it."""
+        self.llama = _llama()
+        self.path = Path(path)
+        self.threads = threads or default_threads()
+        self.kernels = kernels or KernelChoice(repack=repack, exactness=DISTRIBUTION, max_pass_rows=None,
+                                               reuse_prefix=True)
+        # torch and llama.cpp share one OpenMP runtime in this process (torch's libgomp is loaded first); giving
+        # torch's small operations between passes (the argmax, the verification rule) the same team size lets them
+        # reuse llama.cpp's team instead of resizing it at every switch, which would slow every pass.
+        torch.set_num_threads(self.threads)
+        params = self.llama.llama_model_default_params()
+        params.n_gpu_layers = gpu_layers
+        params.use_extra_bufts = self.kernels.repack
+        handle, load_log = _load_recording(self.llama, self.path, params)
+        if not handle:
+            where = " with its layers on the GPU (try --device cpu or SPECCHAT_GPU_LAYERS=0)" if gpu_layers else ""
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name}{where}")
+        self.handle = handle
+        self.gpu_layers = gpu_layers
+        self.cost_curve: CostCurve | None = None  # the verification cost curve (measure_cost_curve), once measured
+        device = offload_target(self.llama) if gpu_layers else None
+        self.placement: Placement = load_log.placement(device, int(self.llama.llama_model_n_layer(handle)))
+        self.vocab = self.llama.llama_model_get_vocab(handle)
+        self.vocab_size = int(self.llama.llama_vocab_n_tokens(self.vocab))
+        self.hidden_size = int(self.llama.llama_model_n_embd(handle))
+        self.context_window = int(self.llama.llama_model_n_ctx_train(handle))
+        self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
+        self._embeddings: TargetEmbeddings | None = None
+
+    def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
+        return LlamaCppRunner(self, keeps_features)
+
+    def measure_cost_curve(self) -> CostCurve:
+        """The verification cost curve of this file as a target (cost_curve.py), kept per file, build, CPU,
+        placement, layout and thread count in the user cache, else measured now: once, a few seconds for a 1.5B
+        model on two cores. Runners made after it price their drafts on it."""
+        if self.cost_curve is None:
+            self.cost_curve = curve_for(self._curve_key(), lambda: measure_curve(self.runner()))
+        return self.cost_curve
+
+    def cost_curve_kept(self) -> bool:
+        """Whether the cost curve is known already (measured in this process, or kept from an earlier one), so
+        that building the first engine costs no measurement: a command says so before a first one."""
+        return self.cost_curve is not None or kept_curve(self._curve_key()) is not None
+
+    def _curve_key(self) -> str:
+        return f"{verdict_key(self.path, self.kernels.repack, self.placement.key)}:threads={self.threads}"
+
+    def kernel_verdict(self) -> KernelVerdict:
+        """Up to how many rows this file's passes are bit-identical to one-token passes (kernels.py)."""
+        return measure_verdict(self.runner())
+
+    def embeddings(self) -> TargetEmbeddings:
+        """The file's token embeddings and output head as float32 torch modules, for a draft head (read from the
+        GGUF file once, on first use)."""
+        if self._embeddings is None:
+            self._embeddings = TargetEmbeddings.from_gguf(self.path)
+        return self._embeddings
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            self.llama.llama_model_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def load_with_exactness(path: Path | str, threads: int | None = None, wanted: str = "auto",
+                        device: str | None = None, gpu_layers: int | None = None) -> LlamaCppModel:
+    """The GGUF file on the kernels that `wanted` exactness allows (kernels.choose), its layers placed by
+    gpu_layers_for(path, device, gpu_layers). The first load of a file on this build, CPU and placement measures
+    its verdicts (a few seconds: each repack setting loaded once, the last one kept when it is the one chosen);
+    later loads read them from the cache. GPU kernels have verdicts of their own (the placement is in the key)."""
+    path = Path(path)
+    layers, placement = gpu_layers_for(path, device, gpu_layers)
+    if wanted == DISTRIBUTION:
+        return LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers)
+    settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
+    measured: dict[bool, LlamaCppModel] = {}
+
+    def measure(repack: bool) -> KernelVerdict:
+        for earlier in measured.values():  # one copy of the weights in memory at a time
+            earlier.close()
+        measured.clear()
+        model = measured[repack] = LlamaCppModel(path, threads, repack=repack, gpu_layers=layers)
+        return model.kernel_verdict()
+
+    kernels = choose(verdicts_for(path, measure, settings, placement=placement), wanted)
+    for repack, model in measured.items():
+        if repack != kernels.repack:
+            model.close()
+    if kernels.repack in measured:  # already loaded in this layout: its runners follow the choice from now on
+        measured[kernels.repack].kernels = kernels
+        return measured[kernels.repack]
+    return LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers)
+
+
+class TargetEmbeddings(torch.nn.Module):
+    """What a draft head needs of its target besides hidden states: token embeddings and the output head (the same
+    matrix when the file ties them). Offers the two accessors of a transformers model, so the head code is shared."""
+
+    def __init__(self, embeddings: torch.Tensor, output: torch.Tensor | None = None):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding.from_pretrained(embeddings, freeze=True)
+        self.lm_head = torch.nn.Linear(embeddings.shape[1], embeddings.shape[0], bias=False)
+        self.lm_head.weight = self.embed_tokens.weight if output is None else torch.nn.Parameter(output, False)
+
+    @classmethod
+    def from_gguf(cls, path: Path) -> TargetEmbeddings:
+        from gguf import GGUFReader
+        from gguf.quants import dequantize
+
+        tensors = {t.name: t for t in GGUFReader(str(path)).tensors if t.name in ("token_embd.weight", "output.weight")}
+        if "token_embd.weight" not in tensors:
+            raise ModelLoadError(f"{path.name} has no token embeddings")
+
+        def read(name: str) -> torch.Tensor:
+            tensor = tensors[name]
+            return torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+                                    .reshape(int(tensor.shape[1]), int(tensor.shape[0])).copy())
+
+        return cls(read("token_embd.weight"), read("output.weight") if "output.weight" in tensors else None)
+
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        return self.embed_tokens
+
+    def get_output_embeddings(self) -> torch.nn.Linear:
+        return self.lm_head
+
+
+def batch_invariant(runner: LlamaCppRunner, tokens: Sequence[int], sizes: Sequence[int] = range(2, 10),
+                    prefix: int = 8) -> bool:
+    """Every position of `tokens` after `prefix` gives bit for bit the same logits in one-token passes, in passes of
+    each size in `sizes`, and (the prefix's last position) in one prefill or in two chunks."""
+    cache = runner.new_cache(len(tokens) + 1)
+    whole = runner.forward(torch.tensor([tokens[:prefix]]), cache, keep=1)
+    one_by_one = [runner.forward(torch.tensor([[t]]), cache, keep=1)[0] for t in tokens[prefix:]]
+    runner.rollback(cache, prefix // 2, cache.length)
+    if not torch.equal(runner.forward(torch.tensor([tokens[prefix // 2:prefix]]), cache, keep=1), whole):
+        log.warning("llama.cpp gives a prompt's last position other logits when the prompt is fed in chunks")
+        return False
+    for size in sizes:
+        runner.rollback(cache, prefix, cache.length)
+        start = 0
+        while start + size <= len(one_by_one):
+            rows = runner.forward(torch.tensor([tokens[prefix + start: prefix + start + size]]), cache, keep=size)
+            if not all(torch.equal(rows[i], one_by_one[start + i]) for i in range(size)):
+                log.warning("llama.cpp passes of %d tokens differ from one-token passes", size)
+                return False
+            start += size
+        runner.rollback(cache, prefix, cache.length)  # the partial tail was never fed
+    return True
+
+
+class ThreadGovernor:
+    """Keeps llama.cpp's passes from collapsing when another busy process shares the cores.
+
+    llama.cpp's threads meet at a barrier after every operation (hundreds a pass) and spin there; when another
+    process takes one of the cores, each barrier waits for a descheduled thread's next time slice, and a pass can
+    take many times its usual time. One thread has no barriers. So a pass far slower than the fastest seen for
+    its size at full threads switches the context to one thread for a while, then full threads are tried again,
+    after twice as long each time they are still slow. The thread count does not change a pass's numbers (each
+    output row is computed by one thread either way; checked in the tests), so this costs no exactness."""
+
+    SLOW = 4.0  # a pass this many times slower than the best seen for its size means contention
+    COOLDOWN = 64  # passes at one thread before full threads are tried again (doubling while still contended)
+    MAX_COOLDOWN = 4096
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.current = threads
+        self.best: dict[int, float] = {}  # fastest pass seen at full threads, by tokens in the pass
+        self.cooldown = self.COOLDOWN
+        self._left = 0  # passes still to run at one thread
+        self.reduced_passes = 0  # passes run at one thread because of contention
+
+    def threads_for_next_pass(self) -> int:
+        if self._left > 0:
+            self._left -= 1
+            self.reduced_passes += 1
+            return 1
+        return self.threads
+
+    def observe(self, tokens: int, threads: int, seconds: float) -> None:
+        if threads != self.threads or self.threads == 1:
+            return
+        best = self.best.get(tokens)
+        if best is not None and seconds > self.SLOW * best:
+            self._left = self.cooldown
+            self.cooldown = min(2 * self.cooldown, self.MAX_COOLDOWN)
+            return
+        self.best[tokens] = seconds if best is None else min(best, seconds)
+        self.cooldown = self.COOLDOWN  # full threads ran at speed: contention is over
+
+
+class LlamaCppCache:
+    """The engine's view of a context's KV cache: how many positions it holds."""
+
+    def __init__(self, runner: LlamaCppRunner):
+        self.runner = runner
+        self.length = 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+class LlamaCppRunner:
+    """One llama.cpp context (its KV cache) running the target for one engine; not shared between threads."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, model: LlamaCppModel, keeps_features: bool = False):
+        self.model = model
+        self.llama = model.llama
+        self.keeps_features = keeps_features
+        self.vocab_size = model.vocab_size
+        self.context_window = model.context_window
+        self.features: torch.Tensor | None = None  # [rows, hidden] of the latest pass, when kept
+        self._ctx = None
+        self._n_ctx = 0
+        self._batch = self.llama.llama_batch_init(MAX_BATCH, 0, 1)
+        self._held: list[int] = []  # the tokens whose positions the context's KV cache holds, in order
+        self.reused_tokens = 0  # prompt positions the latest prefill took from the previous generation
+        self.governor = ThreadGovernor(model.threads)
+        self._threads = model.threads  # the context's thread count now
+        # The engine keeps every verification within this many rows, where they stay bit-identical (None: no cap).
+        self.max_pass_rows = model.kernels.max_pass_rows
+        self.cost_curve = model.cost_curve  # what a pass of n tokens costs (cost_curve.py), for the K policy
+
+    def new_cache(self, capacity: int) -> LlamaCppCache:
+        """An empty cache with room for `capacity` positions (the context is remade only when it must grow). The
+        KV entries of the previous generation stay until the prefill, which keeps their common prefix."""
+        capacity = min(max(capacity, 1), self.context_window)
+        if self._ctx is None or capacity > self._n_ctx:
+            self._make_context(min(-(-capacity // CONTEXT_STEP) * CONTEXT_STEP, self.context_window))
+        return LlamaCppCache(self)
+
+    def forward(self, input_ids: torch.Tensor, cache: LlamaCppCache, keep: int, hidden_rows: int = 0,
+                prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor:
+        """Logits [keep, vocab] for the last `keep` input positions; with keeps_features, the final-norm hidden
+        states of the last max(keep, hidden_rows) positions are in `features`.
+
+        A prefill into an empty cache reuses the positions that the previous generation left for the same leading
+        tokens (the system prompt, earlier turns of the chat), as llama.cpp's server does: every row of a pass
+        depends only on the tokens before it, not on how they were batched (module docstring), so the logits are
+        the same as with a full prefill. Not when the caller wants hidden states of the whole prompt. `cancel` is
+        checked between the passes of MAX_BATCH tokens a long prompt takes (PrefillCancelled)."""
+        tokens = input_ids.reshape(-1).tolist()
+        rows = max(keep, hidden_rows if self.keeps_features else 0)
+        if prefill and cache.length == 0:
+            tokens = self._reuse_prefix(tokens, cache, reusable=rows <= 1)
+        self._drop_from(cache.length)  # positions held beyond the caller's cache (a new cache, not a prefill)
+        if cache.length + len(tokens) > self._n_ctx:
+            raise DecodeError(f"the llama.cpp context holds {self._n_ctx} positions; {cache.length + len(tokens)} "
+                                 "were needed")
+        if self.keeps_features and len(tokens) > rows:
+            # With embeddings on, llama.cpp computes the output head at every position of a pass (below), a
+            # noticeable share of a long prefill for rows nobody reads. The positions that need no output run first,
+            # with embeddings off; rows of a pass do not depend on how the tokens are split into passes.
+            self._set_embeddings(False)
+            self._run(tokens[:-rows], cache, outputs_from=len(tokens), cancel=cancel)
+            self._set_embeddings(True)
+            tokens = tokens[-rows:]
+        self._run(tokens, cache, outputs_from=len(tokens) - rows, cancel=cancel)
+        last_chunk = len(tokens) - (len(tokens) - 1) // MAX_BATCH * MAX_BATCH
+        # With embeddings on, llama.cpp outputs every position of the batch, whatever it asked for; the rows are
+        # in batch order either way, so the wanted ones are the last.
+        outputs = last_chunk if self.keeps_features else min(rows, last_chunk)
+        logits = np.ctypeslib.as_array(self.llama.llama_get_logits(self._ctx), shape=(outputs, self.vocab_size))
+        if self.keeps_features:
+            states = np.ctypeslib.as_array(self.llama.llama_get_embeddings(self._ctx),
+                                           shape=(outputs, self.model.hidden_size))
+            self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
+        return torch.from_numpy(logits[outputs - keep:].copy())
+
+    def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int,
+             cancel: threading.Event | None = None) -> None:
+        """Feeds tokens in passes of at most MAX_BATCH; positions from `outputs_from` on (in `tokens`) ask for
+        output."""
+        for start in range(0, len(tokens), MAX_BATCH):
+            if start and cancel is not None and cancel.is_set():
+                raise PrefillCancelled
+            chunk = tokens[start:start + MAX_BATCH]
+            self._decode(chunk, cache.length, outputs_from - start)
+            cache.length += len(chunk)
+            self._held.extend(chunk)
+
+    def _set_embeddings(self, on: bool) -> None:
+        self.llama.llama_set_embeddings(self._ctx, on)
+
+    def rollback(self, cache: LlamaCppCache, keep: int, length: int | None = None) -> None:
+        """Drops every position from `keep` on (the rejected draft tokens)."""
+        if cache.length > keep:
+            self._drop_from(keep)
+            cache.length = keep
+
+    def _reuse_prefix(self, tokens: list[int], cache: LlamaCppCache, reusable: bool) -> list[int]:
+        """Keeps the held positions that match the prompt's first tokens (at most all but the last, which must be
+        run for its logits); returns the tokens still to run."""
+        common = 0
+        if reusable and self.model.kernels.reuse_prefix:
+            limit = min(len(self._held), len(tokens) - 1)
+            while common < limit and self._held[common] == tokens[common]:
+                common += 1
+        self._drop_from(common)
+        cache.length = self.reused_tokens = common
+        return tokens[common:]
+
+    def _drop_from(self, position: int) -> None:
+        if len(self._held) > position:
+            self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, position, -1)
+            del self._held[position:]
+
+    def _decode(self, tokens: list[int], position: int, outputs_from: int) -> None:
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = position + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i >= outputs_from
+        threads = self.governor.threads_for_next_pass()
+        if threads != self._threads:
+            self.llama.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads = threads
+        started = time.perf_counter()
+        status = self.llama.llama_decode(self._ctx, batch)
+        self.governor.observe(len(tokens), threads, time.perf_counter() - started)
+        if status != 0:
+            raise DecodeError(f"llama.cpp could not run a pass of {len(tokens)} tokens (status {status})")
+
+    def _make_context(self, n_ctx: int) -> None:
+        self._free_context()
+        params = self.llama.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = MAX_BATCH
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = self.model.threads
+        # Flash attention over a bfloat16 cache keeps every row's numbers independent of the batch (module docstring).
+        params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        params.type_k = params.type_v = KV_CACHE_TYPE
+        params.no_perf = True
+        # A GPU build sends a CPU-placed model's large passes (32+ tokens) to the GPU all the same, whose kernels
+        # round otherwise: a prefill and a one-token pass would then disagree. A model on the CPU stays there.
+        params.op_offload = self.model.placement.offloaded
+        if self.keeps_features:
+            params.embeddings = True
+            params.pooling_type = self.llama.LLAMA_POOLING_TYPE_NONE
+        self._threads = self.model.threads
+        ctx = self.llama.llama_init_from_model(self.model.handle, params)
+        if not ctx:
+            raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
+        self._ctx, self._n_ctx = ctx, n_ctx
+        self._held = []
+
+    def _free_context(self) -> None:
+        if self._ctx is not None:
+            self.llama.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self):
+        try:
+            self._free_context()
+            self.llama.llama_batch_free(self._batch)
+        except Exception:  # interpreter shutdown
+            pass

@@ -1,0 +1,224 @@
+"""Plain data emitted by the engine: per-step events, statistics and the final result.
+
+GenerationStats is where a generation's figures end up: the loop adds each verification step with `record_step`
+(its counts, and its seconds per phase from engine/decoding/timing.py's Profile). Everything here is Qt-free and holds only
+ints, floats, strings and tuples, so that it can cross thread boundaries (the GUI worker) and be stored (SQLite) or
+serialised (CLI --json) without touching torch objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ...core.acceptance import expected_tokens
+from ...core.vocabulary import Origin, origin_name
+
+
+@dataclass
+class GenerationStats:
+    """Running statistics of one generation; a copy travels with every step event."""
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    target_passes: int = 0  # target forward passes, the prefill included
+    draft_steps: int = 0  # verification steps that had a draft to check
+    draft_proposed: int = 0
+    draft_accepted: int = 0
+    proposed_by_position: list[int] = field(default_factory=list)
+    accepted_by_position: list[int] = field(default_factory=list)
+    draft_forwards: int = 0  # forward passes of a draft model (0 for model-free drafters)
+    rejected_steps: int = 0  # draft steps that stopped at a rejection (n < k): the i.i.d. model's failures
+    steps_by_k: list[int] = field(default_factory=list)  # verification steps per draft length k = 0, 1, ...
+    verify_s_by_k: list[float] = field(default_factory=list)  # their target forward time: the cost curve
+    prefill_s: float = 0.0
+    draft_s: float = 0.0  # drafting (a draft model's forwards, lookups), proposals included
+    verify_s: float = 0.0  # the target's forward passes after the prefill, and nothing else
+    wall_s: float = 0.0
+    # The rest of the wall time, by where it goes (engine overhead; `other_s` is their sum plus the unattributed):
+    accept_s: float = 0.0  # the verification rule: argmax or the rejection sampling
+    rollback_s: float = 0.0  # cropping the target's cache and updating the drafter
+    policy_s: float = 0.0  # choosing K and recording the step's costs
+    detokenize_s: float = 0.0  # appending tokens to the reply: stop checks and incremental detokenisation
+    event_s: float = 0.0  # building step events and the consumer's time between them (GUI, printing)
+
+    OVERHEAD_PARTS = ("accept_s", "rollback_s", "policy_s", "detokenize_s", "event_s")
+
+    @property
+    def other_s(self) -> float:
+        """Time outside the models: the verification rule, cache cropping, detokenisation, events, Python."""
+        return max(0.0, self.wall_s - self.prefill_s - self.draft_s - self.verify_s)
+
+    @property
+    def iid_alpha(self) -> float:
+        """Leviathan's per-token acceptance rate under the i.i.d. model, estimated from truncated trials: each
+        draft step is a run of successes cut at the first failure, so alpha = accepted / (accepted + failures).
+        (accepted / proposed also counts the tokens proposed after a rejection, which were never tried.)"""
+        trials = self.draft_accepted + self.rejected_steps
+        return self.draft_accepted / trials if trials else 0.0
+
+    @property
+    def alpha(self) -> float:
+        """Acceptance rate: accepted draft tokens / proposed draft tokens."""
+        return self.draft_accepted / self.draft_proposed if self.draft_proposed else 0.0
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens produced per target forward pass (1.0 for plain decoding)."""
+        return self.new_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        """Mean draft length over the steps that had a draft."""
+        return self.draft_proposed / self.draft_steps if self.draft_steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Speed after the prompt is processed: the same for every drafter's prompt, so speedups compare this."""
+        decode_s = self.wall_s - self.prefill_s
+        return self.new_tokens / decode_s if decode_s > 0 else 0.0
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        """P(draft token i accepted | it was proposed), i = 0 .. K-1."""
+        return [a / p if p else 0.0 for a, p in zip(self.accepted_by_position, self.proposed_by_position)]
+
+    @property
+    def draft_cost_ratio(self) -> float:
+        """c in Leviathan et al.: time of one draft forward / time of one target forward."""
+        verify_passes = self.target_passes - 1
+        if not self.draft_forwards or verify_passes <= 0 or self.verify_s <= 0:
+            return 0.0
+        return (self.draft_s / self.draft_forwards) / (self.verify_s / verify_passes)
+
+    @property
+    def predicted_speedup(self) -> float:
+        """Leviathan et al. (2023), eq. 1: E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)).
+
+        a = acceptance rate, g = draft length, c = draft/target cost ratio. It assumes i.i.d. acceptance and that
+        verifying g+1 tokens costs one target step, so on a CPU (where it does not) it is an upper bound.
+        """
+        a, g, c = self.alpha, self.mean_k, self.draft_cost_ratio
+        if g <= 0:
+            return 1.0
+        return expected_tokens(a, g) / (g * c + 1)
+
+    def record_step(self, k: int, n: int, draft_forwards: int, seconds: Mapping[str, float]) -> None:
+        """Adds one verification step: k draft tokens checked, n of them accepted, `draft_forwards` draft-model
+        passes, and the step's seconds per phase (engine/decoding/timing.py's Profile: draft, verify, accept, rollback,
+        policy, detokenize)."""
+        verify_s = seconds.get("verify", 0.0)
+        self.target_passes += 1
+        self.draft_forwards += draft_forwards
+        self.draft_s += seconds.get("draft", 0.0)
+        self.verify_s += verify_s
+        self.accept_s += seconds.get("accept", 0.0)
+        self.rollback_s += seconds.get("rollback", 0.0)
+        self.policy_s += seconds.get("policy", 0.0)
+        self.detokenize_s += seconds.get("detokenize", 0.0)
+        grow = k + 1 - len(self.steps_by_k)
+        if grow > 0:
+            self.steps_by_k.extend([0] * grow)
+            self.verify_s_by_k.extend([0.0] * grow)
+        self.steps_by_k[k] += 1
+        self.verify_s_by_k[k] += verify_s
+        if k == 0:
+            return
+        self.rejected_steps += n < k
+        self.draft_steps += 1
+        self.draft_proposed += k
+        self.draft_accepted += n
+        grow = k - len(self.proposed_by_position)
+        if grow > 0:
+            self.proposed_by_position.extend([0] * grow)
+            self.accepted_by_position.extend([0] * grow)
+        for i in range(k):
+            self.proposed_by_position[i] += 1
+        for i in range(n):
+            self.accepted_by_position[i] += 1
+
+    def copy(self) -> GenerationStats:
+        return dataclasses.replace(
+            self,
+            proposed_by_position=list(self.proposed_by_position),
+            accepted_by_position=list(self.accepted_by_position),
+            steps_by_k=list(self.steps_by_k),
+            verify_s_by_k=list(self.verify_s_by_k),
+        )
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        for name in ("other_s", "alpha", "iid_alpha", "tau", "mean_k", "tokens_per_s", "acceptance_by_position",
+                     "draft_cost_ratio", "predicted_speedup"):
+            data[name] = getattr(self, name)
+        return data
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The whole reply once generation has ended."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    origins: tuple[Origin, ...]
+    spans: tuple[tuple[int, int], ...]  # character range of each token in `text`
+    finish_reason: str  # "eos", "stop", "length", "context" or "cancelled"
+    stats: GenerationStats
+    seed: int
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "token_ids": list(self.token_ids),
+            "origins": [origin_name(o) for o in self.origins],
+            "spans": [list(s) for s in self.spans],
+            "finish_reason": self.finish_reason,
+            "seed": self.seed,
+            "stats": self.stats.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """What one engine step appended to the reply.
+
+    `token_ids[i]` came from `origins[i]` and covers `text[spans[i][0]:spans[i][1]]` of the final text (a token that
+    ends inside a multi-byte character has an empty span; the character goes to the token that completes it).
+    `rejected_ids` are the draft proposals the target refused at this step, in the order proposed.
+    """
+
+    step: int
+    token_ids: tuple[int, ...]
+    origins: tuple[Origin, ...]
+    spans: tuple[tuple[int, int], ...]
+    text_delta: str
+    text_offset: int  # where text_delta starts in the reply text
+    rejected_ids: tuple[int, ...]
+    rejected_text: str
+    stats: GenerationStats
+    finish_reason: str | None = None
+    result: GenerationResult | None = None  # set on the last event only
+
+    def runs(self) -> list[tuple[str, Origin]]:
+        """The step's text cut into runs of one origin, in order (spans are offsets into the whole reply)."""
+        return origin_runs(self.text_delta, self.spans, self.origins, self.text_offset)
+
+
+def origin_runs(text: str, spans, origins, offset: int = 0) -> list[tuple[str, Origin]]:
+    """Consecutive tokens of one origin joined: [(text, origin), ...]; `spans` index text as if it began at
+    `offset`. Tokens with no text of their own (inside a multi-byte character) are skipped."""
+    runs: list[tuple[str, Origin]] = []
+    for (start, end), origin in zip(spans, origins):
+        piece = text[start - offset : end - offset]
+        if not piece:
+            continue
+        if runs and runs[-1][1] == origin:
+            runs[-1] = (runs[-1][0] + piece, origin)
+        else:
+            runs.append((piece, origin))
+    return runs

@@ -1,0 +1,180 @@
+"""A target model with an optional draft model, checked for compatibility before the draft's weights load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Generator
+
+import torch
+
+from ...core.errors import IncompatibleDraftError, SpecchatError
+from ...core.vocabulary import DISTRIBUTION, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_kind
+from ...models.sources import ModelSource, default_head_for
+from ..backends.torch.runners import STATIC_CACHE_TOKENS, runner_for
+from ..decoding.speculative import SpeculativeEngine
+from ..drafting import make_drafter
+from ..drafting.eagle_network import load_head
+from ..drafting.past_replies import SuffixIndex
+from .compat import CompatibilityReport, check_pair
+from .load import LoadedModel, LoadOptions, load_config, load_model, load_tokenizer
+
+
+@dataclass
+class ModelPair:
+    target: LoadedModel
+    draft: LoadedModel | None = None
+    # The EAGLE-style head's folder (None: the default for the target); loaded on first use, a few MB.
+    head_folder: Path | None = None
+    # Engines verify 4-17 tokens with MKL-packed copies of the target's layers (engine/backends/torch/packed.py): faster where MKL
+    # packs, for a second copy of the layers in memory (docs/performance-torch.md). False: plain weights only.
+    packed_weights: bool = True
+    _head: torch.nn.Module | None = field(default=None, repr=False)
+    _static_runners: dict = field(default_factory=dict, repr=False)  # on a GPU: _torch_runner
+
+    def context_window(self) -> int:
+        """How many tokens the target reads at most (prompt and reply together)."""
+        native = self.target.native
+        if native is not None:
+            return native.context_window
+        window = getattr(self.target.model.config, "max_position_embeddings", None) or 1 << 30
+        on_gpu = self.target.device.type == "cuda"  # StaticCacheRunner's static cache holds this many at most
+        return min(window, STATIC_CACHE_TOKENS) if on_gpu else window
+
+    def check_drafter(self, drafter: str) -> None:
+        """SpecchatError if this pair cannot run `drafter` (no draft model, no head), without building anything."""
+        if drafter in MODEL_DRAFTERS and self.draft is None:
+            raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
+        if drafter in HEAD_DRAFTERS and not self.has_head:
+            raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
+                                "`specchat train-head`, then give --head DIR)")
+
+    def engine(self, drafter: str, packed_weights: bool | None = None,
+               history: SuffixIndex | None = None, checked: bool = False) -> SpeculativeEngine:
+        """An engine for `drafter` on the target's backend; packed_weights None: the pair's setting (torch
+        targets only). `history`: past replies for the lookup kinds to draft from (needed by "history").
+        SpecchatError when the pair cannot run the drafter (check_drafter), unless the caller has checked already
+        (checked: a chat reply checks on the GUI thread before it starts, once)."""
+        if not checked:
+            self.check_drafter(drafter)
+        if drafter_kind(drafter).needs_history and history is None:
+            history = SuffixIndex()  # nothing yet: it drafts like prompt lookup until replies are added
+        draft_model = self.draft.runnable if self.draft is not None else None
+        head = self.head() if drafter in HEAD_DRAFTERS else None
+        draft_vocab = self.draft.proposal_vocab if self.draft is not None else None
+        # With both tokenizers the draft-model kinds draft through text when they differ (drafting/universal.py).
+        tokenizers = (self.target.tokenizer, self.draft.tokenizer) if self.draft is not None else None
+        made = make_drafter(drafter, draft_model, head, self._head_target() if head is not None else None,
+                            draft_vocab, history=history if drafter in LOOKUP_DRAFTERS else None,
+                            tokenizers=tokenizers)
+        eos = self.target.eos_token_ids()
+        native = self.target.native
+        if native is not None:
+            native.measure_cost_curve()  # once per file here, then read from the cache: the K policy prices on it
+            engine = SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
+                                       self.target.tokenizer, made, eos_token_ids=eos)
+        else:
+            runner = self._torch_runner(made.capabilities.reads_target_states,
+                                        self.packed_weights if packed_weights is None else packed_weights)
+            engine = SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
+        if drafter in MODEL_DRAFTERS and self.draft is not None and self.target.weight_bytes:
+            # a draft token's price before the draft has run: its weights against the target's (StepCosts)
+            engine.step_costs.draft_prior = self.draft.weight_bytes / self.target.weight_bytes
+        return engine
+
+    def _torch_runner(self, keeps_features: bool, packed_weights: bool):
+        """The torch target's runner. On a GPU the pair keeps one StaticCacheRunner per kind (keeping hidden states
+        or not): its static cache and compiled steps are made once, by the first engine, while loading, and every
+        engine of the pair shares them (they never run at once)."""
+        model = self.target.model
+        if next(model.parameters()).device.type != "cuda":
+            return runner_for(model, keeps_features=keeps_features, packed_weights=packed_weights)
+        if keeps_features not in self._static_runners:
+            self._static_runners[keeps_features] = runner_for(model, keeps_features=keeps_features)
+        return self._static_runners[keeps_features]
+
+    def _head_target(self) -> torch.nn.Module:
+        """Where a draft head finds the target's embeddings and output head: the model, or for a llama.cpp target
+        just those two matrices read from its file."""
+        native = self.target.native
+        return native.embeddings() if native is not None else self.target.model
+
+    def draft_name(self, drafter: str) -> str | None:
+        """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""
+        if drafter in MODEL_DRAFTERS and self.draft is not None:
+            return self.draft.name
+        if drafter in HEAD_DRAFTERS and self.has_head:
+            folder = self._head_location()
+            return f"EAGLE head ({folder.name if folder else 'loaded'})"
+        return None
+
+    @property
+    def has_head(self) -> bool:
+        return self._head is not None or self._head_location() is not None
+
+    def head(self) -> torch.nn.Module:
+        if self._head is None:
+            folder = self._head_location()
+            if folder is None:
+                raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
+                                    "`specchat train-head`, then give --head DIR)")
+            self._head = load_head(folder, self._head_target())
+        return self._head
+
+    def _head_location(self) -> Path | None:
+        return Path(self.head_folder) if self.head_folder is not None else default_head_for(self.target.source)
+
+
+def check_sources(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()) -> CompatibilityReport:
+    """Compares tokenizers and configs only, so a bad pair is refused in seconds, before any weights load."""
+    steps = checking_sources(target, draft, options)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+
+
+def checking_sources(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()
+                     ) -> Generator[str, None, CompatibilityReport]:
+    """check_sources step by step, for a window to follow: yields what it does next ("reading the target's
+    tokenizer (1 of 3)"), before each part that can be slow, and returns the report. Reading a GGUF file's tokenizer
+    converts it the first time (half a minute for a 1.5B model), so a window runs this off its GUI thread."""
+    yield "reading the target's tokenizer (1 of 3)"
+    target_tokenizer = load_tokenizer(target, options)
+    yield "reading the draft's tokenizer (2 of 3)"
+    draft_tokenizer = load_tokenizer(draft, options)
+    yield "comparing the tokenizers (3 of 3)"
+    return check_pair(target_tokenizer, draft_tokenizer, load_config(target, options), load_config(draft, options))
+
+
+def load_pair(target: ModelSource, draft: ModelSource | None = None, options: LoadOptions = LoadOptions(),
+              on_loaded: Callable[[str], None] | None = None) -> ModelPair:
+    """`on_loaded("target")` / `on_loaded("draft")` after each model is in memory (e.g. to measure memory)."""
+    if draft is not None:
+        report = check_sources(target, draft, options)
+        if not report.compatible:
+            raise IncompatibleDraftError(f"{draft.describe()} cannot draft for {target.describe()}: "
+                                         + "; ".join(report.reasons))
+    loaded_target = load_model(target, options)
+    if on_loaded:
+        on_loaded("target")
+    # A GGUF draft runs on llama.cpp in a context of its own (drafting/backends.py), on its fastest kernels: the
+    # draft's numbers only decide what is proposed, never what is accepted.
+    loaded_draft = load_model(draft, replace(options, exactness=DISTRIBUTION)) if draft is not None else None
+    if loaded_draft is not None:
+        loaded_draft = beside_the_target(loaded_draft, loaded_target)
+    if on_loaded and draft is not None:
+        on_loaded("draft")
+    return ModelPair(loaded_target, loaded_draft)
+
+
+def beside_the_target(draft: LoadedModel, target: LoadedModel) -> LoadedModel:
+    """The draft where its tokens meet the target's: a torch draft of a llama.cpp target (whose logits come back
+    to the host, wherever its layers run) moves to the CPU in float32, since the engine verifies on the target's
+    device and samples with the target's generator; a GGUF draft stays where llama.cpp put it."""
+    if target.native is None or draft.native is not None or draft.device.type == "cpu":
+        return draft
+    model = draft.model.to(device="cpu", dtype=torch.float32)
+    return replace(draft, model=model, device=torch.device("cpu"), dtype=torch.float32,
+                   proposal_vocab=draft.proposal_vocab.cpu() if draft.proposal_vocab is not None else None)
