@@ -21,6 +21,17 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "offload: llama.cpp tests that `make test-offload` runs with every layer on a "
                                        "GPU device (tests/engine/test_llama_offload.py)")
 
+
+def pytest_collection_finish(session):
+    """What the imports and the collection made (torch, transformers, Qt: hundreds of thousands of objects) lives
+    until the run ends: frozen out of the cyclic garbage collector's way, so that each of its full collections
+    during the tests walks what the tests made, not all of that again (gc.freeze)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """torch on one thread for a module of thousands of passes of tiny models (`pytestmark =
