@@ -2,6 +2,7 @@
 `model` use the real embedded SmolLM2-135M-Instruct, loaded once per session."""
 
 import os
+import sys
 import tempfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
@@ -20,6 +21,23 @@ def pytest_configure(config):
     # Registered here rather than in pyproject.toml, whose every change makes `make setup` reinstall.
     config.addinivalue_line("markers", "offload: llama.cpp tests that `make test-offload` runs with every layer on a "
                                        "GPU device (tests/engine/test_llama_offload.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """Where bytecode may not be written (PYTHONDONTWRITEBYTECODE, so that no cache folder is left in the checkout),
+    pytest would rewrite the asserts of every test module again at every run (seconds): during the collection, the
+    rewritten modules (and what they import for the first time) are kept in the system's temporary folder instead,
+    as Hypothesis's caches are, and read back from there by the next run."""
+    if not sys.dont_write_bytecode:
+        yield
+        return
+    saved = sys.pycache_prefix
+    sys.dont_write_bytecode, sys.pycache_prefix = False, os.path.join(tempfile.gettempdir(), "specchat-tests-pycache")
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode, sys.pycache_prefix = True, saved
 
 
 def pytest_collection_finish(session):
