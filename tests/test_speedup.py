@@ -1,9 +1,13 @@
 """run_kind.speedup, the one reading of a speedup over plain decoding, and its three users: the chat reply's run
-(chats/run_book.py), the race's lanes (engine/race.py) and the benchmark's records (bench/runner.py). No models."""
+(chats/run_book.py), the race's lanes (engine/race.py) and the benchmark's records (bench/runner.py); and
+run_kind.drafted_enough, the one rule for when a ratio is noise, in the footer, the race and the stored runs' means.
+No models."""
+
+from types import SimpleNamespace
 
 import pytest
 
-from specchat.core.run_kind import RunKind, speedup
+from specchat.core.run_kind import RunKind, drafted_enough, plainly, shown_speedup, speedup
 
 
 def test_speedup_is_the_ratio_to_plain_decoding_where_there_is_one():
@@ -14,12 +18,78 @@ def test_speedup_is_the_ratio_to_plain_decoding_where_there_is_one():
     assert speedup(30.0, 20.0, RunKind.remote("pld")) is None and speedup(30.0, 20.0, RunKind.ours("pld")) == 1.5
 
 
+def test_a_ratio_needs_drafts_that_made_a_tenth_of_the_run():
+    assert drafted_enough(50, 5) and not drafted_enough(50, 4) and not drafted_enough(0, 0)
+    assert not drafted_enough(50, 0)  # plain decoding, or a drafter that drafted nothing
+    assert shown_speedup(1.15, 33, 0) is None and shown_speedup(1.3, 30, 12) == 1.3
+    assert shown_speedup(None, 30, 12) is None
+    assert plainly(0, 0) == "decoded plainly (nothing worth drafting)"
+    assert plainly(7, 1) == "decoded almost plainly (1 drafted token kept)"
+    assert plainly(9, 0) == "decoded almost plainly (0 drafted tokens kept)"
+    assert (plainly(0, 0, why=False), plainly(9, 0, why=False)) == ("decoded plainly", "decoded almost plainly")
+
+
 def test_race_lanes_get_it_against_the_plain_lane():
     from specchat.engine.race import Track, lane_results
 
-    lanes = [Track(drafter, stats={"new_tokens": tokens, "wall_s": 1.0})
+    lanes = [Track(drafter, stats={"new_tokens": tokens, "wall_s": 1.0, "draft_proposed": 20, "draft_accepted": 10})
              for drafter, tokens in (("none", 10), ("pld", 25), ("remote", 40), ("model", 0))]
     assert [r.speedup for r in lane_results(lanes, greedy=False)] == [None, 2.5, None, None]
+
+
+def test_a_race_lane_that_drafted_too_little_says_so_and_gets_no_ratio():
+    """The issue's lane: prompt lookup on a rewrite drafted nothing (α 0.00, τ 1.00) yet read "1.15×"."""
+    from specchat.engine.race import Track, lane_results
+
+    def lane(drafter, tokens_per_s, proposed, accepted):
+        return Track(drafter, stats={"new_tokens": 33, "wall_s": 33 / tokens_per_s, "draft_proposed": proposed,
+                                     "draft_accepted": accepted, "alpha": 0.0, "tau": 1.0})
+
+    plain, nothing, little, enough = lane_results(
+        [lane("none", 80.0, 0, 0), lane("pld", 92.0, 0, 0), lane("model", 92.0, 12, 3), lane("hybrid", 92.0, 20, 9)],
+        greedy=True)
+    assert (nothing.speedup, nothing.speedup_range, nothing.plainly) == (
+        None, None, "decoded plainly (nothing worth drafting)")
+    assert little.speedup is None and little.plainly == "decoded almost plainly (3 drafted tokens kept)"
+    assert enough.speedup == pytest.approx(1.15) and enough.plainly is None and plain.plainly is None
+
+
+def test_a_lane_run_several_times_gets_the_median_and_range_of_its_paired_ratios():
+    from specchat.engine.race import RUNS_KEY, Track, lane_results
+
+    stats = {"new_tokens": 40, "wall_s": 0.5, "draft_proposed": 30, "draft_accepted": 20}
+    plain = Track("none", stats={**stats, "draft_proposed": 0, "draft_accepted": 0, RUNS_KEY: [80, 100, 90, 88, 92]})
+    pld = Track("pld", stats={**stats, RUNS_KEY: [96, 130, 99, 121, 92]})
+    once = Track("model", stats=dict(stats))  # saved before lanes ran again: one run, its own speed
+    results = lane_results([plain, pld, once], greedy=False)
+    assert pld.run_speeds == [96, 130, 99, 121, 92] and once.run_speeds == [80.0]
+    assert results[1].speedup == pytest.approx(1.2) and results[1].runs == 5  # ratios 1.2, 1.3, 1.1, 1.375, 1.0
+    assert results[1].speedup_range == pytest.approx((1.0, 1.375))
+    assert results[0].speedup_range == pytest.approx((80 / 90, 100 / 90)) and results[0].runs == 5
+    assert results[2].speedup == pytest.approx(1.0) and results[2].speedup_range is None and results[2].runs == 1
+
+
+def test_the_race_runs_again_only_lanes_with_a_ratio_only_while_short_and_alternated():
+    from specchat.engine.race import RaceRunner
+
+    def result(wall_s, accepted):
+        return SimpleNamespace(stats=SimpleNamespace(wall_s=wall_s, new_tokens=10, draft_accepted=accepted))
+
+    names = ["none", "pld", "model", "remote"]
+    streamed = [result(0.5, 0), result(0.5, 0), result(0.5, 5), result(0.5, 5)]
+    ran = []
+
+    def run(engine):
+        ran.append(engine)
+        return result(0.25, 5)
+
+    reruns = list(RaceRunner(lambda _: None, repeat_s=3.0, max_runs=5).reruns(names, names, streamed, run))
+    # pld drafted nothing and the remote lane is another machine's: plain and model run again, 1 s a run: 3 runs
+    assert ran == ["model", "none", "none", "model"]
+    assert [(lane, r.run, r.runs, r.tokens_per_s) for lane, r in reruns if r.tokens_per_s is not None] == [
+        (2, 2, 3, 40.0), (0, 2, 3, 40.0), (0, 3, 3, 40.0), (2, 3, 3, 40.0)]
+    assert list(RaceRunner(lambda _: None, repeat_s=1.5).reruns(names, names, streamed, run)) == []  # long
+    assert list(RaceRunner(lambda _: None).reruns(names[:2], names, streamed[:2], run)) == []  # no ratio to show
 
 
 def test_benchmark_records_get_it_against_plain_decoding_of_the_same_prompt():

@@ -4,7 +4,7 @@ figures, and the plain-decoding baseline that every chat reply's speedup is meas
 
 from __future__ import annotations
 
-from ..core.run_kind import RunKind, speedup as speedup_over_plain
+from ..core.run_kind import RunKind, drafted_enough, plainly, speedup as speedup_over_plain
 from ..core.vocabulary import CONTEXT, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH, STREAMING
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
@@ -13,12 +13,6 @@ from .run_context import RunContext
 ENDINGS = {CONTEXT: "reached the model's context window: start a new chat to go on",
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
            LENGTH: "reached the reply length limit (Settings)", ERROR: "ended by an error"}
-
-# The footer of a reply in which the drafter found nothing worth checking: it was decoded as plain decoding is.
-NOTHING_DRAFTED = "decoded plainly (nothing worth drafting)"
-# Below this share of a reply's tokens from accepted drafts, its speed against plain decoding is the machine's noise
-# (a first reply ran at 0.79× "vs plain" with 1 drafted token in 50), so no ratio is stored or shown.
-MIN_DRAFTED_SHARE = 0.1
 
 
 class RunBook:
@@ -54,7 +48,7 @@ class RunBook:
         # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
         # None for a remote engine: its speed says nothing against this machine's plain decoding.
         speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
-        if stats.draft_accepted < MIN_DRAFTED_SHARE * stats.new_tokens:
+        if not drafted_enough(stats.new_tokens, stats.draft_accepted):
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
@@ -125,11 +119,9 @@ def footer_text(run) -> str:
                   f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
     parts.append(run.drafter if kind.is_remote else
                  f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
-    if not kind.is_plain and not kind.is_remote and not run.draft_proposed:
-        parts.append(NOTHING_DRAFTED)  # no ratio: with no draft, any difference from plain decoding is noise
-    elif not kind.is_plain and not kind.is_remote and run.draft_accepted < MIN_DRAFTED_SHARE * run.new_tokens:
-        kept = run.draft_accepted
-        parts.append(f"decoded almost plainly ({kept} drafted token{'' if kept == 1 else 's'} kept)")
+    if not kind.is_plain and not kind.is_remote and not drafted_enough(run.new_tokens, run.draft_accepted):
+        # no ratio: with (almost) no draft kept, any difference from plain decoding is noise
+        parts.append(plainly(run.draft_proposed, run.draft_accepted))
     elif run.speedup:
         parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
     if run.exactness in EXACTNESS_LABELS and EXACTNESS_LABELS[run.exactness].footer and drafted \

@@ -189,3 +189,37 @@ def speedup(tokens_per_s: float, plain_tokens_per_s: float | None, run: str | Ru
     if not plain_tokens_per_s or not tokens_per_s:
         return None
     return tokens_per_s / plain_tokens_per_s
+
+
+# -- when a speedup is noise ----------------------------------------------------------------------------------------
+
+# Below this share of a run's tokens from accepted drafts, its speed against plain decoding is the machine's noise,
+# not the drafter's merit (a first reply read 0.79× "vs plain" with 1 drafted token in 50; a race lane that drafted
+# nothing read 1.15×): no ratio is stored or shown for it. The one rule of the chat's footer and baseline
+# (chats/run_book.py), the race's lanes (engine/race.py) and the statistics' means (storage, ui/dashboard/).
+MIN_DRAFTED_SHARE = 0.1
+PLAINLY, ALMOST_PLAINLY = "decoded plainly", "decoded almost plainly"  # what such a run says instead
+NOTHING_DRAFTED = f"{PLAINLY} (nothing worth drafting)"
+
+
+def drafted_enough(new_tokens: int, draft_accepted: int) -> bool:
+    """Whether a run's accepted drafts (draft_accepted of its new_tokens) made at least MIN_DRAFTED_SHARE of it, so
+    that its speed against plain decoding says something about the drafter. False for a run with no tokens and for
+    plain decoding (it accepts no drafts)."""
+    return new_tokens > 0 and draft_accepted >= MIN_DRAFTED_SHARE * new_tokens
+
+
+def shown_speedup(ratio: float | None, new_tokens: int, draft_accepted: int) -> float | None:
+    """A run's speedup (ratio, as measured or stored) as it may be shown and averaged: None where the run drafted
+    too little for it to mean anything (drafted_enough), else the ratio unchanged."""
+    return ratio if drafted_enough(new_tokens, draft_accepted) else None
+
+
+def plainly(draft_proposed: int, draft_accepted: int, why: bool = True) -> str:
+    """What a run of a drafter that drafted too little says instead of a ratio, from its proposed and accepted
+    draft tokens: "decoded plainly (nothing worth drafting)" when it proposed none, else "decoded almost plainly
+    (N drafted tokens kept)"; why=False: without the brackets, where space is short (the race's table)."""
+    if not draft_proposed:
+        return NOTHING_DRAFTED if why else PLAINLY
+    kept = f"{draft_accepted} drafted token{'' if draft_accepted == 1 else 's'} kept"
+    return f"{ALMOST_PLAINLY} ({kept})" if why else ALMOST_PLAINLY

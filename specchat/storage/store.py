@@ -16,6 +16,7 @@ from sqlalchemy import delete, exc as sa_exc, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..core.errors import StorageError, quoted
+from ..core.run_kind import shown_speedup
 from ..core.vocabulary import INTERRUPTED, STREAMING
 from . import exchange, import_rows
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
@@ -244,20 +245,22 @@ class Store:
         return self._aggregate()
 
     def _aggregate(self, *criteria) -> RunAggregate:
-        """Sum the runs matching `criteria` in SQL (one row back, however many runs there are)."""
+        """Sum the runs matching `criteria` in SQL (one row back, however many runs there are); the mean speedup is
+        over the runs with one whose drafts made enough of them for it (run_kind.shown_speedup), as the dashboard's."""
         r = GenerationRun
         query = select(func.count(r.id), *(func.coalesce(func.sum(c), 0) for c in (
-            r.new_tokens, r.draft_proposed, r.draft_accepted, r.target_passes, r.wall_s)), func.avg(r.speedup))
+            r.new_tokens, r.draft_proposed, r.draft_accepted, r.target_passes, r.wall_s)))
+        measured = select(r.speedup, r.new_tokens, r.draft_accepted).where(*criteria, r.speedup.is_not(None))
         with self._reading() as session:
-            runs, new_tokens, proposed, accepted, passes, wall_s, speedup = session.execute(
-                query.where(*criteria)).one()
+            runs, new_tokens, proposed, accepted, passes, wall_s = session.execute(query.where(*criteria)).one()
+            ratios = [ratio for row in session.execute(measured) if (ratio := shown_speedup(*row)) is not None]
         return RunAggregate(
             runs=runs, new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
             target_passes=passes, wall_s=float(wall_s),
             mean_alpha=accepted / proposed if proposed else 0.0,
             tau=new_tokens / passes if passes else 0.0,
             tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
-            mean_speedup=float(speedup) if speedup is not None else None,
+            mean_speedup=sum(ratios) / len(ratios) if ratios else None,
         )
 
     def runs(self, where: RunFilter = RunFilter()) -> list[RunRow]:
@@ -532,13 +535,17 @@ def _run_criteria(where: RunFilter) -> list:
 
 
 def _run_row(row: GenerationRun, title: str | None) -> RunRow:
+    """A stored run as the dashboard reads it: with no speedup where it drafted too little for one to mean anything
+    (run_kind.shown_speedup; older races stored one for a lane that drafted nothing), so no mean or chart counts it."""
+    speedup = shown_speedup(row.speedup, row.new_tokens, row.draft_accepted)
+    basis = row.speedup_basis if speedup is not None else None
     return RunRow(
         id=row.id, created_at=row.created_at, source=row.source, target=row.target, draft=row.draft,
         drafter=row.drafter, k=row.k, adaptive=row.adaptive, conversation_id=row.conversation_id,
         conversation_title=title, app_session_id=row.app_session_id, comparison_id=row.comparison_id,
         category=row.category, new_tokens=row.new_tokens, target_passes=row.target_passes,
         draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted, wall_s=row.wall_s,
-        tokens_per_s=row.tokens_per_s, speedup=row.speedup, speedup_basis=row.speedup_basis,
+        tokens_per_s=row.tokens_per_s, speedup=speedup, speedup_basis=basis,
         proposed_by_position=tuple(int(x) for x in row.proposed_by_position or ()),
         accepted_by_position=tuple(int(x) for x in row.accepted_by_position or ()))
 

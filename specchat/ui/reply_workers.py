@@ -73,8 +73,8 @@ class GenerationWorker(GeneratorWorker):
 
 class RaceWorker(GeneratorWorker):
     """A race: runs its lanes one after the other (engine.race.RaceRunner) and yields (lane, StepEvent) pairs; a
-    lane's last event carries its result. Stopped before it started, it returns like a race stopped early: no
-    lane finished, nothing to save."""
+    lane's last event carries its result. A short race then yields (lane, Rerun) pairs as it runs the lanes again.
+    Stopped before it started, it returns like a race stopped early: no lane finished, nothing to save."""
 
     def __init__(self, runner, messages: Sequence[Message], drafters: list[str], config: GenerationConfig,
                  cancel: threading.Event):

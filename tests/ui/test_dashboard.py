@@ -219,6 +219,24 @@ def test_dashboard_shows_the_seeded_runs(make_dashboard, store):
     assert rows["tiny · none"][3:5] == ["–", "–"]
 
 
+def test_runs_that_drafted_too_little_are_left_out_of_the_means(make_dashboard, store):
+    """As the chat's footer: a run whose drafts made less than a tenth of it has no ratio, so no mean counts it,
+    not even one stored with a ratio (a race lane of prompt lookup that drafted nothing, read "1.15×")."""
+    ids = seed_runs(store)
+    store.record_run(base_run(source="race", drafter="pld", created_at=NOW - timedelta(hours=1), new_tokens=33,
+                              wall_s=0.36, tokens_per_s=92.0, target_passes=33, draft_proposed=4, draft_accepted=0,
+                              speedup=1.15, speedup_basis="measured", app_session_id=ids["app_session"]))
+    window = make_dashboard()
+    assert card(window, "runs") == "6" and card(window, "speedup") == "1.56×"  # the mean of the other four
+    assert window.cards["speedup"].detail.text() == "over 4 runs with a baseline"
+    assert window.timeline.speedup_series["pld"].count() == 2  # no point for it on the speedup line
+    table = window.group_table
+    rows = {table.item(r, 0).text(): table.item(r, 4).text() for r in range(table.rowCount())}
+    assert rows["tiny · pld"] == "1.38×"  # (1.25 + 1.5) / 2, not with 1.15
+    assert store.app_session_stats(ids["app_session"]).mean_speedup == pytest.approx(1.5625)  # the status bar's
+    assert store.overall_stats().mean_speedup == pytest.approx(1.5625)  # `specchat stats`
+
+
 def test_filters_narrow_the_runs(make_dashboard, store):
     seed_runs(store)
     window = make_dashboard()

@@ -1,10 +1,14 @@
-"""The race window with a tiny model: lanes run and stream, the comparison is checked, saved, replayed, reopened."""
+"""The race window with a tiny model: lanes run and stream, the comparison is checked, saved, replayed, reopened;
+its table states the noise: no ratio for a lane that drafted too little, the median and range of alternated runs."""
+
+import re
 
 import pytest
 from PySide6.QtCore import QTimer
 
 from specchat.ui.race import RaceWindow
-from specchat.ui.race.table import word_diff
+from specchat.engine.race import RUNS_KEY, Track, lane_results
+from specchat.ui.race.table import ResultsTable, word_diff
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
 
@@ -15,6 +19,7 @@ RACE_TIMEOUT = 120000
 def race_window(qtbot, store, tiny_pair):
     session = ChatSession(store, AppSettings(drafter="model", k=4, adaptive_k=False), pair=tiny_pair)
     window = RaceWindow(session)
+    window.repeat_s, window.max_runs = 600.0, 3  # "short" on a busy machine too: each lane runs 3 times
     qtbot.addWidget(window)
     window.max_tokens.setValue(40)
     window.show()
@@ -50,14 +55,21 @@ def test_race_records_every_lane_and_greedy_outputs_are_identical(qtbot, race_wi
     assert len(model.view.draft_positions()) > 0  # the tiny pair's draft is the target: nearly all accepted
     assert race_window.results.rowCount() == 3
     assert race_window.results.item(2, 8).text() == "✓ yes"
+    # the model lane drafts all (the target is its own draft), and the short race ran the lanes again: its
+    # speedup is the median of its runs with their range, the plain lane's cell gives the noise of its own runs
+    runs = len(race_window.tracks[2].run_speeds)
+    assert runs == 3 and len(race_window.tracks[0].run_speeds) == runs
+    assert re.fullmatch(r"\d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d\)", race_window.results.item(2, 4).text())
+    assert f"median of {runs} runs" in race_window.results.item(2, 4).toolTip()
+    assert re.fullmatch(r"baseline \(noise ±\d+%\)", race_window.results.item(0, 4).text())
 
     saved = store.list_comparisons()
     assert len(saved) == 1 and saved[0].identical is True and saved[0].drafters == ("none", "pld", "model")
-    runs = store.runs()
-    assert [(r.source, r.drafter, r.comparison_id) for r in runs] == [
+    stored = store.runs()
+    assert [(r.source, r.drafter, r.comparison_id) for r in stored] == [
         ("race", "none", saved[0].id), ("race", "pld", saved[0].id), ("race", "model", saved[0].id)]
-    assert runs[2].speedup is not None and runs[2].speedup_basis == "measured"
-    assert runs[2].accepted_by_position and runs[0].speedup is None
+    assert stored[2].speedup == pytest.approx(lane_results(race_window.tracks, True)[2].speedup)  # the median
+    assert stored[2].speedup_basis == "measured" and stored[2].accepted_by_position and stored[0].speedup is None
 
 
 def test_replay_plays_to_the_end_and_shows_each_lane_by_its_clock(qtbot, race_window):
@@ -122,6 +134,42 @@ def test_sampled_race_says_outputs_are_samples(qtbot, store, tiny_pair):
     assert "different samples of the same distribution" in window.verdict.text()
     assert store.list_comparisons()[0].identical is None
     window.close()
+
+
+def lane(drafter, tokens_per_s, proposed, accepted, runs=None):
+    stats = {"new_tokens": 33, "wall_s": 33 / tokens_per_s, "draft_proposed": proposed, "draft_accepted": accepted,
+             "alpha": accepted / proposed if proposed else 0.0, "tau": 1.0}
+    return Track(drafter, stats={**stats, RUNS_KEY: runs} if runs else stats)
+
+
+def speedup_cells(qtbot, tracks):
+    table = ResultsTable()
+    qtbot.addWidget(table)
+    table.fill(lane_results(tracks, greedy=True))
+    return [(table.item(row, 4).text(), table.item(row, 4).font().bold()) for row in range(table.rowCount())]
+
+
+def test_a_lane_that_drafted_too_little_shows_no_ratio(qtbot):
+    """The issue's race: prompt lookup drafted nothing (α 0.00, τ 1.00), yet its row read "1.15×" in bold."""
+    table = ResultsTable()
+    qtbot.addWidget(table)
+    table.fill(lane_results([lane("none", 80.0, 0, 0), lane("pld", 92.0, 0, 0), lane("model", 92.0, 12, 2)], True))
+    cells = [(table.item(row, 4).text(), table.item(row, 4).font().bold()) for row in range(3)]
+    assert cells == [("baseline", False), ("decoded plainly", False), ("decoded almost plainly", False)]
+    assert all("×" not in text for text, _ in cells)
+    assert "Decoded plainly (nothing worth drafting): accepted drafts made" in table.item(1, 4).toolTip()
+    assert "Decoded almost plainly (2 drafted tokens kept): accepted" in table.item(2, 4).toolTip()
+
+
+def test_a_drafted_lane_shows_its_median_and_range_and_bold_only_when_clear(qtbot):
+    plain = lane("none", 90.0, 0, 0, runs=[80.0, 100.0, 90.0, 88.0, 92.0])
+    cells = speedup_cells(qtbot, [plain, lane("pld", 96.0, 30, 20, runs=[96.0, 130.0, 99.0, 121.0, 92.0]),
+                                  lane("model", 120.0, 30, 25, runs=[120.0, 130.0, 117.0, 110.0, 115.0]),
+                                  lane("hybrid", 120.0, 30, 25)])
+    assert cells == [("baseline (noise ±11%)", False),
+                     ("1.20× (1.00–1.38)", False),  # one run at plain's speed: within the noise, not bold
+                     ("1.30× (1.25–1.50)", True),  # every run faster than the plain run beside it
+                     ("1.50× (one run)", False)]  # ran once: its noise is not measured
 
 
 def test_word_diff_marks_what_changed():

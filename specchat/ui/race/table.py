@@ -11,9 +11,10 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout)
 
-from ...core.run_kind import RunKind
+from ...core.run_kind import MIN_DRAFTED_SHARE, RunKind, plainly
 from ...core.vocabulary import BIT_IDENTICAL, DISTRIBUTION
 from ...engine.race import Track
+from ..plain import plain_tip
 from .lanes import lane_label, short_label
 
 RESULT_COLUMNS = ("Lane", "Tokens", "Wall time", "Tokens/s", "Speedup", "α", "τ", "Accepted at pos. 1/2/3/4",
@@ -34,7 +35,8 @@ class ResultsTable(QTableWidget):
         self.setWordWrap(False)
 
     def fill(self, results) -> None:
-        """One row per lane result, the speedup in bold and a differing output in red."""
+        """One row per lane result (engine.race.LaneResult, the plain lane's first): the speedup with its range, in
+        bold where all its runs agree on which side of plain decoding it is; a differing output in red."""
         self.setRowCount(len(results))
         for row, r in enumerate(results):
             shown = r.acceptance_by_position[:4]
@@ -42,23 +44,70 @@ class ResultsTable(QTableWidget):
             positions = positions or "–"
             identical = "–" if r.identical is None else ("✓ yes" if r.identical else "✗ no")
             cells = (short_label(r.drafter), str(r.new_tokens), f"{r.wall_s:.2f} s",
-                     f"{r.tokens_per_s:.1f}", _speedup_cell(r),
+                     f"{r.tokens_per_s:.1f}", speedup_cell(r),
                      f"{r.alpha:.2f}" if r.alpha is not None else "–", f"{r.tau:.2f}" if r.tau else "–",
                      positions, identical)
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if column == 4 and r.speedup:
-                    item.setFont(_bold())
+                if column == 4:
+                    item.setToolTip(plain_tip(speedup_tip(r, results[0])))  # rich text: it wraps
+                    if clear_speedup(r):
+                        item.setFont(_bold())
                 if column == 8 and r.identical is False:
                     item.setForeground(QColor("#b3261e"))
                 self.setItem(row, column, item)
 
 
-def _speedup_cell(result) -> str:
-    if result.speedup:
-        return f"{result.speedup:.2f}×"
+def speedup_cell(result) -> str:
+    """The Speedup column of a LaneResult: "1.32× (1.21–1.40)", the median of the lane's runs and their range;
+    "1.32× (one run)" when it ran once; "decoded plainly" or "decoded almost plainly", and no ratio, when it
+    drafted too little (why: speedup_tip); for the plain lane "baseline", with the spread of its own runs
+    ("baseline (noise ±3%)")."""
     kind = RunKind.parse(result.drafter)
-    return "baseline" if kind.is_plain else "other machine" if kind.is_remote else "–"
+    if kind.is_plain:
+        return f"baseline (noise ±{_plain_noise(result):.0%})" if result.speedup_range else "baseline"
+    if result.plainly:
+        return plainly(result.draft_proposed, result.draft_accepted, why=False)
+    if result.speedup:
+        low_high = result.speedup_range
+        return f"{result.speedup:.2f}× " + (f"({low_high[0]:.2f}–{low_high[1]:.2f})" if low_high else "(one run)")
+    return "other machine" if kind.is_remote else "–"
+
+
+def clear_speedup(result) -> bool:
+    """Whether a lane's ratio is shown in bold: measured over several runs that all fall on one side of plain
+    decoding (all faster, or all slower), so that it is more than this machine's noise."""
+    low_high = result.speedup_range
+    return bool(result.speedup) and low_high is not None and (low_high[0] > 1.0 or low_high[1] < 1.0)
+
+
+def speedup_tip(result, plain) -> str:
+    """What the Speedup cell of a lane (result) stands on, beside the plain lane's result (plain)."""
+    kind = RunKind.parse(result.drafter)
+    if kind.is_plain:
+        if not result.speedup_range:
+            return ("The baseline. It ran once: the race was too long to run again, or no lane drafted enough for a "
+                    "ratio to measure.")
+        return (f"The baseline. Its {result.runs} runs differed from their median by up to "
+                f"{_plain_noise(result):.0%}: what two runs of the same decoding differ by on this machine now.")
+    if result.plainly:
+        return (f"{result.plainly[0].upper()}{result.plainly[1:]}: accepted drafts made less than "
+                f"{MIN_DRAFTED_SHARE:.0%} of the reply, so its speed against plain decoding is this machine's noise, "
+                "not the drafter's. No ratio is shown.")
+    if not result.speedup:
+        return ("Another machine's speed says nothing against plain decoding here." if kind.is_remote else "")
+    if result.speedup_range is None:
+        return ("Each lane ran once (the race was too long to run again), so this ratio's noise is not measured: "
+                "a short race runs its lanes again, alternated, and shows their spread.")
+    noise = f" Plain decoding's own runs differed by up to {_plain_noise(plain):.0%}." if plain.speedup_range else ""
+    return (f"The median of {result.runs} runs, each against the plain run beside it (the lanes alternated), "
+            f"and in brackets the lowest and highest.{noise} In bold when every run was on one side of 1×.")
+
+
+def _plain_noise(result) -> float:
+    """The plain lane's largest distance from its median, as a fraction (its speedup_range: runs over median)."""
+    low, high = result.speedup_range
+    return max(1.0 - low, high - 1.0)
 
 
 DISTRIBUTION_NOTE = (" The target verified on llama.cpp's fastest kernels, whose rounding depends on how many tokens a "

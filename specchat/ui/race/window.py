@@ -26,7 +26,7 @@ from ...core.vocabulary import CANCELLED, DRAFTERS, PLAIN, drafter_kind
 from ...engine.chat_engine import whole_prompt
 from ...engine.chat_prompt import Message
 from ...engine.decoding.events import GenerationResult, StepEvent
-from ...engine.race import RaceRunner, Track, all_identical, lane_results, lanes_for
+from ...engine.race import MAX_RUNS, REPEAT_S, RaceRunner, Rerun, Track, all_identical, lane_results, lanes_for
 from ..plain import plain_label, plain_tip
 from ..reply_workers import RaceWorker
 from ..theme import current_theme
@@ -47,6 +47,7 @@ class RaceWindow(QWidget):
 
     race_finished = Signal()  # all lanes done and the comparison saved (or the race failed / was stopped)
     replay_finished = Signal()
+    repeat_s, max_runs = REPEAT_S, MAX_RUNS  # how long and how often a short race runs its lanes again (RaceRunner)
 
     def __init__(self, session, parent=None):
         super().__init__(parent, Qt.WindowType.Window)
@@ -202,7 +203,8 @@ class RaceWindow(QWidget):
         models = (pair.target.name.split(" (")[0] + (f" + {pair.draft.name}" if pair.draft else "")
                   + (" + draft head" if pair.has_head else "")) if pair else "loading…"
         self.settings_label.setText(f"{models} · {sampling} · {k} · lanes run one after the other on "
-                                    f"{pair.target.device if pair else 'the device'}, each after a warm-up")
+                                    f"{pair.target.device if pair else 'the device'}, each after a warm-up; a "
+                                    "short race runs them again, alternated, to show the spread")
 
     # -- racing ---------------------------------------------------------------------------------------------------
 
@@ -269,10 +271,13 @@ class RaceWindow(QWidget):
             # prompt is read whole, as a one-message prompt always was (the engine refuses one too long)
             return engines.chat_engine(drafter, history if kind.needs_history else None, whole_prompt=True)
 
-        return RaceRunner(engine_for)
+        return RaceRunner(engine_for, self.repeat_s, self.max_runs)
 
-    def _on_step(self, lane_event: tuple[int, StepEvent]) -> None:
+    def _on_step(self, lane_event: tuple[int, StepEvent | Rerun]) -> None:
         lane, event = lane_event
+        if isinstance(event, Rerun):
+            self._on_rerun(lane, event)
+            return
         track = self.tracks[lane]
         track.add(event)
         self.lanes[lane].view.show_tokens(track, len(track.token_ids))
@@ -295,6 +300,16 @@ class RaceWindow(QWidget):
         if lane + 1 < len(self.lanes):
             self.lanes[lane + 1].status.setText("running…")
         self.chart.set_tracks([t for t in self.tracks if t.finish_reason is not None])  # the lines grow lane by lane
+
+    def _on_rerun(self, lane: int, rerun: Rerun) -> None:
+        """A finished lane running again, unseen, to measure the noise (engine.race.Rerun): its status says which
+        run, and its speed is kept with its track (Track.add_run) for the table's median and range."""
+        status = self.lanes[lane].status
+        if rerun.tokens_per_s is None:
+            status.setText(f"timing again, alternated: run {rerun.run} of {rerun.runs}…")
+            return
+        self.tracks[lane].add_run(rerun.tokens_per_s)
+        status.setText(f"run {rerun.run} of {rerun.runs}: {rerun.tokens_per_s:.1f} tok/s")
 
     def _on_race_finished(self, _value=None) -> None:
         self._end_race()
@@ -353,8 +368,9 @@ class RaceWindow(QWidget):
         self.chart.set_tracks(self.tracks)
         for lane, track in zip(self.lanes, self.tracks):
             lane.view.show_tokens(track, len(track.token_ids))
+            runs = len(track.run_speeds)
             lane.status.setText(f"{len(track.token_ids)} tokens in {track.wall_s:.2f} s · "
-                                f"{track.tokens_per_s:.1f} tok/s")
+                                f"{track.tokens_per_s:.1f} tok/s" + (f" (first of {runs} runs)" if runs > 1 else ""))
         self.replay.show_end()
 
     def identical(self) -> bool:
