@@ -8,11 +8,12 @@ import sys
 
 from . import __version__
 # torch-free: `--help` stays fast
-from .commands import (app, bench, chat, costs, generate, gpu_check, manifest, models, serve, stats, train_draft,
-                       train_head)
+from .commands import (app, bench, chat, costs, generate, gpu_check, manifest, models, prefill, serve, stats,
+                       train_draft, train_head)
 from .commands.options import EXIT_USAGE
 
-COMMANDS = (chat, generate, bench, costs, gpu_check, train_draft, train_head, manifest, serve, stats, models)  # --help's order
+COMMANDS = (chat, generate, bench, prefill, costs, gpu_check, train_draft, train_head, manifest, serve, stats,
+            models)  # --help's order
 
 
 def gui_main() -> int:

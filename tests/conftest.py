@@ -8,6 +8,7 @@ import tempfile
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("SPECCHAT_MEASURE_NOW", "1")  # one-time measurements in the test's thread, not beside it
 # Hypothesis keeps caches (Unicode tables, constants) in a folder it makes in the working directory, which is the
 # repository's top level: they go to the system's temporary folder instead.
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
@@ -141,12 +142,22 @@ def _embedded_on_llama_cpp(**placement):
 @pytest.fixture(autouse=True)
 def fixed_step_costs(request, monkeypatch):
     """Every engine made in a test prices a step with StepCosts.fixed instead of the clock, so that adaptive K, and
-    with it every count of drafted and accepted tokens, is the same on a fast, a slow and a busy machine. A test of
-    the measured costs themselves opts out with @pytest.mark.clock."""
+    with it every count of drafted and accepted tokens, is the same on a fast, a slow and a busy machine; a torch
+    pair measures no cost curve (nor keeps one in the user cache) for it. A test of the measured costs themselves
+    opts out with @pytest.mark.clock."""
     if request.node.get_closest_marker("clock"):
         return
     from specchat.engine.decoding.adaptive import StepCosts
+    from specchat.engine.decoding.cost_curve import FIXED_CURVE
     from specchat.engine.decoding.speculative import SpeculativeEngine
+    from specchat.engine.loading.pair import ModelPair
+
+    measured = ModelPair.cost_curve
+
+    def fixed_curve(self, runner, packed_weights=True):
+        return measured(self, runner, packed_weights) if self.target.native is not None else FIXED_CURVE
+
+    monkeypatch.setattr(ModelPair, "cost_curve", fixed_curve)
 
     made = SpeculativeEngine.__init__
 

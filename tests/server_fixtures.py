@@ -113,7 +113,9 @@ class Launch:
     """A `specchat serve` process on its way up; ready() waits until it listens."""
 
     def __init__(self, model_dir, data_dir, *options: str):
-        env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
+        # its own cache too: the curves it measures for test models stay out of the user's costs.json
+        env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir), "SPECCHAT_CACHE_DIR": str(Path(data_dir) / "cache"),
+               "HF_HUB_OFFLINE": "1"}
         env.pop("SPECCHAT_API_KEY", None)
         self.data_dir = Path(data_dir)
         self.process = subprocess.Popen(

@@ -323,9 +323,9 @@ class BenchRunner:
         return _with_measured_oracles(records)
 
     def oracle_curve(self) -> CostCurve | None:
-        """The verification cost curve the oracle prices its passes on: the plain engine's measured one
-        (StepCosts.curve, which llama.cpp targets have), or None (a torch target: _with_measured_oracles then
-        builds one from the run's own steps)."""
+        """The verification cost curve the oracle prices its passes on: the plain engine's (StepCosts.curve,
+        measured at load for llama.cpp and torch targets alike), or None (a mode with no engine of ours:
+        _with_measured_oracles then builds one from the run's own steps)."""
         engine = getattr(self._modes.get(PLAIN), "engine", None)
         return getattr(getattr(engine, "step_costs", None), "curve", None)
 

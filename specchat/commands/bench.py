@@ -77,6 +77,8 @@ def run(args) -> int:
     pair = load(args, with_draft=drafted,
                 on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
+    if pair.target.native is not None:  # its one-time measurements before anything is timed, not between replies
+        pair.target.native.settle()
     settings = bench.BenchSettings(k=args.k, adaptive=not args.no_adaptive, max_new_tokens=args.max_new_tokens,
                                    repeats=args.repeats, packed_weights=args.packed_weights,
                                    peer_draft=str(args.peer_draft) if args.peer_draft else None,

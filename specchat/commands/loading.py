@@ -36,10 +36,6 @@ def load(args, with_draft: bool, on_loaded=None):
                   flush=True)
     pair = load_pair(target, draft, options, on_loaded)
     pair.head_folder = getattr(args, "head", None)
-    native = pair.target.native
-    if native is not None and not native.cost_curve_kept():
-        print(f"Measuring what a verification pass costs on {pair.target.name} here (once for this file and "
-              "machine, up to half a minute)…", file=sys.stderr, flush=True)
     return pair
 
 

@@ -1,24 +1,18 @@
-"""The draft-length policy: more K when drafts are accepted, none when they fail, respecting measured costs."""
+"""The draft-length policy: K is the size on the cost curve that yields the most expected tokens per pass, 0 when
+none beats plain decoding; acceptance is learned per class; a free class is drafted only once it was seen right."""
 
 import random
 
-from specchat.engine.decoding.adaptive import CONTEXT, HISTORY, AcceptanceClass, DraftLengthPolicy, expected_tokens
+import pytest
 
-ONE, SIX = AcceptanceClass(CONTEXT, 1), AcceptanceClass(CONTEXT, 6)  # prompt lookup's matches of 1 and 6 tokens
+from specchat.core.acceptance import expected_tokens
+from specchat.engine.decoding.adaptive import (PAST_REPLIES, PROMPT, AcceptanceBook, AcceptanceClass,
+                                               DraftLengthPolicy, StepCosts, cap, prior)
+from specchat.engine.decoding.cost_curve import FIXED_CURVE, PASS_SIZES, CostCurve
 
-
-def run(policy, alpha: float, steps: int, cost=lambda n: 0.040 + 0.006 * (n - 1), draft_cost=0.0):
-    """Simulated steps where each draft token is accepted with probability alpha; returns the chosen K's."""
-    rng = random.Random(0)
-    chosen = []
-    for _ in range(steps):
-        k = policy.choose(limit=100)
-        chosen.append(k)
-        n = 0
-        while n < k and rng.random() < alpha:
-            n += 1
-        policy.observe(k, n, verify_s=cost(k + 1), draft_s=draft_cost * k)
-    return chosen
+ONE, SIX = AcceptanceClass(PROMPT, 1), AcceptanceClass(PROMPT, 6)  # prompt lookup's matches of 1 and 6 tokens
+FLAT = CostCurve({n: 1.0 + 0.05 * (n - 1) for n in PASS_SIZES})  # a GPU's, or torch on a CPU
+STEEP = CostCurve({n: 1.0 if n == 1 else 0.9 + 0.5 * n for n in PASS_SIZES})  # llama.cpp's: 2 tokens 1.9 passes
 
 
 def test_expected_tokens():
@@ -27,122 +21,87 @@ def test_expected_tokens():
     assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-12
 
 
-def test_failing_drafts_fall_back_to_plain_decoding_with_rare_probes():
-    chosen = run(DraftLengthPolicy(k=8), alpha=0.0, steps=60)
-    tail = chosen[20:]
-    assert tail.count(0) > 0.7 * len(tail)
-    assert max(tail) <= 1  # only cheap probes
+@pytest.mark.parametrize("curve", [FLAT, STEEP, FIXED_CURVE], ids=["flat", "steep", "fixed"])
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.8, 0.95])
+def test_k_is_the_measured_size_with_the_most_tokens_per_pass(curve, alpha):
+    book = AcceptanceBook({SIX: (10 * alpha, 10.0)}, right={SIX})
+    policy = DraftLengthPolicy(k_max=63, costs=StepCosts(curve), book=book)
+    believed = min(alpha, cap(SIX))
+    rates = {n - 1: expected_tokens(believed, n - 1) / curve.ratio(n) for n in curve.sizes}
+    k = policy.choose(100, SIX, free=True)
+    assert rates[k] == max(rates.values())
+    assert (k == 0) == (max(rates.values()) <= 1.0)  # plain decoding unless a draft strictly pays
 
 
-def test_good_drafts_grow_k():
-    chosen = run(DraftLengthPolicy(k=2), alpha=1.0, steps=30)
-    assert chosen[-1] >= 8
+def test_k_is_zero_where_nothing_pays_and_grows_with_acceptance():
+    ks = {}
+    for curve, name in ((FLAT, "flat"), (STEEP, "steep")):
+        for alpha in (0.0, 0.6, 0.9):
+            book = AcceptanceBook({SIX: (10 * alpha, 10.0)}, right={SIX})
+            ks[name, alpha] = DraftLengthPolicy(k_max=63, costs=StepCosts(curve), book=book).choose(100, SIX, True)
+    assert ks["flat", 0.0] == ks["steep", 0.0] == ks["steep", 0.6] == 0
+    assert 0 < ks["flat", 0.6] < ks["flat", 0.9] and ks["steep", 0.9] > 0
 
 
-def test_steep_verify_cost_limits_k():
-    cheap = run(DraftLengthPolicy(k=4), alpha=1.0, steps=30, cost=lambda n: 0.040 + 0.001 * n)
-    steep = run(DraftLengthPolicy(k=4), alpha=1.0, steps=30, cost=lambda n: 0.040 * n)
-    assert steep[-1] < cheap[-1]
-
-
-def test_costly_draft_model_means_shorter_drafts():
-    free = run(DraftLengthPolicy(k=4), alpha=0.8, steps=60)
-    costly = run(DraftLengthPolicy(k=4), alpha=0.8, steps=60, draft_cost=0.020)
-    assert sum(costly[20:]) < 0.7 * sum(free[20:])
+def test_a_draft_models_tokens_shorten_its_drafts():
+    book = AcceptanceBook({None: (8.0, 10.0)})
+    cheap = DraftLengthPolicy(k_max=63, costs=StepCosts(FLAT), book=book)
+    costly = DraftLengthPolicy(k_max=63, costs=StepCosts(FLAT, draft_prior=0.2), book=book)
+    assert 0 < costly.choose(100) < cheap.choose(100)
 
 
 def test_fixed_k_never_changes_and_respects_the_limit():
-    policy = DraftLengthPolicy(k=5, adaptive=False)
-    assert run(policy, alpha=0.0, steps=10) == [5] * 10
+    policy = DraftLengthPolicy(k=7, adaptive=False)
+    assert [policy.choose(100, ONE, free=True) for _ in range(5)] == [7] * 5
+    policy.observe(7, 0, verify_s=0.01, draft_s=0.0, acceptance_class=ONE, free=True)  # 8 tokens: not on the curve
     assert policy.choose(limit=2) == 2 and policy.choose(limit=0) == 0
 
 
+def test_a_free_class_is_drafted_only_once_it_was_seen_right():
+    """However likely its prior (a 16-token match in past replies), a class's proposals are trials at no cost until
+    one's first token is the target's; a miss alone never starts drafting."""
+    policy = DraftLengthPolicy(k_max=63, costs=StepCosts(FLAT))
+    long_past = AcceptanceClass(PAST_REPLIES, 16)
+    assert prior(long_past) > 0.85 and policy.choose(100, long_past, free=True) == 0
+    policy.observe_shadow(long_past, hit=False)
+    assert policy.choose(100, long_past, free=True) == 0
+    policy.observe_shadow(long_past, hit=True)
+    assert policy.choose(100, long_past, free=True) > 0
+
+
 def test_acceptance_classes_are_learned_separately():
-    policy = DraftLengthPolicy(k=4)
+    policy = DraftLengthPolicy(k_max=63, costs=StepCosts(STEEP))
     rngs = {ONE: random.Random(1), SIX: random.Random(2)}  # each class's outcomes apart from the other's K
     for _ in range(80):
         for acceptance_class, alpha in ((ONE, 0.1), (SIX, 0.95)):
-            k = policy.choose(limit=100, acceptance_class=acceptance_class)
+            k = policy.choose(limit=100, acceptance_class=acceptance_class, free=True)
             n = 0
             while n < k and rngs[acceptance_class].random() < alpha:
                 n += 1
-            policy.observe(k, n, verify_s=0.040 + 0.004 * k, draft_s=0.0, acceptance_class=acceptance_class)
-    assert policy.alpha(ONE) < 0.3 < 0.8 < policy.alpha(SIX)
-    assert policy.choose(limit=100, acceptance_class=SIX) >= 6
-    assert policy.choose(limit=100, acceptance_class=ONE) <= 1
+            policy.observe(k, n, verify_s=0.01, draft_s=0.0, acceptance_class=acceptance_class, free=True)
+            if k == 0:
+                policy.observe_shadow(acceptance_class, rngs[acceptance_class].random() < alpha)
+    assert policy.book.alpha(ONE) < 0.3 < 0.8 < policy.book.alpha(SIX)
+    assert policy.choose(limit=100, acceptance_class=SIX, free=True) >= 3
+    assert policy.choose(limit=100, acceptance_class=ONE, free=True) == 0
 
 
-def test_a_policy_that_only_measured_long_drafts_still_tries_short_ones():
-    """The trap seen on the real model: the first steps verified 5 and 6 tokens (the 5-token pass also timed the
-    output head's layouts, so it measured high), a line through them said 1 token costs as much as 5, and the
-    policy kept proposing 5 tokens at an acceptance of 0.16 without ever measuring a short step."""
-    policy = DraftLengthPolicy(k=5)
-    policy.costs.record(4, verify_s=0.1475, draft_s=None)
-    policy.costs.record(5, verify_s=0.091, draft_s=None)
-    assert policy.costs.verify_estimate(1) < policy.costs.verify_estimate(6)
-    assert policy.costs.verify_estimate(5) <= policy.costs.verify_estimate(6)  # fewer tokens never cost more
-    true_cost = lambda n: 0.040 + 0.010 * (n - 1)
-    chosen = run(policy, alpha=0.16, steps=40, cost=true_cost)
-    assert max(chosen[10:]) <= 2
-    assert policy.costs.verify_estimate(1) < 0.05  # measured now
-
-
-def test_measured_costs_are_kept_where_the_curve_rises():
-    policy = DraftLengthPolicy()
-    for n, cost in ((1, 0.040), (2, 0.045), (4, 0.067), (8, 0.070)):
-        policy.costs.record(n - 1, verify_s=cost, draft_s=None)
-    # beyond 8: half the larger of the 4-8 slope (0.75 ms a token) and the mean slope from 1 to 8 (4.3 ms a token)
-    assert [round(policy.costs.verify_estimate(n), 4) for n in (1, 2, 3, 4, 6, 8, 10)] == [
-        0.04, 0.045, 0.056, 0.067, 0.0685, 0.07, 0.0743]
-
-
-def test_one_slow_pass_does_not_move_the_cost_curve():
-    """A pass that waited for a core (a shared machine) must not make longer checks look cheap."""
-    policy = DraftLengthPolicy()
-    for _ in range(6):
-        policy.costs.record(0, verify_s=0.017, draft_s=None)
-    policy.costs.record(0, verify_s=0.055, draft_s=None)
-    assert policy.costs.verify_estimate(1) == 0.017
-
-
-def test_k_grows_only_a_little_past_the_sizes_measured():
-    policy = DraftLengthPolicy(k=4)
-    assert policy.choose(limit=100, acceptance_class=SIX) == 0  # nothing measured yet: a plain pass, not a blind draft
-    policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
-    assert policy.choose(limit=100, acceptance_class=SIX) == 0  # one plain step is not a baseline yet (PLAIN_SAMPLES)
-    policy.observe(0, 0, verify_s=0.040, draft_s=0.0)
-    policy._class(SIX).successes = 3.0  # alpha 1 (three trials, all accepted)
-    assert policy.choose(limit=100, acceptance_class=SIX) == 2  # at most 2 past the one size measured
-    policy.observe(2, 2, verify_s=0.041, draft_s=0.0, acceptance_class=SIX)
-    assert policy.choose(limit=100, acceptance_class=SIX) == 4
-
-
-def test_a_class_whose_drafts_lose_time_stops_drafting_whatever_the_estimates_say():
-    """The floor: drafting steps that cost more than plain decoding would have (here every drafting pass is slow,
-    which the robust cost curve ignores as noise) put the class in the red; it then drafts only in rare probes."""
-    policy = DraftLengthPolicy(k=4)
-    for n in range(1, 9):
-        for _ in range(8):
-            policy.costs.record(n - 1, verify_s=0.010 + 0.0005 * (n - 1), draft_s=None)
-    chosen = []
-    for _ in range(200):
-        k = policy.choose(limit=100, acceptance_class=SIX)
-        chosen.append(k)
-        policy.observe(k, k, verify_s=0.010 if k == 0 else 0.200, draft_s=0.0, acceptance_class=SIX)  # all accepted
-    assert policy.alpha(SIX) > 0.9  # the estimate still says drafting pays...
-    tail = chosen[20:]
-    assert chosen[:3] != [0, 0, 0] and sum(k > 0 for k in tail) <= len(tail) // 30  # ...but it stopped, but probes
-
-
-def test_probes_are_rare_where_checking_two_tokens_costs_twice_one():
-    """llama.cpp on this CPU: verify(2) ~ 2 x verify(1), so a K = 1 probe costs a whole extra pass; probes must
-    then stay within the probe budget (2% of the time) instead of coming every 6 steps."""
-    steep = lambda n: 0.0056 * (1 if n == 1 else 0.6 + 0.45 * n)  # noqa: E731 (1: 5.6 ms, 2: 8.4, 4: 13.4)
-    chosen = run(DraftLengthPolicy(k=4), alpha=0.0, steps=400, cost=steep)
-    tail = chosen[50:]
-    extra = sum(steep(k + 1) - steep(1) for k in tail)
-    assert extra / (len(tail) * steep(1)) <= 0.02 + 1e-9
-    assert 0 < tail.count(1) <= len(tail) // 20  # still probing, rarely (every 6 steps would be 58)
+def test_the_book_weighs_each_trial_decay_times_the_next():
+    """A check of k drafts with n accepted is n hits in n + 1 trials (n in k), the rejected one last; each trial
+    weighs DECAY times the next, so a class's record is about its last ten trials, however long its checks."""
+    book, decay = AcceptanceBook(), AcceptanceBook.DECAY
+    book.record(SIX, 4, 4)
+    assert book.counts[SIX] == pytest.approx((decay ** 4 * 3 * prior(SIX) + 1 + decay + decay ** 2 + decay ** 3,
+                                              decay ** 4 * 3 + 1 + decay + decay ** 2 + decay ** 3))
+    book.record(SIX, 4, 1)  # a hit, then a miss weighing 1
+    hits, trials = book.counts[SIX]
+    previous_hits, previous_trials = decay ** 4 * 3 * prior(SIX) + 3.439, decay ** 4 * 3 + 3.439
+    assert (hits, trials) == pytest.approx((decay ** 2 * previous_hits + decay, decay ** 2 * previous_trials + 1 + decay))
+    for _ in range(60):
+        book.record(SIX, 63, 63)  # a long copy: the record saturates at ten trials, not hundreds
+    assert book.counts[SIX] == pytest.approx((10.0, 10.0), rel=1e-3)
+    book.record(SIX, 63, 0)
+    assert book.alpha(SIX) == pytest.approx(0.9, rel=1e-3) and SIX in book.right
 
 
 def test_greedy_replies_start_from_the_acceptance_earlier_replies_measured(target, tokenizer, prompt_ids):
@@ -152,20 +111,8 @@ def test_greedy_replies_start_from_the_acceptance_earlier_replies_measured(targe
 
     engine = SpeculativeEngine(target, tokenizer, PromptLookupDrafter())
     engine.generate(prompt_ids, GenerationConfig(max_new_tokens=24, seed=0))
-    learned = {c: a.trials for c, a in engine.acceptance.items()}
-    assert learned and any(trials > 3.0 for trials in learned.values())  # live counts beyond the prior's
+    learned = dict(engine.acceptance.counts)
+    assert learned and any(trials != AcceptanceBook.PRIOR_TRIALS for _, trials in learned.values())
     sampled = GenerationConfig(max_new_tokens=24, seed=0, sampling=SamplingParams(temperature=1.0))
     engine.generate(prompt_ids, sampled)
-    assert {c: a.trials for c, a in engine.acceptance.items()} == learned  # a sample neither reads nor writes them
-
-
-def test_a_long_match_in_past_replies_is_tried_at_once_where_a_context_match_is_not():
-    """On a curve where checking two tokens costs two passes only acceptance above ~0.85 pays: a long match in an
-    earlier reply (most often the same request again) starts above it, a context match of the same length not."""
-    policy = DraftLengthPolicy()
-    steep = lambda n: 0.0068 * (1 if n == 1 else 1.0 + 0.5 * n)  # noqa: E731 (2: 2x one pass, 8: 5x)
-    for n in range(1, 10):
-        for _ in range(4):
-            policy.costs.record(n - 1, verify_s=steep(n), draft_s=None)
-    assert policy.choose(limit=100, acceptance_class=AcceptanceClass(HISTORY, 8), free=True) >= 3
-    assert policy.choose(limit=100, acceptance_class=SIX, free=True) == 0
+    assert engine.acceptance.counts == learned  # a sample neither reads nor writes them

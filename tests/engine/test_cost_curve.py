@@ -7,14 +7,15 @@ import json
 import pytest
 import torch
 
-from specchat.engine.decoding.adaptive import (AcceptanceClass, DraftLengthPolicy, StepCosts, _Acceptance,
-                                               expected_tokens)
-from specchat.engine.decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve, monotone
+from specchat.core.acceptance import expected_tokens
+from specchat.engine.decoding.adaptive import PROMPT, AcceptanceClass, DraftLengthPolicy, StepCosts, cap
+from specchat.engine.decoding.cost_curve import (FIXED_CURVE, PASS_SIZES, CostCurve, curve_for, kept_curve,
+                                                 measure_curve, monotone)
 
 # A curve shaped like llama.cpp's for a 1.5B Q4_K_M model on two cores (docs/performance.md): steep, uneven.
 STEEP = CostCurve({1: 1.0, 2: 1.9, 3: 2.3, 4: 2.7, 8: 4.6, 16: 5.5, 24: 8.1, 32: 9.3, 48: 12.9, 64: 16.8})
 PLAIN_S = 0.03
-COPY = AcceptanceClass("context", 16)
+COPY = AcceptanceClass(PROMPT, 16)
 
 
 def optimum(curve: CostCurve, alpha: float) -> int:
@@ -91,8 +92,9 @@ def _copying_step(policy: DraftLengthPolicy, accepted: bool, key=COPY, proposal:
 def test_k_grows_to_the_curve_optimum_on_a_copying_reply():
     policy = DraftLengthPolicy(k_max=63, costs=StepCosts(curve=STEEP))
     ks = [_copying_step(policy, accepted=True) for _ in range(12)]
-    best = optimum(STEEP, _Acceptance.cap_for(COPY))
+    best = optimum(STEEP, cap(COPY))
     assert best >= 15  # on this curve a near-certain copy pays most with a long check
+    assert ks[0] == 0  # the class's first proposal is a trial at no cost
     assert ks[-1] == best and ks.index(best) <= 6, ks
     assert all(k + 1 in STEEP.ratios for k in ks)  # only measured sizes are ever checked
 
@@ -113,29 +115,6 @@ def test_a_proposal_is_checked_no_longer_than_it_is():
     for _ in range(12):
         _copying_step(policy, accepted=True)
     assert policy.choose(10, COPY, free=True) == 7  # the longest measured check within 10 drafts is 8 tokens
-
-
-def test_the_baseline_follows_the_machine_from_drafting_steps():
-    costs = StepCosts(curve=STEEP)
-    costs.record(0, 0.03, None)
-    for _ in range(StepCosts.ANCHOR_STEPS):
-        costs.record(15, 0.03 * STEEP.ratio(16), None)
-    for _ in range(StepCosts.PLAIN_REFRESH - StepCosts.ANCHOR_STEPS - 1):  # then the machine got twice as slow
-        costs.record(15, 0.06 * STEEP.ratio(16), None)
-    assert costs.plain() == pytest.approx(0.06, rel=0.05)  # no plain step was spent to find it out
-    assert not costs.needs_plain_step()
-    costs.record(15, 0.06 * STEEP.ratio(16), None)
-    assert costs.needs_plain_step()  # one in PLAIN_REFRESH anchors the live ratios
-
-
-def test_a_size_dearer_live_than_at_load_is_priced_as_it_runs():
-    costs = StepCosts(curve=STEEP)
-    for _ in range(5):
-        costs.record(0, 0.03, None)
-        for _ in range(4):
-            costs.record(15, 0.03 * 8.0, None)  # the 16-token pass costs 8 plain steps here, not 5.5
-    assert costs.verify_estimate(16) / costs.plain() == pytest.approx(8.0, rel=0.05)
-    assert costs.verify_estimate(8) / costs.plain() == pytest.approx(4.6)  # the other sizes keep their ratio
 
 
 @pytest.mark.parametrize("drafter_name", ["pld", "hybrid"])
@@ -162,24 +141,51 @@ def test_drafting_priced_on_a_curve_is_identical_to_plain_decoding(target, token
 def test_a_draft_model_that_could_not_pay_even_if_always_right_is_never_run():
     # on the steep curve a draft token costing 0.8 of a pass never pays, even if all were accepted: 4 tokens for
     # 2.7 + 3 x 0.8 passes, 16 for 5.5 + 15 x 0.8, ...
-    costs = StepCosts(curve=STEEP, draft_prior=0.8)
-    policy = DraftLengthPolicy(k_max=63, costs=costs)
-    costs.record(0, PLAIN_S, None)
+    policy = DraftLengthPolicy(k_max=63, costs=StepCosts(curve=STEEP, draft_prior=0.8))
     assert [policy.choose(200) for _ in range(500)] == [0] * 500  # not even a probe
     cheap = DraftLengthPolicy(k_max=63, costs=StepCosts(curve=STEEP, draft_prior=0.02))
-    cheap.costs.record(0, PLAIN_S, None)
-    assert any(cheap.choose(200) for _ in range(500))  # a cheap draft is tried
+    assert any(cheap.choose(200) for _ in range(500))  # a cheap draft is probed
 
 
 def test_a_short_match_is_never_believed_enough_for_a_long_check():
     # the curve measured for the same file on a busier day: 16 tokens at 9.2 one-token passes
     busier = CostCurve({1: 1.0, 2: 2.0, 3: 2.5, 4: 3.0, 8: 6.1, 16: 9.2, 32: 17.9, 64: 36.5})
     policy = DraftLengthPolicy(k_max=63, costs=StepCosts(curve=busier))
-    policy.costs.record(0, PLAIN_S, None)
-    short = AcceptanceClass("context", 3)
+    short = AcceptanceClass(PROMPT, 3)
     for _ in range(20):  # a run of lucky hits on a 3-token match
         k = policy.choose(200, short, free=True)
         policy.observe(k, k, verify_s=PLAIN_S * busier.ratio(k + 1), draft_s=0.0, acceptance_class=short, free=True)
         if k == 0:
             policy.observe_shadow(short, True)
     assert policy.choose(200, short, free=True) == 3  # at most a 4-token check on this curve
+
+
+def test_the_fixed_curve_has_every_measured_size():
+    assert FIXED_CURVE.sizes == PASS_SIZES and FIXED_CURVE.ratio(2) == pytest.approx(1.1)
+
+
+@pytest.mark.clock
+def test_a_torch_target_prices_on_a_curve_measured_once_when_its_engines_are_built(target, tokenizer, tmp_path,
+                                                                                    monkeypatch):
+    from specchat.core import paths
+    from specchat.engine.loading import pair as pair_module
+    from specchat.engine.loading.load import LoadedModel
+    from specchat.models.sources import ModelSource
+
+    monkeypatch.setenv(paths.CACHE_DIR_ENV, str(tmp_path))
+    measured = []
+
+    def measuring(runner, sizes):
+        measured.append(tuple(sizes))
+        return measure_curve(runner, sizes, rounds=1)
+
+    monkeypatch.setattr(pair_module, "measure_curve", measuring)
+    loaded = LoadedModel(ModelSource("folder", "tiny-curve-test"), target, tokenizer, torch.device("cpu"),
+                         torch.float32)
+    pair = pair_module.ModelPair(loaded)
+    first, second = pair.engine("pld"), pair.engine("none")
+    assert measured == [PASS_SIZES]  # once for the pair (and kept: a new pair reads it back)
+    curve = first.step_costs.curve
+    assert second.step_costs.curve is curve and curve.sizes[0] == 1 and len(curve.sizes) > 10
+    kept = pair_module.ModelPair(loaded).engine("pld").step_costs.curve
+    assert kept.to_json() == curve.to_json() and len(measured) == 1

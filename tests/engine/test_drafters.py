@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specchat.engine.backends.torch.kv_cache import new_cache, rollback
-from specchat.engine.decoding.adaptive import CONTEXT, AcceptanceClass
+from specchat.engine.decoding.adaptive import PROMPT, AcceptanceClass
 from specchat.engine.decoding.sampling import Sampler, SamplingParams
 from specchat.engine.drafting import ModelDrafter, PromptLookupDrafter
 from specchat.engine.drafting.lookup import context_class
@@ -98,7 +98,7 @@ def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target,
     context = [5, 6, 7, 8, 9, 5, 6, 7]
     drafter.begin(context, Sampler(SamplingParams(), 0), target.config.vocab_size)
     free = drafter.free_proposal(context, 2)
-    assert free.tokens == [8, 9] and free.acceptance_class == AcceptanceClass(CONTEXT, 3) and free.forwards == 0
+    assert free.tokens == [8, 9] and free.acceptance_class == AcceptanceClass(PROMPT, 3) and free.forwards == 0
     drafter.update(context + [8, 9, 4], 2)  # a lookup step: the model has not run
     assert drafter.model_drafter.cached_tokens == 0
     context += [8, 9, 4]
@@ -110,13 +110,16 @@ def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target,
 
 def test_policy_prefers_lookup_only_when_it_pays():
     from specchat.engine.decoding.adaptive import DraftLengthPolicy, StepCosts
+    from specchat.engine.decoding.cost_curve import CostCurve
 
-    costs = StepCosts(verify={1: 1.0, 2: 1.05, 3: 1.1, 4: 1.5, 5: 1.8}, draft_per_token=0.1)
+    costs = StepCosts(CostCurve({1: 1.0, 2: 1.05, 3: 1.1, 4: 1.5, 5: 1.8}), draft_prior=0.1)
     policy = DraftLengthPolicy(costs=costs)
     for _ in range(10):
-        policy.observe(4, 4, 1.5, 0.0, acceptance_class=AcceptanceClass(CONTEXT, 6), free=True)  # always right
-        policy.observe(4, 0, 1.5, 0.0, acceptance_class=AcceptanceClass(CONTEXT, 1), free=True)  # always wrong
-        policy.observe(3, 2, 1.1, 0.3, acceptance_class=None)  # the model: two of three
-    assert policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(CONTEXT, 6))
-    assert not policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(CONTEXT, 1))
-    assert costs.draft_per_token == pytest.approx(0.1)  # free steps never count as model drafting time
+        policy.observe(4, 4, 1.8, 0.0, acceptance_class=AcceptanceClass(PROMPT, 6), free=True)  # always right
+        policy.observe(4, 0, 1.8, 0.0, acceptance_class=AcceptanceClass(PROMPT, 1), free=True)  # always wrong
+        policy.observe(3, 2, 1.5, 0.3, acceptance_class=None)  # the model: two of three, 0.1 passes a token
+    assert policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(PROMPT, 6))
+    assert not policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(PROMPT, 1))
+    assert costs.draft_token_s == pytest.approx(0.1)  # free steps never count as model drafting time
+    assert costs.draft_cost() == pytest.approx(0.1)  # 0.1 s a token, against 1 s a plain step
+    assert not policy.free_beats_model(limit=16, acceptance_class=AcceptanceClass(PROMPT, 2))  # not seen yet

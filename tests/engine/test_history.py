@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from specchat.engine.decoding.adaptive import CONTEXT, HISTORY, AcceptanceClass
+from specchat.engine.decoding.adaptive import PAST_REPLIES, PROMPT, AcceptanceClass
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import NoDrafter, PromptLookupDrafter, make_drafter
 from specchat.engine.drafting.past_replies import SuffixIndex, brute_force_match
@@ -69,10 +69,10 @@ def test_history_proposals_have_their_own_acceptance_class():
     index.add([5, 6, 7, 8, 9])
     drafter = PromptLookupDrafter(history=index)
     draft = drafter.propose([1, 2, 5, 6, 7], 3)
-    assert (draft.tokens, draft.acceptance_class) == ([8, 9], AcceptanceClass(HISTORY, 3))
+    assert (draft.tokens, draft.acceptance_class) == ([8, 9], AcceptanceClass(PAST_REPLIES, 3))
     # a longer match in the context itself wins, and keeps the plain lookup's class
     draft = drafter.propose([5, 6, 7, 1, 2, 3, 4, 5, 6, 7], 3)
-    assert (draft.tokens, draft.acceptance_class) == ([1, 2, 3], AcceptanceClass(CONTEXT, 3))
+    assert (draft.tokens, draft.acceptance_class) == ([1, 2, 3], AcceptanceClass(PROMPT, 3))
 
 
 def test_the_history_drafter_is_lossless_even_with_misleading_history(target, tokenizer, prompt_ids):
@@ -100,6 +100,6 @@ def test_a_whole_reply_again_is_a_class_of_its_own():
     index = SuffixIndex()
     index.add(reply)
     draft = PromptLookupDrafter(history=index).propose([1, 2] + reply[:20], 5)
-    assert draft.tokens == reply[20:25] and draft.acceptance_class == AcceptanceClass(HISTORY, 16)  # 20 matched
-    assert [history_class(n) for n in (2, 8, 9, 15, 16, 40)] == [AcceptanceClass(HISTORY, n)
+    assert draft.tokens == reply[20:25] and draft.acceptance_class == AcceptanceClass(PAST_REPLIES, 16)  # 20 matched
+    assert [history_class(n) for n in (2, 8, 9, 15, 16, 40)] == [AcceptanceClass(PAST_REPLIES, n)
                                                                  for n in (2, 8, 12, 12, 16, 16)]

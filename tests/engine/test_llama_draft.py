@@ -31,9 +31,11 @@ def test_rollback_gives_the_logits_of_a_fresh_run(draft_model):
     backend.crop(42)  # two of them accepted
     assert backend.length == 42
     after = backend.forward([7, 8, 9])
-    fresh = LlamaCppDraftBackend(draft_model)
+    fresh = LlamaCppDraftBackend(draft_model)  # the same passes without the rejected ones
     fresh.reset()
-    assert torch.equal(after, fresh.forward(TOKENS[:42] + [7, 8, 9]))
+    fresh.forward(TOKENS[:40])  # a prompt is read by the prompt reader, the rest in decoding passes
+    fresh.forward([TOKENS[40]]), fresh.forward([TOKENS[41]])
+    assert torch.equal(after, fresh.forward([7, 8, 9]))
 
 
 def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model, monkeypatch):
@@ -49,9 +51,12 @@ def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model,
     for token in TOKENS[step - 4:step + 8]:  # across the context's first end
         last = backend.forward([token])
     assert backend.length == step + 8 and backend._runner._n_ctx > first_size == step
-    fresh = LlamaCppDraftBackend(draft_model)
-    fresh.reset()
-    assert torch.equal(last, fresh.forward(TOKENS[:step + 8]))
+    fresh = LlamaCppDraftBackend(draft_model)  # the same passes in a context large enough from the start
+    fresh._cache = fresh._runner.new_cache(4 * step)
+    fresh.forward(TOKENS[:step - 4])
+    for token in TOKENS[step - 4:step + 8]:
+        expected = fresh.forward([token])
+    assert fresh._runner._n_ctx == 4 * step and torch.equal(last, expected)
 
 
 @pytest.mark.parametrize("drafter", ["model", "universal"])

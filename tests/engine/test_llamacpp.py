@@ -1,12 +1,16 @@
 """The llama.cpp target runner on the real embedded GGUF file: bit-identity across row counts, lossless greedy and
 sampled verification, the hidden states a draft head reads, and the messages when llama-cpp-python is missing."""
 
+from typing import Sequence
+
 import pytest
 import torch
 from test_sampling import chi_square_p, lossy_verify
 
 from specchat.core.errors import ModelLoadError, SpecchatError
 from specchat.engine.backends.llamacpp import llama_runner as llamacpp
+from specchat.engine.backends.llamacpp import prompt_reader
+from specchat.engine.backends.llamacpp.governor import ThreadGovernor
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.sampling import Sampler, SamplingParams, verify_stochastic
 from specchat.engine.decoding.speculative import GenerationConfig
@@ -33,11 +37,36 @@ def test_the_default_gguf_backend_on_the_cpu_is_llama_cpp(native_pair):
 LONG = [100 + (7919 * i) % 40000 for i in range(600)]  # past the 512 positions where flash decoding would start
 
 
+def batch_invariant(runner, tokens: Sequence[int], sizes: Sequence[int] = range(2, 10),
+                    prefix: int = 8) -> bool:
+    """Every position of `tokens` after `prefix` gives bit for bit the same logits in one-token passes, in passes of
+    each size in `sizes`, and (the prefix's last position) in one prefill or in two chunks."""
+    cache = runner.new_cache(len(tokens) + 1)
+    whole = runner.forward(torch.tensor([tokens[:prefix]]), cache, keep=1)
+    one_by_one = [runner.forward(torch.tensor([[t]]), cache, keep=1)[0] for t in tokens[prefix:]]
+    runner.rollback(cache, prefix // 2, cache.length)
+    if not torch.equal(runner.forward(torch.tensor([tokens[prefix // 2:prefix]]), cache, keep=1), whole):
+        print("llama.cpp gives a prompt's last position other logits when the prompt is fed in chunks")
+        return False
+    for size in sizes:
+        runner.rollback(cache, prefix, cache.length)
+        start = 0
+        while start + size <= len(one_by_one):
+            rows = runner.forward(torch.tensor([tokens[prefix + start: prefix + start + size]]), cache, keep=size)
+            if not all(torch.equal(rows[i], one_by_one[start + i]) for i in range(size)):
+                print("llama.cpp passes of %d tokens differ from one-token passes", size)
+                return False
+            start += size
+        runner.rollback(cache, prefix, cache.length)  # the partial tail was never fed
+    return True
+
+
+
 def test_every_row_of_a_pass_is_bit_identical_to_one_token_passes(native_pair):
     runner = native_pair.target.native.runner()
     sizes = range(2, 18)  # every pass a verification of K = 1..16 makes, over one reading of each prompt
-    assert llamacpp.batch_invariant(runner, prompt(native_pair, QUESTIONS[1]), sizes)
-    assert llamacpp.batch_invariant(runner, LONG, sizes, prefix=560)  # a long context, a prefill of 280 + 280
+    assert batch_invariant(runner, prompt(native_pair, QUESTIONS[1]), sizes)
+    assert batch_invariant(runner, LONG, sizes, prefix=560)  # a long context, a prefill of 280 + 280
     verdict = native_pair.target.native.kernel_verdict()  # the embedded Q4_1 file: no kernel switches at all
     assert verdict.exact_rows == 16 and verdict.chunked_prefill
     assert native_pair.target.native.kernels.exactness == "bit-identical" and native_pair.target.exactness == "bit-identical"
@@ -51,7 +80,7 @@ def test_the_check_catches_settings_whose_rows_depend_on_the_batch(native_pair, 
     monkeypatch.setattr(native_pair.target.native.llama, "LLAMA_FLASH_ATTN_TYPE_ENABLED", flash)
     monkeypatch.setattr(llamacpp, "KV_CACHE_TYPE", kv_type)
     runner = native_pair.target.native.runner()
-    assert not llamacpp.batch_invariant(runner, LONG[:prefix + 40], range(4, 6), prefix=prefix)
+    assert not batch_invariant(runner, LONG[:prefix + 40], range(4, 6), prefix=prefix)
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -84,6 +113,7 @@ def short_passes(monkeypatch) -> list[int]:
     """Passes of at most 64 tokens (MAX_BATCH, read when a runner and its context are made) and a prompt of 100: the
     two passes of a long prefill, as the 600 tokens of LONG take at 512, for a sixth of the work."""
     monkeypatch.setattr(llamacpp, "MAX_BATCH", 64)
+    monkeypatch.setattr(prompt_reader, "CHUNK", 64)
     return LONG[:100]
 
 
@@ -100,7 +130,7 @@ def test_a_prefill_that_keeps_states_gives_the_same_rows_as_one_that_does_not(na
     assert torch.equal(whole[0][0], whole[1][0])
     states = keeping.features
     cache = keeping.new_cache(len(long) + 8)  # the same prompt token by token at the end: the same last states
-    keeping.forward(torch.tensor([long[:-2]]), cache, keep=1, prefill=True)
+    keeping.forward(torch.tensor([long[:-2]]), cache, keep=1)  # on the decoding context, as above
     keeping.forward(torch.tensor([long[-2:]]), cache, keep=2)
     assert torch.equal(keeping.features, states)
 
@@ -170,14 +200,17 @@ def test_the_peer_mode_runs_llama_cpp_python_beside_ours_with_the_same_reply(nat
 
 
 def test_a_prefill_reuses_the_previous_generations_prefix_with_the_same_reply(native_pair):
-    first = prompt(native_pair, QUESTIONS[0])
+    document = "Loans last three weeks and may be renewed twice unless another reader has asked for the book. " * 24
+    first = prompt(native_pair, document + QUESTIONS[0])
     follow_up = build_prompt_ids(native_pair.target.tokenizer, [
-        Message("user", QUESTIONS[0]), Message("assistant", "Paris."), Message("user", "And of Italy?")])
+        Message("user", document + QUESTIONS[0]), Message("assistant", "Paris."), Message("user", "And of Italy?")])
     config = GenerationConfig(max_new_tokens=24)
     engine = native_pair.engine("pld")
     engine.generate(first, config)
     reused = engine.generate(follow_up, config)
-    assert engine.runner.reused_tokens >= len(first) - 1  # the whole first turn was kept
+    # the first turn's whole chunks were kept (prompt_reader.py: never a position that a decoding pass made)
+    kept, chunk = engine.runner.reused_tokens, prompt_reader.CHUNK
+    assert kept % chunk == 0 and kept >= (len(first) - 1) // chunk * chunk > 0
     fresh = native_pair.engine("none").generate(follow_up, config)
     assert reused.token_ids == fresh.token_ids
 
@@ -195,7 +228,7 @@ def test_the_thread_count_does_not_change_a_pass(native_pair):
 
 
 def test_the_governor_drops_to_one_thread_under_contention_and_returns():
-    governor = llamacpp.ThreadGovernor(threads=2)
+    governor = ThreadGovernor(threads=2)
     for _ in range(5):
         governor.observe(1, governor.threads_for_next_pass(), 0.005)
     governor.observe(1, governor.threads_for_next_pass(), 0.300)  # a collapsed pass: another process took a core
@@ -220,12 +253,12 @@ def test_a_stop_is_heard_between_the_passes_of_a_long_prefill(native_pair, monke
     cancel = threading.Event()
     cancel.set()
     cache = runner.new_cache(len(long) + 8)
-    with pytest.raises(PrefillCancelled):  # 100 tokens: two passes of at most MAX_BATCH, stopped after the first
+    with pytest.raises(PrefillCancelled):  # 100 tokens: two passes of at most CHUNK, stopped after the first
         runner.forward(torch.tensor([long]), cache, keep=1, prefill=True, cancel=cancel)
-    assert cache.length == llamacpp.MAX_BATCH == 64
+    assert cache.length == 0  # nothing reached the decoding context
     fresh = runner.new_cache(len(long) + 8)  # the next request reuses what was read and gives the same logits
     reused = runner.forward(torch.tensor([long]), fresh, keep=1, prefill=True)
-    assert runner.reused_tokens == llamacpp.MAX_BATCH
+    assert runner.reused_tokens == prompt_reader.CHUNK == 64 and fresh.length == len(long)
     whole = native_pair.target.native.runner()
-    torch.testing.assert_close(reused, whole.forward(torch.tensor([long]), whole.new_cache(len(long) + 8), keep=1,
-                                                     prefill=True))
+    assert torch.equal(reused, whole.forward(torch.tensor([long]), whole.new_cache(len(long) + 8), keep=1,
+                                             prefill=True))

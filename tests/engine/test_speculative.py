@@ -221,7 +221,7 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
     assert sorted(set(calls)) == list(runner.buckets)  # each length compiled while loading
     calls.clear()
     engine = SpeculativeEngine(runner, tokenizer, drafter)
-    result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3))
+    result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=30, k=3, adaptive_k=False))
     assert result.token_ids == reference.token_ids
     assert result.stats.draft_proposed > 0
     assert len(calls) == result.stats.target_passes - 1  # every step but the prefill, which stays eager

@@ -62,15 +62,14 @@ class LlamaCppDraftBackend:
         return logits
 
     def _make_room(self, extra: int) -> None:
-        """Grows the context when the cache would overflow it; the held positions are fed again into the larger
-        one (a context cannot grow in place)."""
+        """Grows the context when the cache would overflow it; the larger one takes the held positions over as they
+        are (LlamaCppRunner._make_context)."""
         needed = self._cache.length + extra
         if needed <= self._runner._n_ctx:
             return
-        held = list(self._runner._held[: self._cache.length])
+        length = self._cache.length
         self._cache = self._runner.new_cache(min(needed + CONTEXT_STEP, self.window))
-        if held:
-            self._runner.forward(torch.tensor([held]), self._cache, keep=1)
+        self._cache.length = length
 
 
 class TorchDraftBackend:

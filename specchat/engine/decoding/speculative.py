@@ -14,6 +14,7 @@ What the drafter is beyond propose and update the engine reads once, from its Ca
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -23,11 +24,13 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from ...core.errors import PrefillCancelled, PromptError
+from ...core.one_time import OneTimeWork
 from ...core.vocabulary import CANCELLED, CONTEXT, LENGTH, Origin
 from ..backends.torch.host_syncs import HostToDevice
 from ..backends.torch.runners import TargetRunner, runner_for
 from ..drafting.base import Draft, Drafter, NoDrafter, check_capabilities
-from .adaptive import DraftLengthPolicy, StepCosts
+from .adaptive import AcceptanceBook, DraftLengthPolicy, StepCosts
+from .cost_curve import FIXED_CURVE, CostCurve
 from .events import GenerationResult, GenerationStats, StepEvent
 from .on_device import verify_greedy_on_device, verify_stochastic_on_device
 from .reply import Emission, Reply
@@ -56,11 +59,17 @@ class SpeculativeEngine:
     """Generates with a target model and a drafter; the output is what the target alone would produce."""
 
     def __init__(self, target: torch.nn.Module | TargetRunner, tokenizer, drafter: Drafter | None = None,
-                 eos_token_ids: Sequence[int] | None = None):
+                 eos_token_ids: Sequence[int] | None = None,
+                 cost_curve: CostCurve | Callable[[], CostCurve | None] | None = None,
+                 one_time: OneTimeWork | None = None):
         """target: a TargetRunner (engine/backends/torch/runners.py: `runner_for(model, keeps_features=..., **options)` makes one
         for a transformers model with options), or a transformers model, run through `runner_for` with its
         defaults. A drafter that reads the target's hidden states gets them from every pass, the prefill included,
-        so its runner must keep them. TypeError for a drafter whose capabilities promise what it lacks."""
+        so its runner must keep them. cost_curve: the target's verification cost curve, which the draft-length
+        policy prices on (ModelPair.engine measures it), or a function that gives it once it is known (None
+        before: greedy replies with adaptive K then draft nothing); None: the runner's, else FIXED_CURVE.
+        one_time: the model's one-time measurements (core/one_time.py), which never run beside a reply. TypeError
+        for a drafter whose capabilities promise what it lacks."""
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
         self.capabilities = check_capabilities(self.drafter)
@@ -80,17 +89,28 @@ class SpeculativeEngine:
         self.context_window = self.runner.context_window
         # A runner whose passes stay bit-identical to one-token passes only up to some number of rows (llama.cpp's
         # kernels change at a size: engine/backends/llamacpp/kernels.py) caps K so that every verification stays within it.
-        rows = getattr(self.runner, "max_pass_rows", None)
-        self.max_draft = rows - 1 if rows else 1 << 30
         self.vocab_size = self.runner.vocab_size
-        # measured per engine, reused by every generation; from the target's cost curve measured at load, if any
-        self.step_costs = StepCosts(curve=getattr(self.runner, "cost_curve", None))
+        self._curve_source = cost_curve if callable(cost_curve) else None
+        self.one_time = one_time
+        # the costs and acceptance the draft-length policy learns, per engine, shared by its greedy replies
+        curve = None if callable(cost_curve) else cost_curve
+        self.step_costs = StepCosts(curve=curve or getattr(self.runner, "cost_curve", None) or FIXED_CURVE)
+        self._curve_known = self._curve_source is None
         self._stage = HostToDevice(self.device)  # host tokens onto the device without a wait
         # True: the draft and verify phases wait for the device before they close, so a profile (`specchat bench
         # --profile`, `specchat gpu-check`) puts the GPU's time where it is spent; two waits more per step, so off
         # otherwise. Nothing to wait for off a GPU.
         self.settle_phases = False
-        self.acceptance: dict = {}  # the draft-length policy's acceptance per acceptance class, kept likewise
+        self.acceptance = AcceptanceBook()
+
+    @property
+    def max_draft(self) -> int:
+        """The most tokens one step may draft: a runner whose passes stay bit-identical to one-token passes only up
+        to some number of rows (llama.cpp's kernels change at a size: engine/backends/llamacpp/kernels.py) caps K so
+        that every verification stays within it. Read at every step: the cap may be set after the engine is made
+        (a verdict measured in the background)."""
+        rows = getattr(self.runner, "max_pass_rows", None)
+        return rows - 1 if rows else 1 << 30
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
                  on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
@@ -104,7 +124,13 @@ class SpeculativeEngine:
     @torch.inference_mode()
     def stream(self, prompt_ids: Sequence[int], config: GenerationConfig,
                cancel: threading.Event | None = None) -> Iterator[StepEvent]:
-        """Yields one StepEvent per target pass; the last one has finish_reason and result set."""
+        """Yields one StepEvent per target pass; the last one has finish_reason and result set. While it runs, the
+        model's one-time measurements wait (one_time)."""
+        with self.one_time.reply() if self.one_time is not None else contextlib.nullcontext():
+            yield from self._stream(prompt_ids, config, cancel)
+
+    def _stream(self, prompt_ids: Sequence[int], config: GenerationConfig,
+                cancel: threading.Event | None) -> Iterator[StepEvent]:
         prompt = self._checked_prompt(prompt_ids)
         seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
         sampler = Sampler(config.sampling, seed, self.device)
@@ -149,10 +175,22 @@ class SpeculativeEngine:
         costs = self.step_costs if greedy else StepCosts.fixed(self.capabilities.uses_model)
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
         # on the replies before it.
-        acceptance = self.acceptance if greedy else {}
-        return DraftLengthPolicy(k=min(config.k, max(self.max_draft, 1)), k_max=min(config.k_max, self.max_draft),
-                                 adaptive=config.adaptive_k, costs=costs,
-                                 acceptance=acceptance)
+        book = self.acceptance if greedy else AcceptanceBook()
+        k_max = min(config.k_max, self.max_draft)
+        if greedy and config.adaptive_k and not self._knows_curve():
+            k_max = 0  # nothing is known to pay yet: a first reply decodes plainly, at plain decoding's speed
+        return DraftLengthPolicy(k=min(config.k, max(self.max_draft, 1)), k_max=k_max,
+                                 adaptive=config.adaptive_k, costs=costs, book=book)
+
+    def _knows_curve(self) -> bool:
+        """Whether the cost curve is known; asks its source once more if not (measured in the background)."""
+        if not self._curve_known:
+            curve = self._curve_source()
+            if curve is not None:
+                self._curve_known = True
+                if not self.step_costs.frozen:  # fixed costs stay fixed
+                    self.step_costs.curve = curve
+        return self._curve_known
 
     def _prefill(self, prompt: list[int], cache, sampler: Sampler, cancel: threading.Event | None) -> int | None:
         """The prompt's pass and the first token; None when `cancel` was set between the prompt's chunks."""
@@ -271,9 +309,9 @@ class SpeculativeEngine:
         for a free proposal left unused, whether its first token is the one the target produced there."""
         draft = proposed.draft
         overhead = sum(seconds.get(phase, 0.0) for phase in ("draft", "accept", "rollback", "policy"))
-        policy.observe(k, len(accepted) - 1, verify_s=seconds["verify"], draft_s=proposed.model_s,
-                       acceptance_class=draft.acceptance_class if draft else None, free=proposed.free,
-                       overhead_s=overhead - proposed.model_s)
+        policy.observe(k, len(accepted) - 1, verify_s=seconds["verify"] + overhead - proposed.model_s,
+                       draft_s=proposed.model_s, acceptance_class=draft.acceptance_class if draft else None,
+                       free=proposed.free)
         if proposed.unused is not None:
             policy.observe_shadow(proposed.unused.acceptance_class, proposed.unused.tokens[0] == accepted[0])
 

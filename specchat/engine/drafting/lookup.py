@@ -8,8 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ...core.vocabulary import HISTORY as HISTORY_DRAFTER
-from .base import CONTEXT, HISTORY, AcceptanceClass, Draft, Drafter
+from ...core.vocabulary import HISTORY
+from .base import PAST_REPLIES, PROMPT, AcceptanceClass, Draft, Drafter
 from .past_replies import SuffixIndex, backward_agreement
 
 
@@ -37,7 +37,7 @@ class PromptLookupDrafter(Drafter):
         self.min_ngram = min_ngram
         self.history = history
         if history is not None:
-            self.name = HISTORY_DRAFTER
+            self.name = HISTORY
 
     def propose(self, context: Sequence[int], k: int) -> Draft | None:
         draft = self._from_context(context, k)
@@ -105,11 +105,11 @@ def continuation(ids: np.ndarray, starts: np.ndarray, k: int) -> list[int]:
 def context_class(length: int) -> AcceptanceClass:
     """The acceptance class of a context match of `length` tokens: exact up to 8, then 12 (9-15), 16 (16-31) and
     32 (32 or more). Past a few tokens a match is a copy in progress, and longer copies go on longer."""
-    return AcceptanceClass(CONTEXT, length if length <= 8 else 12 if length < 16 else 16 if length < 32 else 32)
+    return AcceptanceClass(PROMPT, length if length <= 8 else 12 if length < 16 else 16 if length < 32 else 32)
 
 
 def history_class(length: int) -> AcceptanceClass:
     """The acceptance class of a match of `length` tokens in past replies: its length exact up to 8, then 12
     (9-15) and 16 (16 or more). A match that long is the same request again far more often than a shared phrase,
     and its own class keeps the phrases' failures (a shared opening, then another answer) from stopping it."""
-    return AcceptanceClass(HISTORY, length if length <= 8 else 12 if length < 16 else 16)
+    return AcceptanceClass(PAST_REPLIES, length if length <= 8 else 12 if length < 16 else 16)

@@ -12,6 +12,7 @@ from ...core.errors import IncompatibleDraftError, SpecchatError
 from ...core.vocabulary import DISTRIBUTION, HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_kind
 from ...models.sources import ModelSource, default_head_for
 from ..backends.torch.runners import STATIC_CACHE_TOKENS, runner_for
+from ..decoding.cost_curve import PASS_SIZES, CostCurve, curve_for, measure_curve
 from ..decoding.speculative import SpeculativeEngine
 from ..drafting import make_drafter
 from ..drafting.eagle_network import load_head
@@ -31,6 +32,7 @@ class ModelPair:
     packed_weights: bool = True
     _head: torch.nn.Module | None = field(default=None, repr=False)
     _static_runners: dict = field(default_factory=dict, repr=False)  # on a GPU: _torch_runner
+    _curves: dict = field(default_factory=dict, repr=False)  # a torch target's cost curves: cost_curve
 
     def context_window(self) -> int:
         """How many tokens the target reads at most (prompt and reply together)."""
@@ -67,20 +69,36 @@ class ModelPair:
         made = make_drafter(drafter, draft_model, head, self._head_target() if head is not None else None,
                             draft_vocab, history=history if drafter in LOOKUP_DRAFTERS else None,
                             tokenizers=tokenizers)
-        eos = self.target.eos_token_ids()
         native = self.target.native
+        packed = self.packed_weights if packed_weights is None else packed_weights
         if native is not None:
-            native.measure_cost_curve()  # once per file here, then read from the cache: the K policy prices on it
-            engine = SpeculativeEngine(native.runner(keeps_features=made.capabilities.reads_target_states),
-                                       self.target.tokenizer, made, eos_token_ids=eos)
+            runner = native.runner(keeps_features=made.capabilities.reads_target_states)
         else:
-            runner = self._torch_runner(made.capabilities.reads_target_states,
-                                        self.packed_weights if packed_weights is None else packed_weights)
-            engine = SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=eos)
+            runner = self._torch_runner(made.capabilities.reads_target_states, packed)
+        engine = SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=self.target.eos_token_ids(),
+                                   cost_curve=self.cost_curve(runner, packed),
+                                   one_time=native.one_time if native is not None else None)
         if drafter in MODEL_DRAFTERS and self.draft is not None and self.target.weight_bytes:
             # a draft token's price before the draft has run: its weights against the target's (StepCosts)
             engine.step_costs.draft_prior = self.draft.weight_bytes / self.target.weight_bytes
         return engine
+
+    def cost_curve(self, runner, packed_weights: bool = True) -> CostCurve | Callable[[], CostCurve | None]:
+        """The verification cost curve (decoding/cost_curve.py) of the target's passes on `runner`, which the K
+        policy prices on: for a llama.cpp target, LlamaCppModel.known_cost_curve (the engine asks it at each reply
+        until the background measurement is in: core/one_time.py); a torch target's measured on
+        the runner (its sizes up to the runner's longest pass) and kept in the user cache likewise, per model,
+        dtype, device, kind of runner, packed weights and threads, so that it costs its seconds once."""
+        native = self.target.native
+        if native is not None:  # known, or measured in the background while no reply runs
+            return native.known_cost_curve
+        key = (f"torch:{self.target.source.describe()}:{self.target.dtype}:{self.target.place}:"
+               f"{type(runner).__name__}:features={runner.keeps_features}:packed={packed_weights}:"
+               f"threads={torch.get_num_threads()}")
+        if key not in self._curves:
+            rows = getattr(runner, "max_pass_rows", None) or PASS_SIZES[-1]
+            self._curves[key] = curve_for(key, lambda: measure_curve(runner, [n for n in PASS_SIZES if n <= rows]))
+        return self._curves[key]
 
     def _torch_runner(self, keeps_features: bool, packed_weights: bool):
         """The torch target's runner. On a GPU the pair keeps one StaticCacheRunner per kind (keeping hidden states

@@ -65,11 +65,21 @@ class KernelChoice:
         return EXACTNESS_LABELS[self.exactness].claim
 
 
-def measure_verdict(runner, tokens: Sequence[int] | None = None, prefix: int | None = None) -> KernelVerdict:
+# Before a file's first verdict: passes of one row, which every kernel gives bit for bit, so nothing is drafted and
+# nothing needs promising; the verdict, measured in the background, then picks "auto"'s choice.
+PROVISIONAL = KernelChoice(repack=True, exactness=BIT_IDENTICAL, max_pass_rows=1, reuse_prefix=True)
+
+
+def measure_verdict(runner, tokens: Sequence[int] | None = None, prefix: int | None = None,
+                    check: Callable[[], None] | None = None) -> KernelVerdict:
     """Runs one-token passes over MAX_CHECKED_ROWS tokens after `prefix` cached ones, then passes of 2..16 over
     the same tokens; returns the largest size before the first that differs, and whether a prefill in two chunks
-    (each long enough for the prefill kernel) ends as one pass does. `runner`: a LlamaCppRunner."""
+    (each long enough for the prefill kernel) ends as one pass does. `runner`: a LlamaCppRunner. `check`: called
+    before every pass (a background measurement stops there when a reply starts: core/one_time.py)."""
     import torch
+
+    if check is not None:
+        runner = _Checked(runner, check)
 
     prefix = prefix or CHECK_PREFIX
     vocab = runner.vocab_size
@@ -88,6 +98,24 @@ def measure_verdict(runner, tokens: Sequence[int] | None = None, prefix: int | N
     chunked = torch.equal(runner.forward(torch.tensor([tokens[prefix // 2:prefix]]), cache, keep=1), whole)
     runner.rollback(cache, 0)
     return KernelVerdict(exact_rows=exact, chunked_prefill=chunked)
+
+
+class _Checked:
+    """A runner whose every pass first calls `check` (measure_verdict's interruption point)."""
+
+    def __init__(self, runner, check: Callable[[], None]):
+        self._runner, self._check = runner, check
+        self.vocab_size = runner.vocab_size
+
+    def forward(self, *args, **kwargs):
+        self._check()
+        return self._runner.forward(*args, **kwargs)
+
+    def new_cache(self, capacity: int):
+        return self._runner.new_cache(capacity)
+
+    def rollback(self, cache, keep: int) -> None:
+        self._runner.rollback(cache, keep)
 
 
 def choose(verdicts: dict[bool, KernelVerdict], wanted: str) -> KernelChoice:
@@ -135,6 +163,11 @@ def verdicts_for(path: Path, measure: Callable[[bool], KernelVerdict], settings:
     if changed:
         _write_cache(cache_file, kept)
     return found
+
+
+def verdict_kept(path: Path, repack: bool, placement: str = "", cache_file: Path | None = None) -> bool:
+    """Whether this file's verdict for `repack` on this build, CPU and placement is in the cache already."""
+    return verdict_key(path, repack, placement) in _read_cache(cache_file or default_cache_file())
 
 
 def verdict_key(path: Path, repack: bool, placement: str = "") -> str:

@@ -32,17 +32,21 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from specchat.core.errors import DecodeError, ModelLoadError, PrefillCancelled
-from specchat.core.vocabulary import DISTRIBUTION
+from specchat.core.one_time import OneTimeWork
+from specchat.core.vocabulary import BIT_IDENTICAL, DISTRIBUTION
 
 from ...decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve
 from ...loading.gguf_header import layer_shape
-from .kernels import KernelChoice, KernelVerdict, choose, measure_verdict, verdict_key, verdicts_for
+from .governor import ThreadGovernor
+from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
+                      verdicts_for)
+from .prompt_reader import CHUNK as READER_CHUNK
+from .prompt_reader import PromptReader, StateFormatError
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 
@@ -202,6 +206,7 @@ class LlamaCppModel:
         self.context_window = int(self.llama.llama_model_n_ctx_train(handle))
         self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
         self._embeddings: TargetEmbeddings | None = None
+        self.one_time = OneTimeWork()  # the verdict and the curve, measured while no reply runs (core/one_time.py)
 
     def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
         return LlamaCppRunner(self, keeps_features)
@@ -209,22 +214,51 @@ class LlamaCppModel:
     def measure_cost_curve(self) -> CostCurve:
         """The verification cost curve of this file as a target (cost_curve.py), kept per file, build, CPU,
         placement, layout and thread count in the user cache, else measured now: once, a few seconds for a 1.5B
-        model on two cores. Runners made after it price their drafts on it."""
+        model on two cores."""
         if self.cost_curve is None:
             self.cost_curve = curve_for(self._curve_key(), lambda: measure_curve(self.runner()))
         return self.cost_curve
 
-    def cost_curve_kept(self) -> bool:
-        """Whether the cost curve is known already (measured in this process, or kept from an earlier one), so
-        that building the first engine costs no measurement: a command says so before a first one."""
-        return self.cost_curve is not None or kept_curve(self._curve_key()) is not None
+    def known_cost_curve(self) -> CostCurve | None:
+        """The cost curve if it is known (measured in this process or kept from an earlier one); else None, and it
+        is owed to the background (one_time): a first reply does not wait for it, and decodes without drafting."""
+        if self.cost_curve is None:
+            self.cost_curve = kept_curve(self._curve_key())
+        if self.cost_curve is None:
+            self.one_time.owe("cost curve", self._measure_curve_between_replies)
+        return self.cost_curve
+
+    def _measure_curve_between_replies(self, check) -> None:
+        """The curve measured by one_time's worker: `check` runs at every clock reading, between passes, and stops
+        it when a reply starts (one_time.Interrupted), so that no timing is taken beside a reply."""
+        def clock() -> float:
+            check()
+            return time.perf_counter()
+
+        self.cost_curve = curve_for(self._curve_key(), lambda: measure_curve(self.runner(), clock=clock))
+
+    def settle(self) -> None:
+        """Measures now whatever is still owed (the kernel verdict, the cost curve): for benchmarks and tests."""
+        self.known_cost_curve()
+        self.one_time.settle()
 
     def _curve_key(self) -> str:
         return f"{verdict_key(self.path, self.kernels.repack, self.placement.key)}:threads={self.threads}"
 
-    def kernel_verdict(self) -> KernelVerdict:
-        """Up to how many rows this file's passes are bit-identical to one-token passes (kernels.py)."""
-        return measure_verdict(self.runner())
+    def kernel_verdict(self, check=None) -> KernelVerdict:
+        """Up to how many rows this file's passes are bit-identical to one-token passes (kernels.py); `check` runs
+        before every pass (one_time's interruption)."""
+        return measure_verdict(self.runner(), check=check)
+
+    def owe_verdict(self) -> None:
+        """Loaded on a provisional choice (PROVISIONAL: nothing drafted, so nothing to promise): the verdict is
+        measured in the background, kept, and then the runners follow "auto"'s choice."""
+        def measure(check) -> None:
+            verdicts = verdicts_for(self.path, lambda repack: self.kernel_verdict(check), (True,),
+                                    placement=self.placement.key)
+            self.kernels = choose(verdicts, "auto")
+
+        self.one_time.owe("kernel verdict", measure)
 
     def embeddings(self) -> TargetEmbeddings:
         """The file's token embeddings and output head as float32 torch modules, for a draft head (read from the
@@ -235,6 +269,7 @@ class LlamaCppModel:
 
     def close(self) -> None:
         if getattr(self, "handle", None):
+            self.one_time.stop()
             self.llama.llama_model_free(self.handle)
             self.handle = None
 
@@ -250,11 +285,17 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
     """The GGUF file on the kernels that `wanted` exactness allows (kernels.choose), its layers placed by
     gpu_layers_for(path, device, gpu_layers). The first load of a file on this build, CPU and placement measures
     its verdicts (a few seconds: each repack setting loaded once, the last one kept when it is the one chosen);
-    later loads read them from the cache. GPU kernels have verdicts of their own (the placement is in the key)."""
+    later loads read them from the cache. GPU kernels have verdicts of their own (the placement is in the key).
+    "auto" on a file not checked before loads at once on PROVISIONAL kernels and owes the check to the background
+    (LlamaCppModel.owe_verdict)."""
     path = Path(path)
     layers, placement = gpu_layers_for(path, device, gpu_layers)
     if wanted == DISTRIBUTION:
         return LlamaCppModel(path, threads, kernels=choose({}, wanted), gpu_layers=layers)
+    if wanted == "auto" and not verdict_kept(path, True, placement):  # a first launch: answer at once
+        model = LlamaCppModel(path, threads, kernels=PROVISIONAL, gpu_layers=layers)
+        model.owe_verdict()
+        return model
     settings = (True,) if wanted == "auto" else (True, False)  # auto only asks whether the default layout is exact
     measured: dict[bool, LlamaCppModel] = {}
 
@@ -308,71 +349,6 @@ class TargetEmbeddings(torch.nn.Module):
         return self.lm_head
 
 
-def batch_invariant(runner: LlamaCppRunner, tokens: Sequence[int], sizes: Sequence[int] = range(2, 10),
-                    prefix: int = 8) -> bool:
-    """Every position of `tokens` after `prefix` gives bit for bit the same logits in one-token passes, in passes of
-    each size in `sizes`, and (the prefix's last position) in one prefill or in two chunks."""
-    cache = runner.new_cache(len(tokens) + 1)
-    whole = runner.forward(torch.tensor([tokens[:prefix]]), cache, keep=1)
-    one_by_one = [runner.forward(torch.tensor([[t]]), cache, keep=1)[0] for t in tokens[prefix:]]
-    runner.rollback(cache, prefix // 2, cache.length)
-    if not torch.equal(runner.forward(torch.tensor([tokens[prefix // 2:prefix]]), cache, keep=1), whole):
-        log.warning("llama.cpp gives a prompt's last position other logits when the prompt is fed in chunks")
-        return False
-    for size in sizes:
-        runner.rollback(cache, prefix, cache.length)
-        start = 0
-        while start + size <= len(one_by_one):
-            rows = runner.forward(torch.tensor([tokens[prefix + start: prefix + start + size]]), cache, keep=size)
-            if not all(torch.equal(rows[i], one_by_one[start + i]) for i in range(size)):
-                log.warning("llama.cpp passes of %d tokens differ from one-token passes", size)
-                return False
-            start += size
-        runner.rollback(cache, prefix, cache.length)  # the partial tail was never fed
-    return True
-
-
-class ThreadGovernor:
-    """Keeps llama.cpp's passes from collapsing when another busy process shares the cores.
-
-    llama.cpp's threads meet at a barrier after every operation (hundreds a pass) and spin there; when another
-    process takes one of the cores, each barrier waits for a descheduled thread's next time slice, and a pass can
-    take many times its usual time. One thread has no barriers. So a pass far slower than the fastest seen for
-    its size at full threads switches the context to one thread for a while, then full threads are tried again,
-    after twice as long each time they are still slow. The thread count does not change a pass's numbers (each
-    output row is computed by one thread either way; checked in the tests), so this costs no exactness."""
-
-    SLOW = 4.0  # a pass this many times slower than the best seen for its size means contention
-    COOLDOWN = 64  # passes at one thread before full threads are tried again (doubling while still contended)
-    MAX_COOLDOWN = 4096
-
-    def __init__(self, threads: int):
-        self.threads = threads
-        self.current = threads
-        self.best: dict[int, float] = {}  # fastest pass seen at full threads, by tokens in the pass
-        self.cooldown = self.COOLDOWN
-        self._left = 0  # passes still to run at one thread
-        self.reduced_passes = 0  # passes run at one thread because of contention
-
-    def threads_for_next_pass(self) -> int:
-        if self._left > 0:
-            self._left -= 1
-            self.reduced_passes += 1
-            return 1
-        return self.threads
-
-    def observe(self, tokens: int, threads: int, seconds: float) -> None:
-        if threads != self.threads or self.threads == 1:
-            return
-        best = self.best.get(tokens)
-        if best is not None and seconds > self.SLOW * best:
-            self._left = self.cooldown
-            self.cooldown = min(2 * self.cooldown, self.MAX_COOLDOWN)
-            return
-        self.best[tokens] = seconds if best is None else min(best, seconds)
-        self.cooldown = self.COOLDOWN  # full threads ran at speed: contention is over
-
-
 class LlamaCppCache:
     """The engine's view of a context's KV cache: how many positions it holds."""
 
@@ -403,13 +379,22 @@ class LlamaCppRunner:
         self.reused_tokens = 0  # prompt positions the latest prefill took from the previous generation
         self.governor = ThreadGovernor(model.threads)
         self._threads = model.threads  # the context's thread count now
-        # The engine keeps every verification within this many rows, where they stay bit-identical (None: no cap).
-        self.max_pass_rows = model.kernels.max_pass_rows
         self.cost_curve = model.cost_curve  # what a pass of n tokens costs (cost_curve.py), for the K policy
+        self._reader: PromptReader | None = None  # reads prompts at llama.cpp's speed (prompt_reader.py)
+        # False: prompts are read on this decoding context (a cache state the reader cannot convert, or a comparison:
+        # `specchat prefill --on-decoding-context`)
+        self.uses_reader = True
+
+    @property
+    def max_pass_rows(self) -> int | None:
+        """The engine keeps every verification within this many rows, where they stay bit-identical (None: no cap);
+        the model's kernels may be chosen after the runner is made (LlamaCppModel.owe_verdict)."""
+        return self.model.kernels.max_pass_rows
 
     def new_cache(self, capacity: int) -> LlamaCppCache:
-        """An empty cache with room for `capacity` positions (the context is remade only when it must grow). The
-        KV entries of the previous generation stay until the prefill, which keeps their common prefix."""
+        """An empty cache with room for `capacity` positions (the context is remade only when it must grow, with
+        the positions it held). The KV entries of the previous generation stay until the prefill, which keeps their
+        common prefix."""
         capacity = min(max(capacity, 1), self.context_window)
         if self._ctx is None or capacity > self._n_ctx:
             self._make_context(min(-(-capacity // CONTEXT_STEP) * CONTEXT_STEP, self.context_window))
@@ -427,7 +412,9 @@ class LlamaCppRunner:
         checked between the passes of MAX_BATCH tokens a long prompt takes (PrefillCancelled)."""
         tokens = input_ids.reshape(-1).tolist()
         rows = max(keep, hidden_rows if self.keeps_features else 0)
-        if prefill and cache.length == 0:
+        if prefill and cache.length == 0 and rows <= 1 and self._reader_reads(tokens):
+            tokens = self._read_prompt(tokens, cache, cancel)
+        elif prefill and cache.length == 0:
             tokens = self._reuse_prefix(tokens, cache, reusable=rows <= 1)
         self._drop_from(cache.length)  # positions held beyond the caller's cache (a new cache, not a prefill)
         if cache.length + len(tokens) > self._n_ctx:
@@ -452,6 +439,41 @@ class LlamaCppRunner:
                                            shape=(outputs, self.model.hidden_size))
             self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
         return torch.from_numpy(logits[outputs - keep:].copy())
+
+    def _reader_reads(self, tokens: list[int]) -> bool:
+        """Whether the prompt reader (prompt_reader.py) reads this prompt: always where replies are bit-identical
+        (a reused prefix must give what a fresh read gives, and a fresh read is the reader's); otherwise unless the
+        decoding context already holds all but a chunk's worth of it (a follow-up after a reply)."""
+        if not self.uses_reader or len(tokens) < 2:
+            return False
+        if self.model.kernels.exactness == BIT_IDENTICAL:
+            return True
+        held = 0
+        if self.model.kernels.reuse_prefix:
+            limit = min(len(self._held), len(tokens) - 1)
+            while held < limit and self._held[held] == tokens[held]:
+                held += 1
+        return len(tokens) - held > READER_CHUNK
+
+    def _read_prompt(self, tokens: list[int], cache: LlamaCppCache, cancel: threading.Event | None) -> list[int]:
+        """All but the prompt's last token read by the reader, their KV entries restored here; returns what is left
+        to run here (the last token, whose logits and hidden state then come from a decoding pass, the same for
+        every drafter's runner). Reads here instead, for good, where this model's cache state has another layout."""
+        if self._reader is None:
+            self._reader = PromptReader(self.model, self._n_ctx)
+        try:
+            state, kept = self._reader.read(tokens[:-1], cancel)
+        except StateFormatError as error:
+            log.info("prompts are read on the decoding context: %s", error)
+            self.uses_reader = False
+            return self._reuse_prefix(tokens, cache, reusable=True)
+        self._drop_from(0)
+        if self.llama.llama_state_seq_set_data(self._ctx, state, len(state), 0) != len(state):
+            raise DecodeError("llama.cpp could not take the prompt's KV entries from the prompt reader")
+        self._held = tokens[:-1]
+        cache.length = len(self._held)
+        self.reused_tokens = kept
+        return tokens[-1:]
 
     def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int,
              cancel: threading.Event | None = None) -> None:
@@ -511,7 +533,13 @@ class LlamaCppRunner:
             raise DecodeError(f"llama.cpp could not run a pass of {len(tokens)} tokens (status {status})")
 
     def _make_context(self, n_ctx: int) -> None:
+        """A context of n_ctx positions. The positions the old one held move into it as they are (their state
+        copied, not computed again on other kernels), so that growing a context changes no logits."""
+        held, state = self._held, self._sequence_state()
         self._free_context()
+        if self._reader is not None:  # it holds at most the old context's positions: made again when needed
+            self._reader.close()
+            self._reader = None
         params = self.llama.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = MAX_BATCH
@@ -533,6 +561,16 @@ class LlamaCppRunner:
             raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
         self._ctx, self._n_ctx = ctx, n_ctx
         self._held = []
+        if state is not None and self.llama.llama_state_seq_set_data(ctx, state, len(state), 0) == len(state):
+            self._held = held
+
+    def _sequence_state(self) -> ctypes.Array | None:
+        """The positions this context holds, as llama.cpp copies a sequence's state; None when it holds none."""
+        if self._ctx is None or not self._held:
+            return None
+        size = self.llama.llama_state_seq_get_size(self._ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        return buffer if self.llama.llama_state_seq_get_data(self._ctx, buffer, size, 0) == size else None
 
     def _free_context(self) -> None:
         if self._ctx is not None:

@@ -1,0 +1,108 @@
+"""The prompt reader (engine/backends/llamacpp/prompt_reader.py): a float16 context reads the prompt at llama.cpp's
+speed, and its KV entries move to the bfloat16 decoding context. Checked on the real embedded GGUF file: a reused
+prefix gives bit for bit what a fresh read gives, replies stay bit-identical across drafters, and the conversion of
+the cache state is exact."""
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from specchat.engine.backends.llamacpp import prompt_reader
+from specchat.engine.backends.llamacpp.prompt_reader import DECODE_TYPE, READ_TYPE, StateFormatError, as_decoding_state
+from specchat.engine.chat_prompt import Message, build_prompt_ids
+from specchat.engine.decoding.speculative import GenerationConfig
+
+
+def fake_state(values: np.ndarray, cells: int, layers: int, kind: int = READ_TYPE, v_trans: int = 0) -> bytearray:
+    """A sequence state laid out as llama.cpp's KV cache writes one: `values` float16, cells x row per layer."""
+    per_layer = values.reshape(2 * layers, -1)
+    row = per_layer.shape[1] * 2 // cells
+    head = struct.pack("<IiI", 0x67676D6C, 0, 1) + struct.pack("<I", cells)
+    head += b"".join(struct.pack("<iIi", position, 1, 0) for position in range(cells))
+    head += struct.pack("<II", v_trans, layers)
+    body = b"".join(struct.pack("<iQ", kind, row) + block.tobytes() for block in per_layer)
+    return bytearray(head + body)
+
+
+def reference_bfloat16(values: np.ndarray) -> np.ndarray:
+    """ggml_compute_fp32_to_bf16 on float16 values widened to float32: round to nearest, ties to even."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def test_a_float16_state_becomes_the_bfloat16_state_ggml_would_round_to():
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.normal(0, 3, 2 * 2 * 5 * 6 - 6),
+                             [0.0, -0.0, 65504.0, 1e-7, np.inf, -np.inf]]).astype(np.float16)
+    state = fake_state(values, cells=5, layers=2)
+    as_decoding_state(state)
+    offset = 12 + 4 + 5 * 12 + 8
+    rounded = reference_bfloat16(values).reshape(4, -1)
+    for block in rounded:
+        kind, row = struct.unpack_from("<iQ", state, offset)
+        assert kind == DECODE_TYPE and row == block.size * 2 // 5
+        offset += 12
+        assert np.array_equal(np.frombuffer(state, np.uint16, block.size, offset), block)
+        offset += block.size * 2
+    assert offset == len(state)
+
+
+@pytest.mark.parametrize("change, why", [({"v_trans": 1}, "transposed"), ({"kind": 30}, "type 30")])
+def test_a_state_of_another_layout_is_refused_not_misread(change, why):
+    state = fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1, **change)
+    with pytest.raises(StateFormatError, match=why):
+        as_decoding_state(state)
+    with pytest.raises(StateFormatError):
+        as_decoding_state(fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1)[:-2])
+
+
+LONG = [100 + (7919 * i) % 40000 for i in range(600)]
+
+
+@pytest.mark.model
+def test_a_reused_prefix_gives_bit_for_bit_what_a_fresh_read_gives(native_pair, monkeypatch):
+    monkeypatch.setattr(prompt_reader, "CHUNK", 64)  # contexts and readers made from here on read in passes of 64
+    native = native_pair.target.native
+    used, fresh = native.runner(), native.runner()
+
+    def read_then_decode(runner, tokens, steps=6):
+        cache = runner.new_cache(len(tokens) + steps + 1)
+        logits = runner.forward(torch.tensor([tokens]), cache, keep=1, prefill=True)
+        first, out = logits.clone(), []
+        for _ in range(steps):
+            out.append(int(logits[0].argmax()))
+            logits = runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)
+        return first, out
+
+    _, reply = read_then_decode(used, LONG[:150])
+    follow_up = LONG[:150] + reply + LONG[300:340]  # the reply's positions were decoded: they are read again
+    reused = read_then_decode(used, follow_up)
+    assert used.reused_tokens == 128  # the first turn's whole chunks
+    again = read_then_decode(fresh, follow_up)
+    assert fresh.reused_tokens == 0
+    assert torch.equal(reused[0], again[0]) and reused[1] == again[1]
+
+
+@pytest.mark.model
+def test_the_reader_reads_the_prompt_the_decoding_context_would(native_pair):
+    """Other kernels and a float16 cache round otherwise, but never so far as to change what the model says."""
+    native = native_pair.target.native
+    tokens = build_prompt_ids(native_pair.target.tokenizer, [Message("user", "Name three rivers of Europe.")])
+    runner = native.runner()
+    read = runner.forward(torch.tensor([tokens]), runner.new_cache(len(tokens) + 1), keep=1, prefill=True)
+    runner.uses_reader = False  # the old way: the prompt through the decoding context
+    here = runner.forward(torch.tensor([tokens]), runner.new_cache(len(tokens) + 1), keep=1, prefill=True)
+    assert int(read.argmax()) == int(here.argmax())
+    assert torch.corrcoef(torch.stack([read[0], here[0]]))[0, 1] > 0.999
+
+
+@pytest.mark.model
+def test_replies_stay_bit_identical_across_drafters_after_a_long_read(native_pair):
+    document = "Loans last three weeks and may be renewed twice unless another reader has asked for the book. " * 30
+    ids = build_prompt_ids(native_pair.target.tokenizer, [Message("user", document + "Repeat the rule once.")])
+    config = GenerationConfig(max_new_tokens=32)
+    plain = native_pair.engine("none").generate(ids, config)
+    lookup = native_pair.engine("pld").generate(ids, config)
+    assert len(ids) > 2 * prompt_reader.CHUNK and plain.token_ids == lookup.token_ids

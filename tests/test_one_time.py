@@ -1,0 +1,85 @@
+"""One-time measurements in the background (core/one_time.py): never beside a reply, stopped at the next pass when
+one starts and tried again later, and stopped before the model's memory goes."""
+
+import threading
+import time
+
+import pytest
+
+from specchat.core import one_time
+from specchat.core.one_time import OneTimeWork
+
+
+@pytest.fixture
+def background(monkeypatch):
+    monkeypatch.setenv(one_time.MEASURE_NOW_ENV, "0")
+    monkeypatch.setattr(one_time, "IDLE_S", 0.05)
+
+
+def wait_for(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_a_measurement_waits_until_no_reply_runs_then_runs_once(background):
+    work, ran = OneTimeWork(), []
+    with work.reply():
+        work.owe("curve", lambda check: ran.append(time.monotonic()))
+        time.sleep(0.2)
+        assert ran == [] and work.owes("curve")  # never beside a reply
+        ended = time.monotonic()
+    assert wait_for(lambda: ran) and ran[0] - ended >= one_time.IDLE_S * 0.9
+    assert not work.owes("curve")
+    work.owe("curve", lambda check: ran.append(0.0))  # owed again later: measured again (a new key)
+    assert wait_for(lambda: len(ran) == 2)
+
+
+def test_a_reply_interrupts_a_measurement_at_its_next_pass_and_it_is_tried_again(background):
+    work, passes, started, finished = OneTimeWork(), [], threading.Event(), []
+
+    def measure(check):
+        started.set()
+        for i in range(40):
+            check()
+            passes.append(i)
+            time.sleep(0.01)
+        finished.append(True)
+
+    work.owe("verdict", measure)
+    assert started.wait(5)
+    with work.reply():
+        time.sleep(0.05)  # the measurement stops at its next check
+        during = len(passes)
+        time.sleep(0.1)
+        assert len(passes) == during and not finished  # nothing measured while the reply ran
+    assert wait_for(lambda: finished)  # tried again from the start once idle
+    assert passes[-40:] == list(range(40))
+
+
+def test_stop_waits_for_a_running_measurement_and_drops_what_is_owed(background):
+    work, started, after_stop = OneTimeWork(), threading.Event(), []
+
+    def measure(check):
+        started.set()
+        while True:
+            check()
+            after_stop.append(1)
+            time.sleep(0.01)
+
+    work.owe("curve", measure)
+    assert started.wait(5)
+    work.stop()  # returns only once the measurement has stopped
+    count = len(after_stop)
+    time.sleep(0.05)
+    assert len(after_stop) == count and not work.owes("curve")
+    work.owe("curve", measure)  # a stopped model owes nothing more
+    assert not work.owes("curve")
+
+
+def test_measure_now_runs_it_in_the_callers_thread(monkeypatch):
+    monkeypatch.setenv(one_time.MEASURE_NOW_ENV, "1")
+    work, threads = OneTimeWork(), []
+    work.owe("curve", lambda check: threads.append(threading.current_thread()))
+    assert threads == [threading.current_thread()] and not work.owes("curve")
