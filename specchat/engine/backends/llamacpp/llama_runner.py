@@ -46,7 +46,7 @@ from .governor import ThreadGovernor
 from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
                       verdicts_for)
 from .prompt_reader import CHUNK as READER_CHUNK
-from .prompt_reader import PromptReader, StateFormatError
+from .prompt_reader import PromptReader, StateFormatError, sequence_state
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 
@@ -568,9 +568,7 @@ class LlamaCppRunner:
         """The positions this context holds, as llama.cpp copies a sequence's state; None when it holds none."""
         if self._ctx is None or not self._held:
             return None
-        size = self.llama.llama_state_seq_get_size(self._ctx, 0)
-        buffer = (ctypes.c_uint8 * size)()
-        return buffer if self.llama.llama_state_seq_get_data(self._ctx, buffer, size, 0) == size else None
+        return sequence_state(self.llama, self._ctx)
 
     def _free_context(self) -> None:
         if self._ctx is not None:

@@ -100,12 +100,10 @@ class PromptReader:
             raise DecodeError(f"llama.cpp could not read a prompt pass of {len(tokens)} tokens (status {status})")
 
     def _state(self) -> ctypes.Array:
-        """The sequence's state as llama.cpp writes it, in a buffer of exactly its size."""
-        size = self.llama.llama_state_seq_get_size(self._ctx, 0)
-        buffer = (ctypes.c_uint8 * size)()
-        if self.llama.llama_state_seq_get_data(self._ctx, buffer, size, 0) != size:
+        state = sequence_state(self.llama, self._ctx)
+        if state is None:
             raise DecodeError("llama.cpp could not copy a prompt's KV entries")
-        return buffer
+        return state
 
     def _drop_from(self, position: int) -> None:
         if len(self._held) > position:
@@ -123,6 +121,14 @@ class PromptReader:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def sequence_state(llama, ctx) -> ctypes.Array | None:
+    """Sequence 0's state in context `ctx` as llama.cpp writes it (llama_state_seq_get_data), in a buffer of
+    exactly its size; None when llama.cpp could not copy it."""
+    size = llama.llama_state_seq_get_size(ctx, 0)
+    buffer = (ctypes.c_uint8 * size)()
+    return buffer if llama.llama_state_seq_get_data(ctx, buffer, size, 0) == size else None
 
 
 class StateFormatError(ValueError):
