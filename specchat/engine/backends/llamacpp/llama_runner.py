@@ -45,10 +45,10 @@ from ...loading.gguf_header import layer_shape
 from .governor import ThreadGovernor
 from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
                       verdicts_for)
-from .prompt_reader import CHUNK as READER_CHUNK
-from .prompt_reader import PromptReader, StateFormatError, sequence_state
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
+from .prompt_reader import CHUNK as READER_CHUNK
+from .prompt_reader import PromptReader, StateFormatError, common_prefix, sequence_state
 
 log = logging.getLogger(__name__)
 
@@ -448,12 +448,7 @@ class LlamaCppRunner:
             return False
         if self.model.kernels.exactness == BIT_IDENTICAL:
             return True
-        held = 0
-        if self.model.kernels.reuse_prefix:
-            limit = min(len(self._held), len(tokens) - 1)
-            while held < limit and self._held[held] == tokens[held]:
-                held += 1
-        return len(tokens) - held > READER_CHUNK
+        return len(tokens) - self._reusable(tokens) > READER_CHUNK
 
     def _read_prompt(self, tokens: list[int], cache: LlamaCppCache, cancel: threading.Event | None) -> list[int]:
         """All but the prompt's last token read by the reader, their KV entries restored here; returns what is left
@@ -499,14 +494,17 @@ class LlamaCppRunner:
     def _reuse_prefix(self, tokens: list[int], cache: LlamaCppCache, reusable: bool) -> list[int]:
         """Keeps the held positions that match the prompt's first tokens (at most all but the last, which must be
         run for its logits); returns the tokens still to run."""
-        common = 0
-        if reusable and self.model.kernels.reuse_prefix:
-            limit = min(len(self._held), len(tokens) - 1)
-            while common < limit and self._held[common] == tokens[common]:
-                common += 1
+        common = self._reusable(tokens) if reusable else 0
         self._drop_from(common)
         cache.length = self.reused_tokens = common
         return tokens[common:]
+
+    def _reusable(self, tokens: list[int]) -> int:
+        """How many held positions match the prompt's first tokens, at most all but its last (which must be run
+        for its logits); 0 where the kernels make reuse inexact."""
+        if not self.model.kernels.reuse_prefix:
+            return 0
+        return common_prefix(self._held, tokens, len(tokens) - 1)
 
     def _drop_from(self, position: int) -> None:
         if len(self._held) > position:

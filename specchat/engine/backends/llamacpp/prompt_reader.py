@@ -60,10 +60,7 @@ class PromptReader:
 
     def reusable(self, tokens: list[int]) -> int:
         """How many of `tokens`' first positions a read would keep: the whole chunks they share with what is held."""
-        common, limit = 0, min(len(self._held), len(tokens))
-        while common < limit and self._held[common] == tokens[common]:
-            common += 1
-        return common // CHUNK * CHUNK
+        return common_prefix(self._held, tokens, len(tokens)) // CHUNK * CHUNK
 
     def read(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
         """Reads `tokens` (keeping the whole chunks already held); returns the state of the sequence as a bfloat16
@@ -121,6 +118,14 @@ class PromptReader:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def common_prefix(held: list[int], tokens: list[int], most: int) -> int:
+    """How many of `tokens`' first tokens `held` starts with, at most `most`: the positions a context can keep."""
+    common, limit = 0, min(len(held), len(tokens), most)
+    while common < limit and held[common] == tokens[common]:
+        common += 1
+    return common
 
 
 def sequence_state(llama, ctx) -> ctypes.Array | None:
