@@ -52,10 +52,13 @@ models: setup
 run: setup
 	$(BIN)/specchat
 
-# The layers first (import-linter's contracts in pyproject.toml: docs/architecture.md), then the tests.
+# The layers first (import-linter's contracts in pyproject.toml: docs/architecture.md), then the tests: one pytest
+# worker a core (pytest-xdist), each on one thread (tests/conftest.py), a test file to a worker so that its fixtures
+# load once. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
 test: setup
 	$(BIN)/lint-imports --no-cache  # no cache folders left in the checkout
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 bench: setup
 	$(BIN)/specchat bench --suite spec-bench --per-task 10 --modes none,pld,eagle-hybrid,llama-cpp,llama-cpp-pld \

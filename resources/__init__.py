@@ -26,6 +26,11 @@ def human_eval_fix_problems() -> Traversable:
     return resource("humanevalfix", "humanevalpack-python.jsonl.gz")
 
 
+def quixbugs_programs() -> Traversable:
+    """jkoppel/QuixBugs's 40 Python programs, each with a one-line bug, gzipped JSONL (quixbugs/PROVENANCE.md)."""
+    return resource("quixbugs", "python_programs.jsonl.gz")
+
+
 def spec_bench_questions() -> Traversable:
     """Spec-Bench's 480 questions (spec_bench/PROVENANCE.md)."""
     return resource("spec_bench", "question.jsonl")

@@ -69,18 +69,18 @@ def _user_errors(command: str | None) -> tuple[type[Exception], ...]:
 
 def _quiet_libraries(allow_network: bool, progress_bars: bool) -> None:
     """No network unless the user asked for a download; progress bars only where the command is long and shows
-    its own (downloads, training); no library chatter."""
+    its own (downloads, training); no library chatter.
+
+    All through environment variables, read by huggingface_hub and transformers when they are first imported (none
+    is yet: see the imports above), so that a launch which never needs transformers (a GGUF model on llama.cpp:
+    engine/loading/light_tokenizer.py) does not import it (a second or two) only to quiet it."""
     if not allow_network:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # huggingface_hub reads it once, at import
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # hub's and transformers' bars (utils/logging: _tqdm_active)
     if not progress_bars:
         os.environ.setdefault("TQDM_DISABLE", "1")  # e.g. transformers' GGUF conversion bar; we print one line
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"  # transformers' default level, set at its import
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import warnings
 
     warnings.filterwarnings("ignore")
-    import transformers  # after the variables above: huggingface_hub reads HF_HUB_OFFLINE once, at import
-
-    transformers.utils.logging.set_verbosity_error()
-    if not allow_network:
-        transformers.utils.logging.disable_progress_bar()

@@ -9,6 +9,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("SPECCHAT_MEASURE_NOW", "1")  # one-time measurements in the test's thread, not beside it
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest worker a core (pytest-xdist): each keeps to its own core, as llama.cpp's threads
+    # spin while they wait for one another and a pass whose second thread waits for the other worker's core can take
+    # ten times as long. A test about threads sets them itself.
+    os.environ.setdefault("SPECCHAT_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Hypothesis keeps caches (Unicode tables, constants) in a folder it makes in the working directory, which is the
 # repository's top level: they go to the system's temporary folder instead.
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",

@@ -57,6 +57,32 @@ def test_bench_suite_humanevalfix_is_parsed_and_sampled_per_task():
     assert [p.question_id for p in limited] == [0, 1, 2]
 
 
+def test_shipped_quixbugs_gives_40_whole_programs_to_fix():
+    """The second code-edit suite: QuixBugs's 40 Python programs as they are in the repository (the checksum its
+    PROVENANCE.md states), each asked for fixed and whole, sampled per task as the other public suites are."""
+    import gzip
+    import hashlib
+
+    from specchat import bench
+    from specchat.cli import build_parser
+    from specchat.commands.bench import _prompts
+    from specchat.resources import quixbugs_programs, resource
+
+    data = gzip.decompress(quixbugs_programs().read_bytes())
+    assert hashlib.sha256(data).hexdigest() in resource("quixbugs", "PROVENANCE.md").read_text(encoding="utf-8")
+    assert "Permission is hereby granted" in resource("quixbugs", "LICENSE").read_text(encoding="utf-8")  # MIT
+    records = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    every = _prompts(build_parser().parse_args(["bench", "--suite", "quixbugs"]), bench)
+    assert len(records) == len(every) == 40 and {p.category for p in every} == {"quixbugs"}
+    assert {p.question_id for p in every} == {r["name"] for r in records} and "node" not in {r["name"] for r in records}
+    for record, prompt in zip(records, every):
+        assert prompt.turns[0].startswith("Fix the bug in this Python program. Reply with the whole fixed program")
+        assert record["program"].strip() in prompt.turns[0] and f"def {record['name']}" in record["program"]
+    sampled = _prompts(build_parser().parse_args(["bench", "--suite", "quixbugs", "--per-task", "10"]), bench)
+    assert len(sampled) == 10 and sampled == _prompts(
+        build_parser().parse_args(["bench", "--suite", "quixbugs", "--per-task", "10"]), bench)
+
+
 def test_bench_report_over_all_modes(tmp_path, capsys, tokenizer, target, close_draft):
     for name, model in (("target", target), ("draft", close_draft)):
         model.save_pretrained(tmp_path / name)

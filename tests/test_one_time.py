@@ -83,3 +83,29 @@ def test_measure_now_runs_it_in_the_callers_thread(monkeypatch):
     work, threads = OneTimeWork(), []
     work.owe("curve", lambda check: threads.append(threading.current_thread()))
     assert threads == [threading.current_thread()] and not work.owes("curve")
+
+
+def test_stopping_at_exit_frees_a_model_held_only_by_what_it_owes(background, monkeypatch):
+    """At exit, a model that only its owed measurement still holds is freed while its work stops, and freeing it
+    (LlamaCppModel.__del__) stops the same work again: that must return, not wait on the lock the first stop holds
+    (it hung `specchat generate` after its reply)."""
+    monkeypatch.setattr(one_time, "IDLE_S", 1e9)  # still owed when the process exits
+    stopped = []
+
+    class Model:
+        def __init__(self):
+            self.one_time = OneTimeWork()
+            self.one_time.owe("cost curve", self.measure)
+
+        def measure(self, check):
+            pass
+
+        def __del__(self):
+            self.one_time.stop()
+            stopped.append(True)
+
+    Model()  # nothing but its owed measurement refers to it now
+    exiting = threading.Thread(target=one_time._stop_all, daemon=True)
+    exiting.start()
+    exiting.join(10)
+    assert not exiting.is_alive() and stopped == [True]

@@ -111,8 +111,8 @@ def test_the_api_and_the_transcript_name_origins_alike():
     from specchat.server.protocol import speculative_figures
 
     origins = (Origin.TARGET, Origin.DRAFT, Origin.INFERRED_DRAFT)
-    event = StepEvent(step=1, token_ids=(5, 6, 7), origins=origins, spans=((0, 1), (1, 2), (2, 3)), text_delta="abc",
-                      text_offset=0, rejected_ids=(), rejected_text="", stats=GenerationStats())
+    event = StepEvent(token_ids=(5, 6, 7), origins=origins, spans=((0, 1), (1, 2), (2, 3)), text_delta="abc",
+                      text_offset=0, rejected_ids=(), rejected_text="", stats=GenerationStats(), wall_s=0.0)
     spans = ReplySpans()
     spans.add_tokens(event.spans, event.origins)
     names = [vocabulary.origin_name(o) for o in origins]

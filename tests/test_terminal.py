@@ -31,9 +31,9 @@ def test_chat_session_in_the_terminal(tokenizer, target):
 def test_draft_tokens_are_coloured_on_a_terminal():
     out = io.StringIO()
     printer = StreamPrinter(out, colour=True)
-    printer.show(StepEvent(step=1, token_ids=(5, 6, 7), origins=(Origin.DRAFT, Origin.DRAFT, Origin.TARGET),
+    printer.show(StepEvent(token_ids=(5, 6, 7), origins=(Origin.DRAFT, Origin.DRAFT, Origin.TARGET),
                            spans=((0, 4), (4, 9), (9, 12)), text_delta="The quick fo", text_offset=0,
-                           rejected_ids=(), rejected_text="", stats=GenerationStats()))
+                           rejected_ids=(), rejected_text="", stats=GenerationStats(), wall_s=0.0))
     assert out.getvalue() == f"{DRAFT_STYLE}The quick{RESET} fo"
 
 
@@ -42,8 +42,8 @@ def test_a_reply_cannot_send_escape_sequences_to_the_terminal():
     for colour in (True, False):
         out = io.StringIO()
         StreamPrinter(out, colour=colour).show(StepEvent(
-            step=1, token_ids=(5,), origins=(Origin.TARGET,), spans=((0, len(hostile)),), text_delta=hostile,
-            text_offset=0, rejected_ids=(), rejected_text="", stats=GenerationStats()))
+            token_ids=(5,), origins=(Origin.TARGET,), spans=((0, len(hostile)),), text_delta=hostile,
+            text_offset=0, rejected_ids=(), rejected_text="", stats=GenerationStats(), wall_s=0.0))
         shown = out.getvalue()
         assert "\x1b" not in shown and "\x07" not in shown and "\x9b" not in shown
         assert shown == "ok\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\tend\n"  # visible, tab and newline kept

@@ -10,11 +10,11 @@ from .report import (bench_run_values, environment, peak_resident_mb, print_prof
                      summarize)
 from .runner import BenchRunner, BenchSettings, ModeRecord, TurnOutput
 from .suites import (MODES, MT_BENCH_CATEGORIES, BenchPrompt, human_eval_fix_prompts, human_eval_prompts, load_prompts,
-                     parse_modes, select_prompts, spec_bench_sample)
+                     parse_modes, quixbugs_prompts, select_prompts, spec_bench_sample)
 
 __all__ = [
     "BenchPrompt", "BenchRunner", "BenchSettings", "MODES", "MT_BENCH_CATEGORIES", "ModeRecord",
     "TurnOutput", "bench_run_values", "environment", "human_eval_fix_prompts", "human_eval_prompts", "load_prompts",
-    "parse_modes", "peak_resident_mb", "print_profile", "print_summary", "resident_mb", "select_prompts",
+    "parse_modes", "peak_resident_mb", "print_profile", "print_summary", "quixbugs_prompts", "resident_mb", "select_prompts",
     "spec_bench_sample", "summarize",
 ]

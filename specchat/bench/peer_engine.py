@@ -61,5 +61,6 @@ def whole_reply(tokenizer, prompt_tokens: int, reply: PeerReply, config: Generat
     origins = (Origin.TARGET,) * len(tokens)
     result = GenerationResult(text=text, token_ids=tokens, origins=origins, spans=(), finish_reason=finish,
                               stats=stats, seed=config.seed or 0)
-    return StepEvent(step=0, token_ids=tokens, origins=origins, spans=(), text_delta=text, text_offset=0,
-                     rejected_ids=(), rejected_text="", stats=stats, finish_reason=finish, result=result)
+    return StepEvent(token_ids=tokens, origins=origins, spans=(), text_delta=text, text_offset=0,
+                     rejected_ids=(), rejected_text="", stats=stats, wall_s=reply.wall_s, finish_reason=finish,
+                     result=result)

@@ -1,5 +1,5 @@
-"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, HumanEvalFix, Spec-Bench's stratified
-sample) and its modes (`--modes`), each checked before any model loads."""
+"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, HumanEvalFix, QuixBugs, Spec-Bench's
+stratified sample) and its modes (`--modes`), each checked before any model loads."""
 
 from __future__ import annotations
 
@@ -71,6 +71,23 @@ def human_eval_fix_prompts(jsonl: str) -> list[BenchPrompt]:
             number = int(str(record["task_id"]).rsplit("/", 1)[-1])
             prompts.append(BenchPrompt(number, "humanevalfix", (
                 f"{HUMAN_EVAL_FIX_REQUEST}\n\n```python\n{record['prompt']}{record['buggy_solution']}```",)))
+    return prompts
+
+
+QUIXBUGS_REQUEST = "Fix the bug in this Python program. Reply with the whole fixed program in one code block."
+
+
+def quixbugs_prompts(jsonl: str) -> list[BenchPrompt]:
+    """QuixBugs's buggy programs (jkoppel/QuixBugs, python_programs/) as one-turn chat prompts: each gives a whole
+    program with a one-line defect (its docstring included, as the file has it) and asks for it fixed, a second code
+    edit suite beside HumanEvalFix that the K policy was never tuned on; category "quixbugs", question_id the
+    program's name."""
+    prompts = []
+    for line in jsonl.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            prompts.append(BenchPrompt(record["name"], "quixbugs",
+                                       (f"{QUIXBUGS_REQUEST}\n\n```python\n{record['program'].strip()}\n```",)))
     return prompts
 
 

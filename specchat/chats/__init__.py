@@ -7,15 +7,15 @@ testable headless.
     conversations = Conversations(store)
     chat = OpenChat.of(conversations.start("Hello"))
     chat.add(conversations.add_user_message(chat.conversation_id, "Hello"))
-    replies = ReplyController(ReplyRecorder(store, RunBook(store, app_session_id)), emit)
-    job = replies.start(chat, engine)  # the model thread streams the job; then, once a frame:
-    replies.steps(events, now)         # and at the end replies.finish(result), or replies.fail(message)
+    replies = ReplyController(ReplyRecorder(store, RunBook(store, app_session_id)))
+    began = replies.start(chat, engine)  # the model thread streams began.job; then, with each frame's StepBatch:
+    drawn = replies.steps(batch, now)    # and at the end replies.finish(result), or replies.fail(message)
 """
 
 from .comparisons import Comparisons
 from .conversations import Conversations, OpenChat, title_for
 from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
-from .reply_controller import ReplyBegan, ReplyController, ReplyEnded, ReplyEngine, ReplyJob, ReplyTrouble, StepsArrived
+from .reply_controller import ReplyBegan, ReplyController, ReplyEnded, ReplyEngine, ReplyJob, StepBatch, StepsArrived
 from .reply_spans import ReplySpans
 from .run_book import ENDINGS, RunBook
 from .run_context import RunContext, RunModels
@@ -23,5 +23,5 @@ from .run_context import RunContext, RunModels
 __all__ = [
     "ENDINGS", "Comparisons", "Conversations", "OpenChat", "RecordedReply",
     "ReplyBegan", "ReplyController", "ReplyEnded", "ReplyEngine", "ReplyJob", "ReplyRecorder", "ReplySpans",
-    "ReplyTrouble", "RunBook", "RunContext", "RunModels", "StepsArrived", "stopped_by_user", "title_for",
+    "RunBook", "RunContext", "RunModels", "StepBatch", "StepsArrived", "stopped_by_user", "title_for",
 ]

@@ -2,17 +2,22 @@
 to the finished, stopped or failed reply, and its run completed through the RunBook. No Qt: the reply controller
 (reply_controller.py) calls it and says what failed. Every write returns what it wrote, so nothing is read back.
 
+This is the reply's storage boundary: it takes the reply's spans (ReplySpans) and statistics (GenerationStats) as
+the controller gathered them and makes their stored forms here, once per write (ReplySpans.to_json,
+GenerationStats.to_dict); nothing upstream converts them.
+
 Every method raises StorageError when the database refuses a write that the reply cannot do without; the caller
 decides what the user is told (the window shows a banner and keeps the reply on screen)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.errors import StorageError
 from ..core.vocabulary import CANCELLED, ERROR, STREAMING
-from ..engine.decoding.events import GenerationResult
+from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import MessageInfo, RunRecord
+from .reply_spans import ReplySpans
 from .run_book import RunBook
 from .run_context import RunContext
 
@@ -59,21 +64,25 @@ class ReplyRecorder:
         run_id, run = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, context)
         return RecordedReply(placeholder, run_id, run, context)
 
-    def partial(self, reply: RecordedReply, text: str, spans: list, stats: dict) -> None:
-        """Saves the reply so far: its text, its spans (ReplySpans.to_json()) and its run's figures so far
-        (GenerationStats.to_dict()), in one transaction, so that a kill loses at most what came since.
+    def partial(self, reply: RecordedReply, text: str, spans: ReplySpans, stats: GenerationStats) -> RunRecord:
+        """Saves the reply so far: its text, its spans and its run's figures so far (stats), in one transaction, so
+        that a kill loses at most what came since. Returns the run as it now stands (what a failed reply's footer
+        says).
 
         Raises StorageError; the reply goes on streaming, and the next partial save tries again."""
-        self.store.save_partial_reply(reply.message_id, text, spans, reply.run_id, stats)
+        figures = stats.to_dict()
+        self.store.save_partial_reply(reply.message_id, text, spans.to_json(), reply.run_id, figures)
+        return replace(reply.run, **RunRecord.figures(figures))
 
     def finish(self, reply: RecordedReply, result: GenerationResult,
-               spans: list) -> tuple[MessageInfo, RunRecord | None]:
+               spans: ReplySpans) -> tuple[MessageInfo, RunRecord | None]:
         """Saves the ended reply (finished, or stopped by the user: stopped_by_user) with its spans, then completes
-        its run (RunBook.complete); a reply stopped before its first token measured nothing, and its run is deleted.
+        its run (RunBook.complete, with the result's statistics); a reply stopped before its first token measured
+        nothing, and its run is deleted.
 
         Returns the message and the run as written (None: deleted). Raises StorageError: the message, or its
         statistics, could not be saved (the message is saved first, so a failed statistics write keeps the reply)."""
-        message = self.store.update_message(reply.message_id, text=result.text, spans=spans,
+        message = self.store.update_message(reply.message_id, text=result.text, spans=spans.to_json(),
                                             stopped=stopped_by_user(result), finish_reason=result.finish_reason)
         if not result.token_ids:
             self.store.delete_run(reply.run_id)
@@ -81,13 +90,13 @@ class ReplyRecorder:
         return message, self.runs.complete(reply.conversation_id, reply.message_id, result, reply.context,
                                            reply.run_id)
 
-    def fail(self, reply: RecordedReply, text: str, spans: list) -> tuple[MessageInfo, bool]:
+    def fail(self, reply: RecordedReply, text: str, spans: ReplySpans) -> tuple[MessageInfo, bool]:
         """Saves what a failed reply had streamed (text and spans), stopped and ended by an error, and marks its
         run "error". Returns the message as written and whether the run was marked.
 
         Raises StorageError when the message cannot be saved. A run that cannot be marked is left alone: it stays
         "streaming", and the next start marks it interrupted."""
-        message = self.store.update_message(reply.message_id, text=text, spans=spans, stopped=True,
+        message = self.store.update_message(reply.message_id, text=text, spans=spans.to_json(), stopped=True,
                                             finish_reason=ERROR)
         try:
             self.store.update_run(reply.run_id, {"finish_reason": "error"})

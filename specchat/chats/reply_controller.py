@@ -1,15 +1,16 @@
 """A chat reply from Enter to its rows, without Qt: its prompt fitted once, its rows begun, its steps gathered as they
 stream (text, spans, rejected proposals: the one place they are gathered) and saved now and then, and the reply
-finished or failed with its run completed. The window drives it and only draws the plain events it emits (the
-dataclasses below); ui/session.py adapts them onto Qt signals.
+finished or failed with its run completed. The window calls it and draws what each call returns (the dataclasses
+below); the controller emits nothing.
 
-    controller = ReplyController(ReplyRecorder(store, runs), emit)
-    job = controller.start(chat, engine)   # emits ReplyBegan; the model thread runs `job`
-    controller.steps(events, now)          # emits StepsArrived, now and then saves the reply so far (ReplyTrouble)
-    controller.finish(result)              # or controller.fail(message): emits ReplyEnded
+    controller = ReplyController(ReplyRecorder(store, runs))
+    began = controller.start(chat, engine)   # ReplyBegan: the rows are written; began.job goes to the model thread
+    drawn = controller.steps(batch, now)     # a frame's StepBatch gathered: StepsArrived to draw; now and then saved
+    ended = controller.finish(result)        # or controller.fail(message): ReplyEnded, saved, to draw
 
 Nothing written is read back: each write returns its row (the placeholder, the final message, the run's record), and
-the open chat (OpenChat) and the reply's footer are kept up to date from them.
+the open chat (OpenChat) and the reply's footer are kept up to date from them. The stored forms of the spans and the
+statistics are made by the recorder (recorder.py), once, as it writes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..core.errors import StorageError
 from ..core.vocabulary import ERROR, STREAMING
 from ..engine.chat_engine import ChatEngine, FittedPrompt
 from ..engine.chat_prompt import Message
-from ..engine.decoding.events import GenerationResult, StepEvent
+from ..engine.decoding.events import GenerationResult, GenerationStats, StepEvent
 from ..engine.decoding.speculative import GenerationConfig
 from ..storage.records import MessageInfo, RunRecord
 from .conversations import OpenChat
@@ -33,7 +34,8 @@ from .run_context import RunContext
 
 SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk (seconds)
 
-# Fits a conversation (messages, system prompt) into a prompt with room for max_new_tokens
+# Fits a conversation (messages, system prompt) into a prompt with room for max_new_tokens: a PromptFitter's fit
+# (engine/chat_engine.py, the one fitter), EngineCache.fitter's for a local reply
 Fit = Callable[[Sequence[Message], str | None, int], FittedPrompt]
 
 
@@ -52,9 +54,9 @@ class ReplyEngine:
 
 @dataclass(frozen=True)
 class ReplyJob:
-    """What the model thread runs for a reply (ui/reply_workers.py's GenerationWorker): the engine's maker, the
-    conversation, the config (its seed set), and the prompt fitted once (prompt_ids; None: the engine reads the
-    messages itself) with its length."""
+    """What the model thread runs for a reply (ui/reply_workers.py's GenerationWorker takes it as it is): the
+    engine's maker, the conversation, the config (its seed set), the prompt fitted once (prompt_ids; None: the
+    engine reads the messages itself) with its length, and what runs on the finished reply there (on_result)."""
 
     make_engine: Callable[[], ChatEngine]
     messages: tuple[Message, ...]
@@ -65,30 +67,38 @@ class ReplyJob:
     on_result: Callable[[GenerationResult], None] | None = None
 
 
-# -- the events the window draws --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepBatch:
+    """The steps of the streaming reply that one frame brings (ui/reply_workers.py batches them on the model
+    thread), with the reply's statistics as of the last of them: a copy taken there, once a batch, while the engine
+    waits (the events share the generation's one running GenerationStats)."""
+
+    events: tuple[StepEvent, ...]
+    stats: GenerationStats
+
+
+# -- what the window draws, as the controller returns it ------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ReplyBegan:
-    """A reply's rows are on disk and its job is about to run: the window opens the reply's region (with `note`,
-    what the prompt left out, if anything) and claims the device."""
+    """A reply's rows are on disk and its job is ready: the window opens the reply's region (with `note`, what the
+    prompt left out, if anything), claims the device and hands `job` to the model thread."""
 
     conversation_id: int
     message_id: int
+    job: ReplyJob
     note: str = ""
 
 
 @dataclass(frozen=True)
 class StepsArrived:
-    """Steps to draw as they are (tokens appended live): the controller has gathered them already."""
+    """Steps to draw as they are (tokens appended live; the controller has gathered them already), the statistics so
+    far (the status bar's tokens and speed), and `trouble`: what the user should know while the reply goes on (a
+    partial save refused, said once)."""
 
     events: tuple[StepEvent, ...]
-
-
-@dataclass(frozen=True)
-class ReplyTrouble:
-    """Something the user should know while the reply goes on (a partial save refused: said once)."""
-
-    message: str
+    stats: GenerationStats
+    trouble: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ class ReplyEnded:
 class StreamingReply:
     """The reply streaming now: its chat, its rows (ReplyRecorder.begin), what the user should know of its prompt,
     and what it has streamed, gathered from its steps (text, spans and rejected proposals), with when it was last
-    saved and the run's figures as saved then (what a failed reply's footer says)."""
+    saved and its run as saved then (what a failed reply's footer says; None: not saved since it began)."""
 
     chat: OpenChat
     rows: RecordedReply
@@ -124,7 +134,7 @@ class StreamingReply:
     spans: ReplySpans = field(default_factory=ReplySpans)
     last_saved: float = 0.0
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
-    saved_figures: dict = field(default_factory=dict)
+    saved_run: RunRecord | None = None
 
     @property
     def conversation_id(self) -> int:
@@ -159,18 +169,18 @@ def left_out_note(left_out: int) -> str:
 
 
 class ReplyController:
-    """The chat's replies, one at a time: `active` is the one streaming (None between replies). Its events go to
-    `emit` (plain dataclasses, above), in order; `rejected` keeps each reply's rejected proposals for this app
+    """The chat's replies, one at a time: `active` is the one streaming (None between replies). Each call returns
+    what the window draws (the dataclasses above); `rejected` keeps each reply's rejected proposals for this app
     session (they are shown, never stored)."""
 
-    def __init__(self, recorder: ReplyRecorder, emit: Callable[[object], None]):
-        self.recorder, self.emit = recorder, emit
+    def __init__(self, recorder: ReplyRecorder):
+        self.recorder = recorder
         self.active: StreamingReply | None = None
         self.rejected: dict[int, list[tuple[int, str]]] = {}
 
-    def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None) -> ReplyJob:
-        """Fits the chat's prompt (once: the model thread streams these ids), picks the seed (random unless given),
-        writes the reply's placeholder and run (ReplyRecorder.begin) and emits ReplyBegan; returns the job for the
+    def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None) -> ReplyBegan:
+        """Fits the chat's prompt (once: the model thread streams these ids), picks the seed (random unless given)
+        and writes the reply's placeholder and run (ReplyRecorder.begin); returns ReplyBegan with the job for the
         model thread. Raises PromptError (the last message alone does not fit) before anything is written, and
         StorageError when the rows cannot be written (the chat is then read again before its next reply)."""
         messages, system = tuple(chat.history()), chat.system_prompt
@@ -184,58 +194,57 @@ class ReplyController:
             chat.stale = True  # a placeholder may be written: what is stored is unsure
             raise
         self.active = StreamingReply(chat, rows, left_out_note(prompt.left_out if prompt is not None else 0))
-        self.emit(ReplyBegan(rows.conversation_id, rows.message_id, self.active.note))
-        return ReplyJob(engine.make_engine, messages, system, context.config,
-                        prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result)
+        job = ReplyJob(engine.make_engine, messages, system, context.config,
+                       prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result)
+        return ReplyBegan(rows.conversation_id, rows.message_id, job, self.active.note)
 
-    def steps(self, events: Sequence[StepEvent], now: float) -> None:
-        """Gathers steps that arrived (the window calls it once a frame with what came since), emits them to draw,
-        and saves the reply so far when SAVE_PARTIAL_S have passed since the last save (now: time.perf_counter)."""
+    def steps(self, batch: StepBatch, now: float) -> StepsArrived | None:
+        """Gathers the steps that arrived (the window calls it with each batch, one a frame at most) and saves the
+        reply so far when SAVE_PARTIAL_S have passed since the last save (now: time.perf_counter). Returns them to
+        draw, with any trouble to say; None when no reply streams or the batch is empty."""
         reply = self.active
-        if reply is None or not events:
-            return
-        for event in events:
+        if reply is None or not batch.events:
+            return None
+        for event in batch.events:
             reply.add(event)
-        self.emit(StepsArrived(tuple(events)))
+        trouble = None
         if now - reply.last_saved > SAVE_PARTIAL_S:
             reply.last_saved = now  # a failed save is retried at the next save time, not every frame
-            self._save_partial(reply, events[-1].stats.to_dict())
+            trouble = self._save_partial(reply, batch.stats)
+        return StepsArrived(batch.events, batch.stats, trouble)
 
-    def _save_partial(self, reply: StreamingReply, stats: dict) -> None:
-        """The reply so far and its run's figures (stats: GenerationStats.to_dict()); a refusal is said once."""
+    def _save_partial(self, reply: StreamingReply, stats: GenerationStats) -> str | None:
+        """Saves the reply so far with its run's figures (stats); returns what the user is told of a refusal, the
+        first time only (None otherwise)."""
         try:
-            self.recorder.partial(reply.rows, reply.text, reply.spans.to_json(), stats)
+            reply.saved_run = self.recorder.partial(reply.rows, reply.text, reply.spans, stats)
         except StorageError as error:
-            if not reply.save_failed:
-                self.emit(ReplyTrouble(f"The reply so far could not be saved ({error}); it keeps streaming, and "
-                                       "saving is tried again every second."))
-            reply.save_failed = True
-        else:
-            reply.saved_figures = RunRecord.figures(stats)
+            said, reply.save_failed = reply.save_failed, True
+            return None if said else (f"The reply so far could not be saved ({error}); it keeps streaming, and "
+                                      "saving is tried again every second.")
+        return None
 
-    def finish(self, result: GenerationResult) -> None:
-        """The reply ended (finished, or stopped: its result): saves it and completes its run, then emits
-        ReplyEnded with its footer from the run just written."""
+    def finish(self, result: GenerationResult) -> ReplyEnded:
+        """The reply ended (finished, or stopped: its result): saves it and completes its run; returns ReplyEnded
+        with its footer from the run just written."""
         reply = self._take()
         reply.end(result)
         try:
-            message, run = self.recorder.finish(reply.rows, result, reply.spans.to_json())
+            message, run = self.recorder.finish(reply.rows, result, reply.spans)
         except StorageError as error:
-            self._unsaved(reply, stopped_by_user(result), error)
-            return
-        self._saved(reply, message, footer_text(run) if run is not None else "", runs_changed=run is not None)
+            return self._unsaved(reply, stopped_by_user(result), error)
+        return self._saved(reply, message, footer_text(run) if run is not None else "", runs_changed=run is not None)
 
-    def fail(self, problem: str) -> None:
-        """The reply failed (problem: what the user is told): saves what it had streamed and marks its run, then
-        emits ReplyEnded with `problem`."""
+    def fail(self, problem: str) -> ReplyEnded:
+        """The reply failed (problem: what the user is told): saves what it had streamed and marks its run; returns
+        ReplyEnded with `problem`."""
         reply = self._take()
         try:
-            message, marked = self.recorder.fail(reply.rows, reply.text, reply.spans.to_json())
+            message, marked = self.recorder.fail(reply.rows, reply.text, reply.spans)
         except StorageError as error:
-            self._unsaved(reply, True, error, also=problem)
-            return
-        run = replace(reply.rows.run, **reply.saved_figures, finish_reason=ERROR if marked else STREAMING)
-        self._saved(reply, message, footer_text(run), problem=problem)
+            return self._unsaved(reply, True, error, also=problem)
+        run = replace(reply.saved_run or reply.rows.run, finish_reason=ERROR if marked else STREAMING)
+        return self._saved(reply, message, footer_text(run), problem=problem)
 
     def _take(self) -> StreamingReply:
         reply, self.active = self.active, None
@@ -245,18 +254,18 @@ class ReplyController:
         return reply
 
     def _saved(self, reply: StreamingReply, message: MessageInfo, footer: str, runs_changed: bool = False,
-               problem: str | None = None) -> None:
+               problem: str | None = None) -> ReplyEnded:
         """The ended reply as stored joins its chat; the window draws it as stored."""
         reply.chat.add(message, footer)
         spans = ReplySpans.from_json(message.spans, self.rejected.get(message.id))
-        self.emit(ReplyEnded(reply.conversation_id, message.id, message.text, spans, message.stopped, footer,
-                             reply.note, saved=True, problem=problem, runs_changed=runs_changed))
+        return ReplyEnded(reply.conversation_id, message.id, message.text, spans, message.stopped, footer,
+                          reply.note, saved=True, problem=problem, runs_changed=runs_changed)
 
-    def _unsaved(self, reply: StreamingReply, stopped: bool, error: StorageError, also: str = "") -> None:
+    def _unsaved(self, reply: StreamingReply, stopped: bool, error: StorageError, also: str = "") -> ReplyEnded:
         """The database refused the ended reply: it stays on screen, drawn from memory, and the chat is read again
         before its next reply (what is stored of it is unsure)."""
         reply.chat.stale = True
         problem = (f"{also + ' ' if also else ''}The reply could not be saved ({error}). It is still on screen: copy "
                    "it before closing this chat.")
-        self.emit(ReplyEnded(reply.conversation_id, reply.message_id, reply.text, reply.spans, stopped,
-                             "not saved", reply.note, saved=False, problem=problem))
+        return ReplyEnded(reply.conversation_id, reply.message_id, reply.text, reply.spans, stopped,
+                          "not saved", reply.note, saved=False, problem=problem)

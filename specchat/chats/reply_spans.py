@@ -1,6 +1,6 @@
 """Which characters of a reply came from accepted drafts, and the draft proposals the target rejected along the way:
-gathered once, from the reply's step events, by the reply controller (reply_controller.py), which saves them and
-hands them to the window to draw. No Qt."""
+gathered once, from the reply's step events, by the reply controller (reply_controller.py), which hands them to the
+window to draw and to the recorder (recorder.py), which stores them (to_json, as it writes). No Qt."""
 
 from __future__ import annotations
 

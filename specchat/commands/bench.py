@@ -10,20 +10,24 @@ import sys
 from pathlib import Path
 
 from ..core.run_kind import REMOTE, RunKind
-from ..resources import default_prompt_suite, human_eval_fix_problems, human_eval_problems, spec_bench_questions
+from ..resources import (default_prompt_suite, human_eval_fix_problems, human_eval_problems, quixbugs_programs,
+                         spec_bench_questions)
 from .options import model_options, positive_int, secret_from, without_keys
+
+SUITES = ("own", "spec-bench", "humaneval", "humanevalfix", "quixbugs")
 
 
 def add_parser(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="benchmark the drafters against plain decoding and transformers")
     bench.add_argument("--prompts", type=Path, help="Spec-Bench JSONL file (default: the shipped suite)")
-    bench.add_argument("--suite", choices=("own", "spec-bench", "humaneval", "humanevalfix"), default="own",
+    bench.add_argument("--suite", choices=SUITES, default="own",
                        help="spec-bench: Spec-Bench's 480 questions (shipped), grouped by its six tasks; humaneval: "
                             "openai/human-eval's 164 code prompts (shipped); humanevalfix: HumanEvalFix, "
                             "bigcode-project/octopack's 164 buggy functions to fix (shipped), a code-edit suite where "
-                            "replies copy their prompt; own: the 48-prompt smoke suite (default)")
+                            "replies copy their prompt; quixbugs: jkoppel/QuixBugs's 40 buggy programs to fix "
+                            "(shipped), a second code-edit suite; own: the 48-prompt smoke suite (default)")
     bench.add_argument("--per-task", type=positive_int,
-                       help="with --suite spec-bench, humaneval or humanevalfix: a fixed, seeded sample of N "
+                       help="with a shipped public suite: a fixed, seeded sample of N "
                             "questions per task")
     bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
     bench.add_argument("--categories", help="comma-separated categories to keep")
@@ -64,17 +68,18 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
     from .. import bench
-    from .loading import draft_source, drafter_choice, load
+    from .loading import load, run_options
 
-    modes = bench.parse_modes(args.modes, has_draft=draft_source(args) is not None,
+    options = run_options(args, decoding=False)  # the model options read once: nothing below takes args
+    modes = bench.parse_modes(args.modes, has_draft=options.draft is not None,
                               has_universal_draft=args.universal_draft is not None)
     prompts = _prompts(args, bench)
     memory = {"before loading": bench.resident_mb()}
-    default = drafter_choice(args)  # what the "default" mode runs: the app's pick for this pair
+    default = options.drafter  # what the "default" mode runs: the app's pick for this pair
     # a given --peer-draft serves llama-server-draft instead
     kinds = [RunKind.parse(default if mode == "default" else mode) for mode in modes]
     drafted = any(k.needs_draft_model and not (k.is_llama_server and args.peer_draft) for k in kinds)
-    pair = load(args, with_draft=drafted,
+    pair = load(options, with_draft=drafted,
                 on_loaded=lambda which: memory.__setitem__(f"with the {which}", bench.resident_mb()))
     print(f"target: {pair.target.name} on {pair.target.backend}", file=sys.stderr)
     if pair.target.native is not None:  # its one-time measurements before anything is timed, not between replies
@@ -133,7 +138,10 @@ def _prompts(args, bench) -> list:
         source = "HumanEvalFix"
         prompts = bench.human_eval_fix_prompts(
             gzip.decompress(human_eval_fix_problems().read_bytes()).decode("utf-8"))
-    if args.suite in ("spec-bench", "humaneval", "humanevalfix") and not args.prompts:
+    if args.suite == "quixbugs" and not args.prompts:
+        source = "QuixBugs"
+        prompts = bench.quixbugs_prompts(gzip.decompress(quixbugs_programs().read_bytes()).decode("utf-8"))
+    if args.suite != "own" and not args.prompts:
         prompts = bench.spec_bench_sample(prompts, args.per_task)
     return bench.select_prompts(prompts, source, args.limit, categories)
 

@@ -25,12 +25,11 @@ def default_args() -> argparse.Namespace:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
-    from .loading import drafter_choice, generation_config, load_for
+    from .loading import load_for, run_options
     from .terminal import TerminalChat
 
-    config = generation_config(args)
-    drafter = drafter_choice(args)
+    options = run_options(args)  # the command line read once: nothing below takes args
     print("Loading the model…", file=sys.stderr, flush=True)
-    pair = load_for(args, drafter)
-    TerminalChat(pair, drafter, config, system=args.system).loop()
+    pair = load_for(options)
+    TerminalChat(pair, options.drafter, options.generation, system=args.system).loop()
     return 0

@@ -26,21 +26,21 @@ def run(args) -> int:
     from ..core.errors import PromptError
     from ..engine.chat_engine import LocalChatEngine, reply_to
     from ..engine.chat_prompt import Message
-    from .loading import drafter_choice, generation_config, load_for
+    from .loading import load_for, run_options
     from .terminal import StreamPrinter
 
     if not args.prompt.strip():
         raise PromptError("the prompt is empty")
-    config = generation_config(args)
-    drafter = drafter_choice(args)
-    pair = load_for(args, drafter)
+    options = run_options(args)  # the command line read once: nothing below takes args
+    config, drafter = options.generation, options.drafter
+    pair = load_for(options)
     engine = LocalChatEngine(pair.engine(drafter), whole_prompt=True)  # one message: read whole, or refused
     chat = [Message("user", args.prompt)]
     if args.json:
         result = reply_to(engine, chat, args.system, config)
         record = {"prompt": args.prompt, "system": args.system, "target": pair.target.name,
-                  "draft": pair.draft.name if pair.draft else None, "drafter": drafter, "k": args.k,
-                  "adaptive_k": not args.no_adaptive, "prompt_tokens": result.stats.prompt_tokens,
+                  "draft": pair.draft.name if pair.draft else None, "drafter": drafter, "k": config.k,
+                  "adaptive_k": config.adaptive_k, "prompt_tokens": result.stats.prompt_tokens,
                   **result.to_dict()}
         print(json.dumps(record, ensure_ascii=False))
     else:

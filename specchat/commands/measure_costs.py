@@ -86,7 +86,7 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
             engine.forward(tokens, cache, keep=n)
             synchronize(device)
             times.append(time.perf_counter() - started)
-            engine.runner.rollback(cache, context, length=context + n)
+            engine.runner.rollback(cache, context)
         curve[n] = statistics.median(times[1:])
     return curve
 
@@ -147,7 +147,9 @@ def measure(args) -> int:
     """`specchat costs`: measures what its options ask for and prints the report (a table, or JSON with --json)."""
     device = choose_device(args.device)
     dtype = choose_dtype(device, args.dtype)
-    target, tokenizer, target_name = _model(args.target, args.shape, device, dtype, args)
+    options = LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch."), backend=args.backend,
+                          threads=args.threads)
+    target, tokenizer, target_name = _model(args.target, args.shape, device, dtype, options)
     static = device.type == "cuda" if args.static_cache is None else args.static_cache
     report = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "target": target_name,
               "context": args.context, "static_cache": static, "packed_weights": args.packed_weights,
@@ -156,7 +158,7 @@ def measure(args) -> int:
     report["target_forward_ms"] = {n: round(1000 * s, 3) for n, s in curve.items()}
     draft_s = 0.0
     if args.draft or args.draft_shape:
-        draft, _, draft_name = _model(args.draft, args.draft_shape, device, dtype, args)
+        draft, _, draft_name = _model(args.draft, args.draft_shape, device, dtype, options)
         draft_s = forward_curve(draft, device, 1, args.context, args.repeats, static, packed_weights=False)[1]
         report.update(draft=draft_name, draft_forward_ms=round(1000 * draft_s, 3),
                       draft_cost_ratio=round(draft_s / curve[1], 4))
@@ -175,12 +177,13 @@ def measure(args) -> int:
     return 0
 
 
-def _model(source: str | None, shape: str | None, device, dtype, args):
+def _model(source: str | None, shape: str | None, device, dtype, options: LoadOptions):
+    """The model to time, its tokenizer (None for random weights) and its name: random weights of `shape` on
+    `device` in `dtype`, else the model `source` names (the embedded one when None) loaded with `options` (a
+    llama.cpp target as its native runner)."""
     if shape:
         return random_model(shape, device, dtype), None, f"random {shape}"
-    loaded = load_model(ModelSource.parse(source or "embedded"),
-                        LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch."),
-                                    backend=getattr(args, "backend", None), threads=getattr(args, "threads", None)))
+    loaded = load_model(ModelSource.parse(source or "embedded"), options)
     if loaded.native is not None:
         return loaded.native.runner(), loaded.tokenizer, f"{loaded.name} on llama.cpp ({loaded.native.threads} threads)"
     return loaded.model, loaded.tokenizer, loaded.name

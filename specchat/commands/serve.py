@@ -52,10 +52,9 @@ def run(args) -> int:
     from ..server.run import check_binding, serve_forever
     from ..server.served import ServedModel
     from ..storage import Store
-    from .loading import drafter_choice, generation_config, load_for
+    from .loading import load_for, run_options
 
-    drafter = drafter_choice(args)
-    config = generation_config(args)
+    options = run_options(args)  # the command line read once: nothing below takes args
     api_key = secret_from(args.api_key, args.api_key_file, "SPECCHAT_API_KEY", "--api-key")
     if args.max_waiting < 0:
         raise SpecchatError(f"--max-waiting must be 0 or more (got {args.max_waiting})")
@@ -63,10 +62,10 @@ def run(args) -> int:
         raise SpecchatError(f"--ctx-size must be at least 16 tokens (got {args.ctx_size})")
     check_binding(args.host, api_key)  # before minutes of loading
     print("Loading the model…", file=sys.stderr, flush=True)
-    pair = load_for(args, drafter)
+    pair = load_for(options)
     store = None if args.no_store else Store.open()
-    served = ServedModel(pair, RunContext.of_pair(pair, drafter, config), store, model_id=args.model_id,
-                         context_size=args.ctx_size)
+    served = ServedModel(pair, RunContext.of_pair(pair, options.drafter, options.generation), store,
+                         model_id=args.model_id, context_size=args.ctx_size)
     policy = HostPolicy(bind_host=args.host, allowed_hosts=tuple(args.allowed_host),
                         allowed_origins=tuple(args.allowed_origin))
     try:

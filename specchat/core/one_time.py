@@ -80,9 +80,12 @@ class OneTimeWork:
         memory is freed, and at exit."""
         with self._changed:
             self._stopped = True
-            self._pending.clear()
+            dropped, self._pending = self._pending, {}
             self._changed.notify_all()
             worker = self._worker
+        # Dropped here, with the lock released: an owed task may hold the last reference to its model, whose freeing
+        # (LlamaCppModel.__del__) stops this work again. Dropped under the lock, that hung `specchat generate` at exit.
+        del dropped
         if worker is not None and worker is not threading.current_thread():
             worker.join()
 

@@ -7,13 +7,15 @@ chat, the race, the server and the benchmark call only that, and `reply_to` when
 
 `EngineCache` keeps one SpeculativeEngine per drafter of a loaded pair, so that what an engine measures as it
 runs (its cost curve and its acceptance per class: decoding/adaptive.py) carries over from reply to reply, whoever asks.
+`PromptFitter` is the one place a conversation is made a prompt and fitted to a context window: the local engines'
+`fit`, and the chat's (ChatSession.reply_engine, through EngineCache.fitter), which fits before its engine is built.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from .chat_prompt import Message, build_fitting_prompt, build_prompt_ids
 from .decoding.events import GenerationResult, StepEvent
@@ -51,38 +53,46 @@ class FittedPrompt:
     left_out: int = 0
 
 
-def fit_prompt(tokenizer, messages: Sequence[Message], system: str | None, window: int,
-               max_new_tokens: int) -> FittedPrompt:
-    """The prompt of the conversation's newest turns that fits `window` positions with room for a reply of up to
-    max_new_tokens, of which at most a quarter of the window is kept, so that a long chat still reads most of
-    itself. Nothing is deleted: the prompt is shorter, not the chat. PromptError when even the last message does
-    not fit. Fitted anew at each call: a caller that needs the prompt twice (the chat shows what was left out, then
-    streams it) keeps it and streams its ids (LocalChatEngine.stream_ids)."""
-    ids, left_out = build_fitting_prompt(tokenizer, messages, system,
-                                         window - min(max_new_tokens, window // 4))
-    return FittedPrompt(tuple(ids), left_out)
+@dataclass(frozen=True)
+class PromptFitter:
+    """The one place a conversation becomes a model's prompt: through the chat template of `tokenizer`, fitted to
+    `window` positions (the model's context window), or read whole (`whole`: the race's and the benchmark's
+    prompts, as the benchmark's peers read them, and a one-message prompt, which the engine refuses when it does not
+    fit). It needs no engine: the chat fits its prompt with its pair's (EngineCache.fitter) on the GUI thread,
+    before the engine is built on the model thread, and the engine's own `fit` is this same fitter."""
 
+    tokenizer: Any
+    window: int
+    whole: bool = False
 
-def whole_prompt(tokenizer, messages: Sequence[Message], system: str | None) -> FittedPrompt:
-    """The whole conversation's prompt, nothing left out (PromptError when it cannot be one)."""
-    return FittedPrompt(tuple(build_prompt_ids(tokenizer, messages, system)))
+    def fit(self, messages: Sequence[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
+        """The prompt of the conversation (`messages` under the system prompt `system`) for a reply of up to
+        max_new_tokens. Fitted: its newest turns that fit the window with room for the reply, of which at most a
+        quarter of the window is kept, so that a long chat still reads most of itself; nothing is deleted, the
+        prompt is shorter, not the chat. Whole: every message. PromptError when even the last message does not fit
+        (or, whole, cannot be a prompt). Fitted anew at each call: a caller that needs the prompt twice (the chat
+        shows what was left out, then streams it) keeps it and streams its ids (LocalChatEngine.stream_ids)."""
+        if self.whole:
+            return FittedPrompt(tuple(build_prompt_ids(self.tokenizer, messages, system)))
+        budget = self.window - min(max_new_tokens, self.window // 4)
+        ids, left_out = build_fitting_prompt(self.tokenizer, messages, system, budget)
+        return FittedPrompt(tuple(ids), left_out)
 
 
 class LocalChatEngine:
-    """The loaded pair's SpeculativeEngine as a ChatEngine: the conversation through the target's chat template,
-    fitted to its context window (fit_prompt), or with `whole_prompt` read whole, as the benchmark's peers read it
-    and as a one-message prompt is (the engine then refuses one that does not fit, and a reply that reaches the
-    window ends with finish_reason "context"). `stream_ids` runs token ids that are already a prompt (a
-    completion's text, in the API)."""
+    """The loaded pair's SpeculativeEngine as a ChatEngine: the conversation made a prompt by its PromptFitter
+    (`prompts`: the target's chat template fitted to its context window, or read whole when whole_prompt; an
+    EngineCache gives its pair's, else the engine's own window is used), then streamed. `stream_ids` runs token ids
+    that are already a prompt (a completion's text, in the API; the chat's prompt, fitted before it starts)."""
 
-    def __init__(self, engine: SpeculativeEngine, whole_prompt: bool = False):
-        self.engine, self.whole_prompt = engine, whole_prompt
+    def __init__(self, engine: SpeculativeEngine, whole_prompt: bool = False, prompts: PromptFitter | None = None):
+        self.engine = engine
         self.tokenizer = engine.tokenizer
+        self.prompts = prompts or PromptFitter(engine.tokenizer, engine.context_window, whole_prompt)
 
     def fit(self, messages: Sequence[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
-        if self.whole_prompt:
-            return whole_prompt(self.tokenizer, messages, system)
-        return fit_prompt(self.tokenizer, messages, system, self.engine.context_window, max_new_tokens)
+        """The prompt this engine reads for the conversation (its PromptFitter's fit)."""
+        return self.prompts.fit(messages, system, max_new_tokens)
 
     def stream(self, messages: Sequence[Message], system: str | None, config: GenerationConfig,
                cancel: threading.Event | None = None) -> Iterator[StepEvent]:
@@ -126,8 +136,15 @@ class EngineCache:
 
     def chat_engine(self, drafter: str, history=None, packed_weights: bool | None = None, apart: str = "",
                     whole_prompt: bool = False, checked: bool = False) -> LocalChatEngine:
-        """engine()'s engine as a ChatEngine (reading the prompt whole when whole_prompt)."""
-        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart, checked), whole_prompt)
+        """engine()'s engine as a ChatEngine, its prompts made by fitter(whole_prompt)."""
+        return LocalChatEngine(self.engine(drafter, history, packed_weights, apart, checked),
+                               prompts=self.fitter(whole_prompt))
+
+    def fitter(self, whole_prompt: bool = False) -> PromptFitter:
+        """How the pair's engines make a conversation their prompt: the target's chat template within the target's
+        context window (ModelPair.context_window, the window its runners hold), or read whole. Builds no engine, so
+        the chat fits its prompt with it on the GUI thread (ChatSession.reply_engine)."""
+        return PromptFitter(self.pair.target.tokenizer, self.pair.context_window(), whole_prompt)
 
     def clear(self) -> None:
         """Drops every engine (and the memory they hold)."""

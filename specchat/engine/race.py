@@ -50,12 +50,14 @@ class Track:
     stats: dict = field(default_factory=dict)
 
     def add(self, event: StepEvent) -> None:
+        """Adds one step of the lane's stream: its tokens, at the time they were ready (event.wall_s: the window
+        adds the steps on its own thread, after the engine has gone on). The lane's statistics are its result's,
+        taken as it finishes; until then wall_s and new_tokens are read from the tokens added."""
         self.token_ids.extend(event.token_ids)
         self.spans.extend(tuple(s) for s in event.spans)
         self.origins.extend(int(o) for o in event.origins)
-        self.times.extend([event.stats.wall_s] * len(event.token_ids))
+        self.times.extend([event.wall_s] * len(event.token_ids))
         self.text += event.text_delta
-        self.stats = event.stats.to_dict()
         if event.result is not None:
             self.finish(event.result)
 

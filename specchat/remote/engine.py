@@ -318,9 +318,9 @@ class _Reply:
         if self.steps == 1:
             self.stats.prefill_s = now  # the time to the first token: the prompt's pass, the network and the line
         self.stats.wall_s = now
-        return StepEvent(step=self.steps - 1, token_ids=(UNKNOWN_TOKEN,) * len(origins), origins=tuple(origins),
+        return StepEvent(token_ids=(UNKNOWN_TOKEN,) * len(origins), origins=tuple(origins),
                          spans=tuple(spans), text_delta=text, text_offset=offset, rejected_ids=(), rejected_text="",
-                         stats=self.stats.copy())
+                         stats=self.stats, wall_s=now)
 
     def _read_usage(self, usage, url: str) -> None:
         """The server's token counts, if it sent usable ones; a completion count beyond the limit is refused."""
@@ -378,8 +378,9 @@ class _Reply:
         result = GenerationResult(text=self.text, token_ids=(UNKNOWN_TOKEN,) * len(self.origins),
                                   origins=tuple(self.origins), spans=tuple(self.spans), finish_reason=reason,
                                   stats=stats.copy(), seed=seed)
-        return StepEvent(step=self.steps, token_ids=(), origins=(), spans=(), text_delta="", text_offset=len(self.text),
-                         rejected_ids=(), rejected_text="", stats=stats.copy(), finish_reason=reason, result=result)
+        return StepEvent(token_ids=(), origins=(), spans=(), text_delta="", text_offset=len(self.text),
+                         rejected_ids=(), rejected_text="", stats=stats, wall_s=stats.wall_s, finish_reason=reason,
+                         result=result)
 
     def figures(self, change: SpecDecodeDelta | None) -> RemoteFigures:
         per_chunk = self.stats.new_tokens / self.steps if self.steps else None

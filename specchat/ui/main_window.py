@@ -5,16 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
                                QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSplitter, QVBoxLayout,
                                QWidget)
 
-from ..chats import OpenChat, ReplyBegan, ReplyEnded, ReplySpans, StepsArrived
+from ..chats import OpenChat, ReplyBegan, ReplyEnded, ReplySpans, StepBatch
 from ..chats.reply_controller import StreamingReply
 from ..core.errors import SpecchatError, StorageError
-from ..engine.decoding.events import GenerationResult, StepEvent
+from ..engine.decoding.events import GenerationResult
 from .api_server import ApiServerSwitch
 from .banner import ErrorBanner
 from .chat_files import ChatFiles
@@ -27,13 +27,11 @@ from .settings import SettingsDialog
 from .theme import current_theme
 from .transcript import MessageView, Transcript, code_blocks
 
-FRAME_MS = 33  # repaint the streaming reply at most ~30 times a second, batching the steps in between
-
 
 class MainWindow(QMainWindow):
     """The chat window: it reads and writes its chats through session.conversations, and its replies run through
-    session.replies (chats/reply_controller.py: fit, begin, stream, partial saves, finish), whose events it only
-    draws (the session puts them onto its reply_* signals); it never touches the Store itself.
+    session.replies (chats/reply_controller.py: fit, begin, gather and save the steps, finish), each of whose calls
+    returns what the window draws; it never touches the Store itself.
 
     `chat` is the open chat as stored (chats.OpenChat), read when it is opened and kept up to date by what the
     window and the controller write: a reply reads nothing back, and the whole chat is drawn once, as it ends."""
@@ -49,7 +47,6 @@ class MainWindow(QMainWindow):
         self.conversation_id: int | None = None
         self.chat: OpenChat | None = None
         self._cancel: threading.Event | None = None  # how to stop the reply streaming now, if any
-        self._pending_events: list[StepEvent] = []
         # The message being edited, as (its conversation, its position): sending replaces it and what followed,
         # in that conversation only; opening another chat or starting a new one ends the edit.
         self._editing: tuple[int, int] | None = None
@@ -57,14 +54,8 @@ class MainWindow(QMainWindow):
         self.dashboard = None
         self._build()
         self.files = ChatFiles(self)  # Export and Import (an import runs on the session's background thread)
-        self._frame_timer = QTimer(self, interval=FRAME_MS)
-        self._frame_timer.timeout.connect(self._flush_events)
         session.status_changed.connect(self._on_model_status)
         session.stats_changed.connect(self._refresh_session_stats)
-        session.reply_began.connect(self._on_reply_began)
-        session.reply_steps.connect(self._draw_steps)
-        session.reply_trouble.connect(self._show_error)
-        session.reply_ended.connect(self._on_reply_ended)
         self._restore_geometry()
         self.refresh_conversations()
         self.transcript.set_messages([])  # the welcome text
@@ -354,18 +345,20 @@ class MainWindow(QMainWindow):
         self._start_reply()
 
     def _start_reply(self) -> None:
-        """Starts the reply to the open chat on the model thread (ReplyController.start fits its prompt once and
-        writes its rows; _on_reply_began draws its start); says why when it cannot start."""
+        """Starts the reply to the open chat: ReplyController.start fits its prompt once and writes its rows, the
+        window draws its start, and its job goes to the model thread, whose batches of steps come back to _on_steps;
+        says why when it cannot start."""
         try:
-            job = self.replies.start(self._open_chat(), self.session.reply_engine())
+            began = self.replies.start(self._open_chat(), self.session.reply_engine())
         except StorageError as error:
             self._show_error(f"The reply could not start: {error}")
             return
         except SpecchatError as error:  # a drafter this pair cannot run, a last message too long
             self._show_error(str(error))
             return
+        self._on_reply_began(began)
         self._cancel = cancel = threading.Event()
-        worker = GenerationWorker.for_job(job, cancel)
+        worker = GenerationWorker(began.job, cancel)
         worker.yielded.connect(self._on_steps)
         worker.returned.connect(self._on_finished)
         worker.errored.connect(self._on_failed)
@@ -378,38 +371,34 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(began.note, 15000)
         self._set_generating(True)
         self.session.claim_device("chat")
-        self._frame_timer.start()
 
-    def _on_steps(self, events: list[StepEvent]) -> None:
-        self._pending_events.extend(events)
-
-    def _flush_events(self) -> None:
-        """Hands the steps that arrived since the last frame to the controller in one go: it gathers them, saves the
-        reply so far now and then, and sends them back to draw (_draw_steps)."""
-        if not self._pending_events or self.active is None:
+    def _on_steps(self, batch: StepBatch) -> None:
+        """A frame's steps (reply_workers.frames batches them): the controller gathers them and now and then saves
+        the reply so far; the window appends their text to the reply's region (draft-accepted text in its colour),
+        says the speed, and says a refused save."""
+        arrived = self.replies.steps(batch, time.perf_counter())
+        if arrived is None:
             return
-        events, self._pending_events = self._pending_events, []
-        self.replies.steps(events, time.perf_counter())
-
-    def _draw_steps(self, arrived: StepsArrived) -> None:
-        """Appends the steps' text to the reply's region (draft-accepted text in its colour) and says the speed."""
         for event in arrived.events:
             self.transcript.append_stream(event)
-        stats = arrived.events[-1].stats
+        stats = arrived.stats
         self.statusBar().showMessage(f"{stats.new_tokens} tokens · {stats.tokens_per_s:.1f} tok/s")
+        if arrived.trouble:
+            self._show_error(arrived.trouble)
 
     def _on_finished(self, result: GenerationResult) -> None:
-        self._flush_events()
-        self.replies.finish(result)
+        self._on_reply_ended(self.replies.finish(result))
 
     def _on_failed(self, message: str) -> None:
-        self._flush_events()
-        self.replies.fail(message)
+        self._on_reply_ended(self.replies.fail(message))
 
     def _on_reply_ended(self, ended: ReplyEnded) -> None:
-        """The reply ended, saved or not: the window is freed (sidebar, Send, the device claim), the chat is drawn
-        once, with the reply as stored (or from memory, "not saved", with a banner saying so), and then tests (and
-        anything waiting) learn the reply ended."""
+        """The reply ended, saved or not: a completed run first tells the windows that the statistics changed; the
+        window is freed (sidebar, Send, the device claim), the chat is drawn once, with the reply as stored (or from
+        memory, "not saved", with a banner saying so), and then tests (and anything waiting) learn the reply
+        ended."""
+        if ended.runs_changed:
+            self.session.stats_changed.emit()  # (this window's figures among them)
         self._end_reply()
         if self.conversation_id == ended.conversation_id:
             self.transcript.end_reply(MessageView(ended.message_id, "assistant", ended.text, ended.spans,
@@ -423,7 +412,6 @@ class MainWindow(QMainWindow):
         self.reply_finished.emit()
 
     def _end_reply(self) -> None:
-        self._frame_timer.stop()
         if self._cancel is not None:
             self.session.release_device("chat")
         self._cancel = None

@@ -1,74 +1,65 @@
 """The model work of the chat and the race as jobs (workers.py's generic machinery): a chat reply streamed in
-batches of steps, and a race's lanes. Only plain data crosses to the GUI thread: StepEvents and GenerationResults.
+batches of steps, one a frame at most (the reply path's one batching layer), and a race's lanes. Only plain data
+crosses to the GUI thread: StepEvents, StepBatches and GenerationResults.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Generator, Sequence
+from typing import Generator, Sequence
 
-from ..chats.reply_controller import ReplyJob
+from ..chats.reply_controller import ReplyJob, StepBatch
 from ..core.vocabulary import CANCELLED
-from ..engine.chat_engine import ChatEngine
 from ..engine.chat_prompt import Message
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..engine.decoding.speculative import GenerationConfig
 from .workers import GeneratorWorker
 
+FRAME_S = 0.033  # a batch of steps at most this often: the window draws each batch as it comes, ~30 times a second
 
-def batched_reply(make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
-                  config: GenerationConfig, cancel: threading.Event,
-                  on_result: Callable[[GenerationResult], None] | None = None,
-                  batch_s: float = 0.02,
-                  prompt_ids: Sequence[int] | None = None) -> Generator[list, None, GenerationResult | None]:
-    """Streams one reply to `messages` in batches of steps, at most one batch every batch_s, and returns the reply.
-    prompt_ids: the prompt already fitted (the chat fits it once, before the reply starts), streamed as it is
-    (LocalChatEngine.stream_ids); None: the engine makes its prompt from the messages (a remote engine).
 
-    Why batches: on llama.cpp a step is short, and a queued signal per step would wake the GUI thread (and take the
-    GIL) far more often than the window can draw, on the cores the model's threads use (docs/performance.md, "The
-    window against the engine"). make_engine and on_result run here, on the model thread: building an engine is
-    torch work kept off the GUI thread, and on_result sees the finished reply before the window hears of it."""
+def frames(job: ReplyJob, cancel: threading.Event,
+           frame_s: float = FRAME_S) -> Generator[StepBatch, None, GenerationResult | None]:
+    """Streams the reply `job` describes in batches of steps (StepBatch), at most one batch every frame_s, and
+    returns the reply's result (None: the stream ended without one). The job's prompt_ids are streamed as they
+    are (LocalChatEngine.stream_ids: the chat fitted them once, before the reply started); None: the engine makes
+    its prompt from the messages (a remote engine). Each batch carries a copy of the statistics as of its last
+    step, taken here while the engine waits: the events share the generation's one running GenerationStats.
+
+    Why batches, and one layer of them: on llama.cpp a step is short, and a queued signal per step would wake the
+    GUI thread (and take the GIL) far more often than the window can draw, on the cores the model's threads use
+    (docs/performance.md, "The window against the engine"); the window draws each batch as it arrives, so this is
+    the one place steps are gathered into frames. The job's make_engine and on_result run here, on the model thread:
+    building an engine is torch work kept off the GUI thread, and on_result sees the finished reply before the
+    window hears of it."""
     batch: list = []
     sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
-    engine = make_engine()
-    events = (engine.stream(messages, system, config, cancel) if prompt_ids is None
-              else engine.stream_ids(prompt_ids, config, cancel))
+    engine = job.make_engine()
+    events = (engine.stream(job.messages, job.system, job.config, cancel) if job.prompt_ids is None
+              else engine.stream_ids(job.prompt_ids, job.config, cancel))
     for event in events:
         batch.append(event)
         now = time.perf_counter()
-        if event.result is not None or now - sent >= batch_s:
-            yield batch
+        if event.result is not None or now - sent >= frame_s:
+            yield StepBatch(tuple(batch), event.stats.copy())
             batch, sent = [], now
         if event.result is not None:
-            if on_result is not None:
-                on_result(event.result)
+            if job.on_result is not None:
+                job.on_result(event.result)
             return event.result
     return None
 
 
 class GenerationWorker(GeneratorWorker):
-    """A chat reply: yields lists of StepEvents (see batched_reply) and returns the GenerationResult. Stopped
-    before it started, it returns a stopped reply with no tokens (of a prompt of prompt_tokens)."""
+    """A chat reply, the job ReplyController.start made: yields StepBatches (frames) and returns the
+    GenerationResult. Stopped before it started, it returns a stopped reply with no tokens (of a prompt of the
+    job's prompt_tokens)."""
 
-    BATCH_S = 0.02
-
-    def __init__(self, make_engine: Callable[[], ChatEngine], messages: Sequence[Message], system: str | None,
-                 config: GenerationConfig, cancel: threading.Event,
-                 on_result: Callable[[GenerationResult], None] | None = None, prompt_tokens: int = 0,
-                 prompt_ids: Sequence[int] | None = None):
+    def __init__(self, job: ReplyJob, cancel: threading.Event):
         stopped = GenerationResult(text="", token_ids=(), origins=(), spans=(), finish_reason=CANCELLED,
-                                   stats=GenerationStats(prompt_tokens=prompt_tokens), seed=config.seed or 0)
-        messages = tuple(messages)
-        super().__init__(lambda: batched_reply(make_engine, messages, system, config, cancel, on_result,
-                                               self.BATCH_S, prompt_ids), cancel, if_not_run=stopped)
-
-    @classmethod
-    def for_job(cls, job: ReplyJob, cancel: threading.Event) -> GenerationWorker:
-        """The worker of a reply the controller has started (ReplyController.start's job)."""
-        return cls(job.make_engine, job.messages, job.system, job.config, cancel, on_result=job.on_result,
-                   prompt_tokens=job.prompt_tokens, prompt_ids=job.prompt_ids)
+                                   stats=GenerationStats(prompt_tokens=job.prompt_tokens), seed=job.config.seed or 0)
+        super().__init__(lambda: frames(job, cancel), cancel, if_not_run=stopped)
 
 
 class RaceWorker(GeneratorWorker):

@@ -10,15 +10,14 @@ from typing import Callable, Generator
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from .. import __version__
-from ..chats import (Comparisons, Conversations, ReplyBegan, ReplyController, ReplyEnded, ReplyEngine, ReplyRecorder,
-                     ReplyTrouble, RunBook, RunContext, StepsArrived)
+from ..chats import Comparisons, Conversations, ReplyController, ReplyEngine, ReplyRecorder, RunBook, RunContext
 from ..core.errors import SpecchatError, StorageError
 from ..core.formatting import format_size
 from ..core.fs import atomic_write_text
 from ..core.run_kind import RunKind
 from ..core.vocabulary import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_kind
 from ..engine.backends.llamacpp.built import build_report
-from ..engine.chat_engine import EngineCache, FittedPrompt, LocalChatEngine, fit_prompt, reply_to
+from ..engine.chat_engine import EngineCache, LocalChatEngine, reply_to
 from ..engine.chat_prompt import Message
 from ..engine.decoding.events import GenerationResult
 from ..engine.decoding.speculative import GenerationConfig
@@ -45,17 +44,12 @@ class ChatSession(QObject):
     """Loads models in the background and keeps the plain-decoding calibration fresh; runs are recorded by its RunBook.
 
     The windows reach their rows through specchat/chats (no Qt), never the Store itself: the chat window its chats
-    through `conversations` and its replies through `replies` (the ReplyController, whose events this session puts
-    onto the reply_* signals), the race its comparisons through `comparisons`, the dashboard the runs through `runs`.
+    through `conversations` and its replies through `replies` (the ReplyController, whose calls return what the
+    window draws), the race its comparisons through `comparisons`, the dashboard the runs through `runs`.
     model_thread runs all model work, the windows' included: loading, calibration, replies, races, benchmarks."""
 
     status_changed = Signal()
-    stats_changed = Signal()
-    # The reply controller's events (chats/reply_controller.py), emitted on the GUI thread as it emits them
-    reply_began = Signal(object)  # ReplyBegan
-    reply_steps = Signal(object)  # StepsArrived
-    reply_trouble = Signal(str)  # ReplyTrouble's message
-    reply_ended = Signal(object)  # ReplyEnded, after stats_changed when its run was completed
+    stats_changed = Signal()  # runs were recorded (a chat reply's, a race's, a benchmark's): the figures changed
 
     def __init__(self, store, settings: AppSettings | None = None, load_models: bool = True,
                  pair: ModelPair | None = None):
@@ -74,7 +68,7 @@ class ChatSession(QObject):
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.conversations = Conversations(store)
         self.comparisons = Comparisons(store)
-        self.replies = ReplyController(ReplyRecorder(store, self.runs), self._on_reply_event)
+        self.replies = ReplyController(ReplyRecorder(store, self.runs))
         self.model_thread = JobThread("specchat-model")
         # Downloads are network I/O, not model work: they run on a thread of their own.
         self.downloads = Downloads(JobThread("specchat-downloads"))
@@ -120,20 +114,16 @@ class ChatSession(QObject):
         pair.check_drafter(drafter)
         return lambda: engines.chat_engine(drafter, self._history_for(drafter), checked=True)
 
-    def fit(self, history: list[Message], system: str | None, max_new_tokens: int) -> FittedPrompt:
-        """The prompt a local reply will read (engine.chat_engine.fit_prompt), fitted once, on the GUI thread,
-        before the reply starts (the window says what was left out; the model thread streams these ids).
-        PromptError when the last message is too long."""
-        return fit_prompt(self.tokenizer, history, system, self.pair.context_window(), max_new_tokens)
-
     def reply_engine(self) -> ReplyEngine:
         """What the chat's next reply runs on (ReplyController.start): the connected remote engine, or the loaded
-        pair's engine for the chosen drafter (SpecchatError when it cannot run), its prompt fitted by fit(), and
-        its finished reply joining the past replies. Its context is taken now, with the settings as they are."""
+        pair's engine for the chosen drafter (SpecchatError when it cannot run), its prompt fitted by the pair's
+        PromptFitter (EngineCache.fitter: the engines' own, used here on the GUI thread, once, before the reply
+        starts, so that the window can say what was left out and the model thread streams these ids), and its
+        finished reply joining the past replies. Its context is taken now, with the settings as they are."""
         if self.remote is not None:
             return self.remote.reply_engine(self.settings)
         make_engine = self.engine_maker()
-        return ReplyEngine(self.run_context(), make_engine, self.fit, self.remember_reply)
+        return ReplyEngine(self.run_context(), make_engine, self.engines.fitter().fit, self.remember_reply)
 
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
@@ -194,6 +184,11 @@ class ChatSession(QObject):
         self._run_in_background(build, built, lambda _message: None)
 
     def load_models(self) -> None:
+        """Loads the settings' models on the model thread (never the GUI thread); the chat is ready (_on_loaded) as
+        soon as the target is in. The draft model loads with it only when the chosen drafter needs one; else the
+        pair keeps it for later (load_pair's draft_later), for the first race lane or benchmark mode that asks
+        (ModelPair.load_draft, on the model thread), so the draft's seconds (and transformers') are not spent at
+        launch. The calibration and a torch target's warm-up run after ready (_settle)."""
         settings = self.settings
         self._load_generation += 1  # a newer load makes the results of the older ones stale
         generation = self._load_generation
@@ -201,36 +196,73 @@ class ChatSession(QObject):
         self.status_changed.emit()
         cancel = threading.Event()  # set when the app closes during the load
 
-        def load():
+        def load() -> ModelPair:
             target = ModelSource.parse(settings.target)
-            draft = None
-            if settings.drafter in MODEL_DRAFTERS:
-                draft = ModelSource.parse(settings.draft) if settings.draft else default_draft_for(target)
-                if draft is None:
-                    raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
-            else:  # the shipped draft is small (25 MB): loaded anyway, so that races can put it beside the head
-                draft = default_draft_for(target)
+            uses_draft = settings.drafter in MODEL_DRAFTERS
+            draft = ModelSource.parse(settings.draft) if uses_draft and settings.draft else default_draft_for(target)
+            if uses_draft and draft is None:
+                raise SpecchatError("The model drafter needs a draft model: choose one in Settings.")
             options = LoadOptions(device=settings.device, dtype=settings.load_dtype, exactness=settings.exactness,
                                   gpu_layers=settings.load_gpu_layers)
-            pair = load_pair(target, draft, options)
+            # the shipped draft (25 MB) that the drafter does not use stays a source, so that races can still put it
+            # beside the head: checked and loaded by the first engine that drafts with it
+            pair = load_pair(target, draft, options, draft_later=not uses_draft)
             build_report()  # probed here, off the GUI thread: the banner, the status bar and About read it
             pair.packed_weights = settings.packed_weights
             if settings.drafter in HEAD_DRAFTERS:
                 pair.head()  # loaded now, so that a missing or broken head shows here rather than at the first reply
-            engines = EngineCache(pair)
-            speed = self._calibrate(engines, cancel)
-            self._warm_up(engines, settings.drafter, cancel)
-            if cancel.is_set():  # a calibration cut short measured nothing worth keeping
+            if cancel.is_set():
                 raise SpecchatError("Loading was stopped.")
-            return pair, speed, engines
+            return pair
 
-        self._run_in_background(load, lambda value: self._on_loaded(value, generation),
+        self._run_in_background(load, lambda pair: self._on_loaded(pair, generation),
                                 lambda message: self._on_load_failed(message, generation), cancel)
+
+    def _settle(self, generation: int) -> None:
+        """After ready, one job on the model thread (a reply asked for meanwhile runs after it): the plain-decoding
+        calibration, only when the store keeps none for this target as it runs (_calibration_key; a kept one is
+        the baseline at once, and plain replies refresh it), and for a torch target the chat's engine run once
+        (_warm_up). A llama.cpp target needs no warm-up: its cost curve is measured in the background while the
+        model is idle (core/one_time.py). The job of a load that a newer one replaced does nothing."""
+        pair, engines, drafter = self.pair, self.engines, self.settings.drafter
+        calibrate, warm = self.plain_tokens_per_s is None, pair.target.native is None
+        if not (calibrate or warm):
+            return
+        cancel = threading.Event()  # set when the app closes meanwhile
+
+        def settle() -> float | None:
+            if generation != self._load_generation:
+                return None
+            speed = self._calibrate(engines, cancel) if calibrate else None
+            if warm:
+                self._warm_up(engines, drafter, cancel)
+            return None if cancel.is_set() else speed  # cut short: it measured nothing worth keeping
+
+        self._run_in_background(settle, lambda speed: self._on_calibrated(speed, pair), lambda _message: None,
+                                cancel)
+
+    def _calibration_key(self) -> tuple[str, str, str]:
+        """What a calibration is kept under in the store: the target's name, its place and how it runs (its dtype,
+        and for a llama.cpp target where and how: threads, GPU layers, kernels), as a plain speed depends on them."""
+        target = self.pair.target
+        kernels = str(target.dtype) if target.native is None else f"{target.dtype}; {target.runs_on}"
+        return target.name, target.place, kernels
+
+    def _on_calibrated(self, speed: float | None, pair: ModelPair) -> None:
+        """The calibration measured `speed` on `pair` (None: none measured): the baseline now, kept in the store
+        for the next launches, unless the pair was replaced meanwhile."""
+        if speed is None or pair is not self.pair:
+            return
+        self.plain_tokens_per_s = speed
+        try:
+            self.store.save_calibration(*self._calibration_key(), speed)
+        except StorageError:
+            pass  # this launch has its baseline; the next one measures again
 
     @staticmethod
     def _warm_up(engines: EngineCache, drafter: str, cancel: threading.Event | None) -> None:
-        """The chat's engine, built and run once at load: the first reply then starts with the cost curve measured
-        (a fresh engine drafts blind for its first steps, which made the first reply after launch the slowest)."""
+        """The chat's engine, built and run once: the first reply then starts with the cost curve measured (a fresh
+        engine drafts blind for its first steps, which made the first reply after launch the slowest)."""
         try:
             engines.pair.check_drafter(drafter)
         except SpecchatError:
@@ -245,16 +277,18 @@ class ChatSession(QObject):
         result = reply_to(plain, CALIBRATION_CHAT, None, GenerationConfig(max_new_tokens=CALIBRATION_TOKENS), cancel)
         return result.stats.decode_tokens_per_s
 
-    def _on_loaded(self, value, generation: int) -> None:
+    def _on_loaded(self, pair: ModelPair, generation: int) -> None:
+        """The load `generation` has its pair: the chat is ready now, its baseline the stored calibration if any;
+        the calibration and warm-up follow on the model thread (_settle)."""
         if generation != self._load_generation:
             return  # settings changed again while this load ran: the newer load's models are the ones to use
-        self.pair, speed, engines = value
-        self.engines = engines  # warmed up for the drafter loaded with (a drafter chosen since builds its own)
+        self.pair = pair
         self._load_history()
         self.loading = False
-        self.plain_tokens_per_s = speed
-        self.store.save_calibration(self.pair.target.name, self.pair.target.place, str(self.pair.target.dtype),
-                                    speed)
+        try:
+            self.plain_tokens_per_s = self.store.latest_calibration(*self._calibration_key())
+        except StorageError:
+            self.plain_tokens_per_s = None  # measured again (_settle)
         # A float format or kernels that do not hold replies bit-identical (bfloat16, llama.cpp's fastest kernels)
         # are said once per load, in the banner: as information, not as an error.
         # So is a GPU that this installation cannot use (engine/backends/llamacpp/built.py), with the fix.
@@ -262,6 +296,7 @@ class ChatSession(QObject):
         if any(notes):
             self.note = "\n".join(note for note in notes if note)
         self.status_changed.emit()
+        self._settle(generation)
 
     def _on_load_failed(self, message: str, generation: int) -> None:
         if generation != self._load_generation:
@@ -359,20 +394,6 @@ class ChatSession(QObject):
     @plain_tokens_per_s.setter
     def plain_tokens_per_s(self, value: float | None) -> None:
         self.runs.plain_tokens_per_s = value
-
-    def _on_reply_event(self, event: object) -> None:
-        """The reply controller's events onto this session's Qt signals (it runs on the GUI thread, so they are
-        delivered at once): a completed run first tells the windows that the statistics changed."""
-        if isinstance(event, StepsArrived):
-            self.reply_steps.emit(event)
-        elif isinstance(event, ReplyBegan):
-            self.reply_began.emit(event)
-        elif isinstance(event, ReplyTrouble):
-            self.reply_trouble.emit(event.message)
-        elif isinstance(event, ReplyEnded):
-            if event.runs_changed:
-                self.stats_changed.emit()
-            self.reply_ended.emit(event)
 
     def run_footer(self, message_id: int) -> str:
         """The line under the reply `message_id`: its run's figures and how it ended (RunBook.footer)."""

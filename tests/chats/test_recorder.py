@@ -3,14 +3,15 @@ failed reply, on a real database file, with storage faults injected into the Sto
 
 import pytest
 
-from specchat.chats import Conversations, ReplyRecorder, RunBook, RunContext, RunModels, title_for
+from specchat.chats import Conversations, ReplyRecorder, ReplySpans, RunBook, RunContext, RunModels, title_for
 from specchat.core.errors import StorageError
 from specchat.core.vocabulary import INTERRUPTED, STREAMING, Origin
 from specchat.engine.decoding.events import GenerationResult, GenerationStats
 from specchat.engine.decoding.speculative import GenerationConfig
 
 REPLY = "Hello there"
-SPANS = [[0, 5, "draft"], [5, 11, "target"]]  # ReplySpans.to_json() of REPLY: "Hello" drafted, " there" not
+SPANS = ReplySpans.from_json([[0, 5, "draft"], [5, 11, "target"]])  # REPLY's: "Hello" drafted, " there" not
+HELLO = ReplySpans.from_json([[0, 5, "draft"]])  # the spans of "Hello", the reply so far
 
 
 @pytest.fixture
@@ -76,7 +77,8 @@ def test_begin_writes_a_streaming_placeholder_and_run(store, recorder, chat, con
 def test_begin_partial_finish_leaves_the_reply_and_a_complete_run(store, recorder, runs, chat, context):
     runs.plain_tokens_per_s = 4.0
     reply = recorder.begin(chat.id, 7, context)
-    recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
+    saved = recorder.partial(reply, "Hello", HELLO, stats(2))
+    assert (saved.new_tokens, saved.finish_reason) == (2, STREAMING)  # the run as it now stands, not read back
     so_far = reply_row(store, chat)
     assert (so_far.text, so_far.spans, so_far.finish_reason) == ("Hello", ((0, 5, "draft"),), STREAMING)
     assert store.run_for_message(reply.message_id).new_tokens == 2  # the run's figures so far, with the text
@@ -91,7 +93,7 @@ def test_begin_partial_finish_leaves_the_reply_and_a_complete_run(store, recorde
 
 def test_a_stopped_reply_is_kept_as_stopped(store, recorder, chat, context):
     reply = recorder.begin(chat.id, 7, context)
-    recorder.finish(reply, result("Hello", "cancelled", tokens=1), SPANS[:1])
+    recorder.finish(reply, result("Hello", "cancelled", tokens=1), HELLO)
     message = reply_row(store, chat)
     assert (message.text, message.stopped, message.finish_reason) == ("Hello", True, "cancelled")
     assert store.run_for_message(message.id).finish_reason == "cancelled"
@@ -99,7 +101,7 @@ def test_a_stopped_reply_is_kept_as_stopped(store, recorder, chat, context):
 
 def test_a_reply_stopped_before_its_first_token_deletes_its_run(store, recorder, chat, context):
     reply = recorder.begin(chat.id, 7, context)
-    recorder.finish(reply, result("", "cancelled", tokens=0), [])
+    recorder.finish(reply, result("", "cancelled", tokens=0), ReplySpans())
     message = reply_row(store, chat)
     assert (message.text, message.stopped) == ("", True)
     assert store.run_for_message(message.id) is None and store.conversation_stats(chat.id).runs == 0
@@ -107,8 +109,8 @@ def test_a_reply_stopped_before_its_first_token_deletes_its_run(store, recorder,
 
 def test_fail_keeps_the_partial_text_and_marks_the_run(store, recorder, chat, context):
     reply = recorder.begin(chat.id, 7, context)
-    recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
-    recorder.fail(reply, "Hello", SPANS[:1])
+    recorder.partial(reply, "Hello", HELLO, stats(2))
+    recorder.fail(reply, "Hello", HELLO)
     message = reply_row(store, chat)
     assert (message.text, message.spans, message.stopped) == ("Hello", ((0, 5, "draft"),), True)
     assert message.finish_reason == "error" and store.run_for_message(message.id).finish_reason == "error"
@@ -117,7 +119,7 @@ def test_fail_keeps_the_partial_text_and_marks_the_run(store, recorder, chat, co
 def test_a_run_that_cannot_be_marked_failed_is_left_for_the_next_start(store, recorder, chat, context, monkeypatch):
     reply = recorder.begin(chat.id, 7, context)
     calls = failing(monkeypatch, store, "update_run", "database is locked")
-    recorder.fail(reply, "Hel", [])  # the reply is saved: no error to report
+    recorder.fail(reply, "Hel", ReplySpans())  # the reply is saved: no error to report
     assert calls and reply_row(store, chat).finish_reason == "error"
     assert store.run_for_message(reply.message_id).finish_reason == STREAMING
     monkeypatch.undo()
@@ -130,10 +132,10 @@ def test_a_refused_partial_save_raises_and_the_next_one_saves(store, recorder, c
     reply = recorder.begin(chat.id, 7, context)
     calls = failing(monkeypatch, store, "save_partial_reply")
     with pytest.raises(StorageError, match="database or disk is full"):
-        recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
+        recorder.partial(reply, "Hello", HELLO, stats(2))
     assert calls and reply_row(store, chat).text == ""  # what is kept: the placeholder
     monkeypatch.undo()  # the disk has room again
-    recorder.partial(reply, "Hello", SPANS[:1], stats(2).to_dict())
+    recorder.partial(reply, "Hello", HELLO, stats(2))
     assert reply_row(store, chat).text == "Hello"
 
 
@@ -145,7 +147,7 @@ def test_a_refused_finished_reply_raises_and_leaves_the_placeholder(store, recor
     message = reply_row(store, chat)
     assert (message.text, message.stopped, message.finish_reason) == ("", True, STREAMING)
     with pytest.raises(StorageError):
-        recorder.fail(reply, "Hello", SPANS[:1])
+        recorder.fail(reply, "Hello", HELLO)
 
 
 def test_a_failed_statistics_write_raises_after_the_reply_is_saved(store, recorder, runs, chat, context, monkeypatch):

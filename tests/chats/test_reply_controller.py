@@ -1,12 +1,12 @@
-"""The reply controller without Qt, on a real database file: its events in order, the prompt fitted once, the steps
-gathered by the controller (what partial saves write), and the ended reply's rows and footer from what was
+"""The reply controller without Qt, on a real database file: what each call returns to draw, the prompt fitted once,
+the steps gathered by the controller (what partial saves write), and the ended reply's rows and footer from what was
 written, never read back."""
 
 import pytest
 from store_calls import count_calls
 
 from specchat.chats import (Conversations, OpenChat, ReplyBegan, ReplyController, ReplyEnded, ReplyEngine,
-                            ReplyRecorder, ReplyTrouble, RunBook, RunContext, RunModels, StepsArrived, reply_controller)
+                            ReplyRecorder, RunBook, RunContext, RunModels, StepBatch, StepsArrived, reply_controller)
 from specchat.chats.run_book import footer_text
 from specchat.core.errors import PromptError, StorageError
 from specchat.core.vocabulary import Origin
@@ -31,13 +31,8 @@ def chat(store):
 
 
 @pytest.fixture
-def events():
-    return []
-
-
-@pytest.fixture
-def controller(store, runs, events):
-    return ReplyController(ReplyRecorder(store, runs), events.append)
+def controller(store, runs):
+    return ReplyController(ReplyRecorder(store, runs))
 
 
 @pytest.fixture
@@ -60,8 +55,14 @@ def step(offset: int, text: str, origins: tuple, new_tokens: int, rejected: str 
     spans = tuple((offset + i, offset + i + 1) for i in range(len(text)))
     stats = GenerationStats(prompt_tokens=3, new_tokens=new_tokens, target_passes=new_tokens,
                             draft_proposed=new_tokens, draft_accepted=new_tokens // 2, wall_s=0.5)
-    return StepEvent(step=1, token_ids=tuple(range(len(text))), origins=origins, spans=spans, text_delta=text,
-                     text_offset=offset, rejected_ids=(9,) if rejected else (), rejected_text=rejected, stats=stats)
+    return StepEvent(token_ids=tuple(range(len(text))), origins=origins, spans=spans, text_delta=text,
+                     text_offset=offset, rejected_ids=(9,) if rejected else (), rejected_text=rejected, stats=stats,
+                     wall_s=0.5)
+
+
+def batch(*events: StepEvent) -> StepBatch:
+    """A frame's steps as the worker sends them: the statistics as of the last."""
+    return StepBatch(events, events[-1].stats.copy())
 
 
 def result(text: str, origins: tuple) -> GenerationResult:
@@ -75,21 +76,22 @@ def result(text: str, origins: tuple) -> GenerationResult:
 D, T = Origin.DRAFT, Origin.TARGET
 
 
-def test_a_reply_fits_once_gathers_its_steps_and_ends_from_what_it_wrote(store, controller, runs, chat, events,
-                                                                         reads, monkeypatch):
+def test_a_reply_fits_once_gathers_its_steps_and_ends_from_what_it_wrote(store, controller, runs, chat, reads,
+                                                                         monkeypatch):
     monkeypatch.setattr(reply_controller, "SAVE_PARTIAL_S", 0.0)
     fitted = []
-    job = controller.start(chat, engine(fitted), seed=7)
+    began = controller.start(chat, engine(fitted), seed=7)
+    job = began.job
     assert fitted == [(1, None, 8)] and job.prompt_ids == (1, 2, 3) and job.config.seed == 7
-    assert events == [ReplyBegan(chat.conversation_id, controller.active.message_id, "")]
-    controller.steps([step(0, "He", (D, D), 2, rejected="x"), step(2, "y", (T,), 3)], now=1.0)
-    assert isinstance(events[-1], StepsArrived) and len(events[-1].events) == 2
+    assert began == ReplyBegan(chat.conversation_id, controller.active.message_id, job, "")
+    arrived = controller.steps(batch(step(0, "He", (D, D), 2, rejected="x"), step(2, "y", (T,), 3)), now=1.0)
+    assert isinstance(arrived, StepsArrived) and len(arrived.events) == 2 and arrived.trouble is None
+    assert arrived.stats.new_tokens == 3  # the status bar's figures: as of the frame's last step
     saved = store.messages(chat.conversation_id)[-1]  # (the test reads; the controller does not)
     reads.clear()
     assert (saved.text, saved.spans) == ("Hey", ((0, 2, "draft"), (2, 3, "target")))  # the controller's gathering
     assert controller.active.spans.rejected == [(2, "x")]
-    controller.finish(result("Hey", (D, D, T)))
-    ended = events[-1]
+    ended = controller.finish(result("Hey", (D, D, T)))
     assert isinstance(ended, ReplyEnded) and ended.saved and ended.runs_changed and ended.problem is None
     assert (ended.text, ended.spans.to_json(), ended.spans.rejected) == ("Hey", [[0, 2, "draft"], [2, 3, "target"]],
                                                                          [(2, "x")])
@@ -99,20 +101,18 @@ def test_a_reply_fits_once_gathers_its_steps_and_ends_from_what_it_wrote(store, 
     assert controller.active is None and controller.rejected[ended.message_id] == [(2, "x")]
 
 
-def test_a_failed_reply_keeps_what_it_streamed_and_its_footer_says_so(store, controller, runs, chat, events,
-                                                                      monkeypatch):
+def test_a_failed_reply_keeps_what_it_streamed_and_its_footer_says_so(store, controller, runs, chat, monkeypatch):
     monkeypatch.setattr(reply_controller, "SAVE_PARTIAL_S", 0.0)
     controller.start(chat, engine([]))
-    controller.steps([step(0, "Hi", (D, T), 2)], now=1.0)
-    controller.fail("The device ran out of memory.")
-    ended = events[-1]
+    controller.steps(batch(step(0, "Hi", (D, T), 2)), now=1.0)
+    ended = controller.fail("The device ran out of memory.")
     assert ended.saved and ended.problem == "The device ran out of memory." and not ended.runs_changed
     assert ended.text == "Hi" and ended.stopped
     assert ended.footer == runs.footer(ended.message_id) and "ended by an error" in ended.footer
 
 
 def test_a_refused_save_is_said_once_and_an_unsaved_reply_leaves_the_chat_to_be_read_again(
-        store, controller, chat, events, monkeypatch):
+        store, controller, chat, monkeypatch):
     monkeypatch.setattr(reply_controller, "SAVE_PARTIAL_S", 0.0)
 
     def full(*args, **kwargs):
@@ -121,23 +121,22 @@ def test_a_refused_save_is_said_once_and_an_unsaved_reply_leaves_the_chat_to_be_
     monkeypatch.setattr(store, "save_partial_reply", full)
     monkeypatch.setattr(store, "update_message", full)
     controller.start(chat, engine([]))
-    controller.steps([step(0, "H", (D,), 1)], now=1.0)
-    controller.steps([step(1, "i", (T,), 2)], now=2.0)
-    assert [type(e) for e in events].count(ReplyTrouble) == 1
-    controller.finish(result("Hi", (D, T)))
-    ended = events[-1]
+    said = [controller.steps(batch(step(0, "H", (D,), 1)), now=1.0).trouble,
+            controller.steps(batch(step(1, "i", (T,), 2)), now=2.0).trouble]
+    assert "disk is full" in said[0] and said[1] is None  # said once; saving goes on being tried
+    ended = controller.finish(result("Hi", (D, T)))
     assert not ended.saved and ended.footer == "not saved" and "disk is full" in ended.problem
     assert chat.stale  # what is stored of the reply is unsure: the chat is read again before the next one
 
 
-def test_a_prompt_that_cannot_fit_writes_nothing(store, controller, chat, events):
+def test_a_prompt_that_cannot_fit_writes_nothing(store, controller, chat):
     def too_long(messages, system, max_new_tokens):
         raise PromptError("the message does not fit the context window")
 
     plan = engine([])
     with pytest.raises(PromptError):
         controller.start(chat, ReplyEngine(plan.context, plan.make_engine, too_long))
-    assert events == [] and controller.active is None
+    assert controller.active is None
     assert [m.role for m in store.messages(chat.conversation_id)] == ["user"]
 
 

@@ -9,7 +9,7 @@ import torch
 
 from specchat.bench.peer_engine import PeerEngine, PeerReply
 from specchat.core.errors import PromptError
-from specchat.engine.chat_engine import ChatEngine, EngineCache, LocalChatEngine, fit_prompt, reply_to
+from specchat.engine.chat_engine import ChatEngine, EngineCache, LocalChatEngine, PromptFitter, reply_to
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.speculative import GenerationConfig
 from specchat.engine.drafting.past_replies import SuffixIndex
@@ -48,12 +48,24 @@ def test_the_local_engine_gives_exactly_the_tokens_of_the_engine_it_wraps(pair, 
 def test_a_long_chat_is_fitted_by_leaving_out_its_oldest_turns(tokenizer):
     turns = [Message("user" if i % 2 == 0 else "assistant", f"message number {i} " * 6) for i in range(21)]
     whole = build_prompt_ids(tokenizer, turns)
-    fitted = fit_prompt(tokenizer, turns, "Be brief.", window=len(whole) // 2, max_new_tokens=16)
+    fitter = PromptFitter(tokenizer, window=len(whole) // 2)
+    fitted = fitter.fit(turns, "Be brief.", max_new_tokens=16)
     assert fitted.left_out > 0 and len(fitted.ids) <= len(whole) // 2 - 16
     assert list(fitted.ids) == build_prompt_ids(tokenizer, turns[fitted.left_out:], "Be brief.")
-    assert fit_prompt(tokenizer, turns, "Be brief.", len(whole) // 2, 16) == fitted  # fitted anew, the same
+    assert fitter.fit(turns, "Be brief.", 16) == fitted  # fitted anew, the same
     with pytest.raises(PromptError, match="context window"):
-        fit_prompt(tokenizer, [Message("user", "word " * 400)], None, window=64, max_new_tokens=16)
+        PromptFitter(tokenizer, window=64).fit([Message("user", "word " * 400)], None, max_new_tokens=16)
+
+
+def test_the_chat_fits_with_the_fitter_its_engines_use(pair):
+    """One fitter, one window: the pair's fitter (what the chat fits with, before any engine is built) is the one
+    its engines fit with, on the window their runners hold."""
+    engines = EngineCache(pair)
+    fitter = engines.fitter()
+    assert engines._engines == {}  # made without building an engine
+    engine = engines.chat_engine("pld")
+    assert engine.prompts == fitter and fitter.window == pair.context_window() == engine.engine.context_window
+    assert engines.fitter(whole_prompt=True).whole and not fitter.whole
 
 
 def test_the_cache_keeps_one_engine_per_drafter_and_history(pair):

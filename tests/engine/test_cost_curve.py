@@ -66,7 +66,7 @@ class _TimedRunner:
         self.now += 0.01 * self.curve.get(n, n)
         return torch.zeros(keep, self.vocab_size)
 
-    def rollback(self, cache, keep, length=None):
+    def rollback(self, cache, keep):
         pass
 
 

@@ -10,6 +10,11 @@ from specchat.engine.drafting import ModelDrafter, PromptLookupDrafter
 from specchat.engine.drafting.lookup import context_class
 
 
+def cached_tokens(drafter) -> int:
+    """The positions a draft-model drafter's cache holds: its backend's length."""
+    return drafter._backend.length
+
+
 def test_prompt_lookup_proposes_what_followed_the_latest_match():
     drafter = PromptLookupDrafter(max_ngram=3)
     context = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 6, 1, 2, 3]
@@ -82,12 +87,12 @@ def test_draft_model_cache_follows_the_accepted_text(target, close_draft, prompt
     drafter.begin(prompt_ids, Sampler(SamplingParams(), seed=0), target.config.vocab_size)
     context = list(prompt_ids)
     draft = drafter.propose(context, 4)
-    assert len(draft.tokens) == 4 and drafter.cached_tokens == len(context) + 3
+    assert len(draft.tokens) == 4 and cached_tokens(drafter) == len(context) + 3
     context += draft.tokens[:1] + [0]  # one accepted, then the target's correction
     drafter.update(context, 1)
-    assert drafter.cached_tokens == len(prompt_ids) + 1
+    assert cached_tokens(drafter) == len(prompt_ids) + 1
     drafter.propose(context, 3)  # feeds only the unseen correction token, then drafts
-    assert drafter.cached_tokens == len(context) + 2
+    assert cached_tokens(drafter) == len(context) + 2
 
 
 def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target, close_draft):
@@ -100,12 +105,12 @@ def test_hybrid_offers_lookup_for_free_and_keeps_its_model_cache_in_step(target,
     free = drafter.free_proposal(context, 2)
     assert free.tokens == [8, 9] and free.acceptance_class == AcceptanceClass(PROMPT, 3) and free.forwards == 0
     drafter.update(context + [8, 9, 4], 2)  # a lookup step: the model has not run
-    assert drafter.model_drafter.cached_tokens == 0
+    assert cached_tokens(drafter.model_drafter) == 0
     context += [8, 9, 4]
     drafted = drafter.propose(context, 3)  # catches up on all 11 tokens in one pass, then drafts
-    assert drafted.forwards == 3 and drafter.model_drafter.cached_tokens == len(context) + 2
+    assert drafted.forwards == 3 and cached_tokens(drafter.model_drafter) == len(context) + 2
     drafter.update(context + [1, 2], 1)
-    assert drafter.model_drafter.cached_tokens == len(context) + 1  # the one accepted draft token stays cached
+    assert cached_tokens(drafter.model_drafter) == len(context) + 1  # the one accepted draft token stays cached
 
 
 def test_policy_prefers_lookup_only_when_it_pays():

@@ -1,13 +1,28 @@
 """The history drafter: the suffix index against its brute-force definition, its limits, and losslessness."""
 
 import random
+from typing import Sequence
 
 import pytest
 
 from specchat.engine.decoding.adaptive import PAST_REPLIES, PROMPT, AcceptanceClass
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from specchat.engine.drafting import NoDrafter, PromptLookupDrafter, make_drafter
-from specchat.engine.drafting.past_replies import SuffixIndex, brute_force_match
+from specchat.engine.drafting.past_replies import HistoryMatch, SuffixIndex
+
+
+def brute_force_match(documents: Sequence[Sequence[int]], context: Sequence[int], k: int, max_ngram: int = 8,
+                      min_ngram: int = 2) -> HistoryMatch | None:
+    """The match, as past_replies.py's docstring defines it, spelled out naively: the longest n-gram of the
+    context's end (min_ngram..max_ngram) followed by a token in some document, its newest occurrence (latest
+    document, latest in it); the up to k tokens after it, or None."""
+    for n in range(min(max_ngram, len(context)), min_ngram - 1, -1):
+        gram = list(context[-n:])
+        for document in reversed(documents):
+            for end in range(len(document) - 2, n - 2, -1):  # end: index of the n-gram's last token
+                if list(document[end - n + 1 : end + 1]) == gram:
+                    return HistoryMatch(length=n, tokens=list(document[end + 1 : end + 1 + k]))
+    return None
 
 
 def random_documents(rng: random.Random, count: int, vocab: int, longest: int) -> list[list[int]]:

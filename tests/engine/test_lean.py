@@ -5,9 +5,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specchat.engine.backends.torch.lean import LeanDraftForward, lean_forward_supported
-from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.backends.torch.runners import LeanRunner, runner_for
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
-from specchat.engine.drafting import ModelDrafter, TransformersDraftForward
+from specchat.engine.drafting import ModelDrafter, TargetStateReader, TransformersDraftForward
 
 
 def gqa_llama(seed: int = 0, dtype=torch.float32) -> LlamaForCausalLM:
@@ -107,9 +107,9 @@ def test_engine_output_is_the_same_with_the_lean_target_forward(target, close_dr
     results = []
     for lean in (True, False):
         drafter = make_drafter(drafter_kind, close_draft, head, target)
-        runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, lean=lean)
+        runner = runner_for(target, keeps_features=isinstance(drafter, TargetStateReader), lean=lean)
         engine = SpeculativeEngine(runner, tokenizer, drafter)
-        assert (engine.runner._lean is not None) == lean
+        assert isinstance(engine.runner, LeanRunner) == lean
         results.append(engine.generate(prompt_ids, config))
     assert results[0].token_ids == results[1].token_ids
     assert results[0].stats.draft_accepted == results[1].stats.draft_accepted  # the head read the same features

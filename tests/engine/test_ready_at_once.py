@@ -2,11 +2,14 @@
 checked here, the embedded model loads on provisional kernels, its first reply decodes plainly without waiting for
 any measurement, and the kernel verdict and the cost curve are measured while no reply runs, kept, and then used."""
 
+import functools
 import time
 
 import pytest
 
 from specchat.core import one_time
+from specchat.engine.backends.llamacpp import llama_runner
+from specchat.engine.decoding import cost_curve
 from specchat.core.vocabulary import BIT_IDENTICAL
 from specchat.engine.backends.llamacpp.kernels import PROVISIONAL
 from specchat.engine.backends.llamacpp.llama_runner import load_with_exactness
@@ -21,6 +24,10 @@ def test_a_first_launch_answers_at_once_and_measures_while_idle(native_pair, tmp
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path))  # a fresh install: nothing measured here yet
     monkeypatch.setenv(one_time.MEASURE_NOW_ENV, "0")
     monkeypatch.setattr(one_time, "IDLE_S", 1e9)  # the first message comes before any idle spell
+    # What is measured is cost_curve's and kernels' own tests' business: here, when and how often. A short curve
+    # (five sizes, one round) keeps this test to the mechanism: owed, not waited for, measured while idle, kept.
+    monkeypatch.setattr(llama_runner, "measure_curve",
+                        functools.partial(cost_curve.measure_curve, sizes=(1, 2, 4, 8, 16), rounds=1))
     model = load_with_exactness(native_pair.target.native.path)
     assert model.kernels == PROVISIONAL and model.one_time.owes("kernel verdict")
     tokenizer = native_pair.target.tokenizer

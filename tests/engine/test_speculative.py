@@ -7,9 +7,9 @@ import torch
 
 from specchat.core.errors import PromptError
 from specchat.core.vocabulary import Origin
-from specchat.engine.backends.torch.runners import runner_for
+from specchat.engine.backends.torch.runners import StaticCacheRunner, runner_for
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine
-from specchat.engine.drafting import ModelDrafter, NoDrafter, PromptLookupDrafter, make_drafter
+from specchat.engine.drafting import ModelDrafter, NoDrafter, PromptLookupDrafter, TargetStateReader, make_drafter
 
 
 def plain(target, tokenizer, prompt_ids, **config):
@@ -92,19 +92,20 @@ def test_stop_string_cuts_text_and_is_never_streamed(target, tokenizer):
     free_run = plain(target, tokenizer, prompt, max_new_tokens=40)
     stop = free_run.text[20:24]
     cut = free_run.text.index(stop)
-    streamed = []
-    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
-        prompt, GenerationConfig(max_new_tokens=40, stop_strings=(stop,)), on_event=lambda e: streamed.append(e))
+    streamed = list(SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).stream(
+        prompt, GenerationConfig(max_new_tokens=40, stop_strings=(stop,))))
+    result = streamed[-1].result
     assert result.finish_reason == "stop"
     assert result.text == free_run.text[:cut]
     assert "".join(e.text_delta for e in streamed) == result.text
 
 
 def test_events_add_up_to_the_result(target, tokenizer, close_draft, prompt_ids):
-    events = []
-    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
-        prompt_ids, GenerationConfig(max_new_tokens=50), on_event=events.append)
-    assert events[-1].result is result and events[-1].finish_reason == "length"
+    events = list(SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).stream(
+        prompt_ids, GenerationConfig(max_new_tokens=50)))
+    result = events[-1].result
+    assert result is not None and events[-1].finish_reason == "length"
+    assert all(e.result is None for e in events[:-1])
     assert [t for e in events for t in e.token_ids] == list(result.token_ids)
     assert [o for e in events for o in e.origins] == list(result.origins)
     assert "".join(e.text_delta for e in events) == result.text
@@ -122,15 +123,13 @@ def test_events_add_up_to_the_result(target, tokenizer, close_draft, prompt_ids)
 def test_cancel_from_another_thread_stops_within_a_step(target, tokenizer, prompt_ids):
     cancel = threading.Event()
     seen = []
-
-    def on_event(event):
+    for event in SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).stream(
+            prompt_ids, GenerationConfig(max_new_tokens=400), cancel):
         seen.append(event)
         if len(seen) == 3:
             threading.Thread(target=cancel.set).start()
             threading.Event().wait(0.05)  # the other thread has set it before the next step starts
-
-    result = SpeculativeEngine(target, tokenizer, PromptLookupDrafter()).generate(
-        prompt_ids, GenerationConfig(max_new_tokens=400), cancel, on_event)
+    result = seen[-1].result
     assert result.finish_reason == "cancelled"
     assert len(seen) == 4  # the cancelling step's event, then the final one
     reference = plain(target, tokenizer, prompt_ids, max_new_tokens=len(result.token_ids))
@@ -184,7 +183,7 @@ def test_static_cache_is_lossless_and_rolls_back_by_its_counter(target, tokenize
     static_plain = SpeculativeEngine(runner_for(target, static_cache=True), tokenizer, NoDrafter()).generate(
         prompt_ids, GenerationConfig(max_new_tokens=48))
     drafter = drafters(drafter_name, target, close_draft, unrelated_draft)
-    runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, static_cache=True)
+    runner = runner_for(target, keeps_features=isinstance(drafter, TargetStateReader), static_cache=True)
     engine = SpeculativeEngine(runner, tokenizer, drafter)
     result = engine.generate(prompt_ids, GenerationConfig(max_new_tokens=48, k=4, adaptive_k=False))
     assert static_plain.token_ids == reference.token_ids  # same model, another cache: the same greedy reply
@@ -216,7 +215,7 @@ def test_compiled_steps_serve_every_verification_and_copy_their_output(target, t
     head = build_head(target, torch.arange(vocab), HeadShape(hidden=target.config.hidden_size, inner=16, blocks=1,
                                                             vocab=vocab), seed=0)
     drafter = make_drafter(drafter_kind, head=head, target=target)
-    runner = runner_for(target, keeps_features=drafter.capabilities.reads_target_states, static_cache=True,
+    runner = runner_for(target, keeps_features=isinstance(drafter, TargetStateReader), static_cache=True,
                         compile_steps=True)
     assert sorted(set(calls)) == list(runner.buckets)  # each length compiled while loading
     calls.clear()
@@ -235,7 +234,8 @@ def test_compiled_steps_need_the_static_cache(target, tokenizer):
 
 def test_the_gpu_fast_path_is_off_on_the_cpu_by_default_and_the_lean_forward_on(target, tokenizer):
     engine = SpeculativeEngine(target, tokenizer, NoDrafter())
-    assert engine.runner.static_cache is False and engine.runner._step_forward == engine.runner._forward_lean
+    assert not isinstance(engine.runner, StaticCacheRunner)
+    assert engine.runner._step_forward == engine.runner._forward_lean
     transformers_forward = SpeculativeEngine(runner_for(target, lean=False), tokenizer, NoDrafter())
     assert transformers_forward.runner._step_forward == transformers_forward.runner._forward_through_decoder
 

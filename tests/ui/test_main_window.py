@@ -71,8 +71,8 @@ def test_stop_keeps_the_partial_reply(qtbot, make_window, store):
     window.composer.setPlainText("The quick brown fox")
     on_steps = window._on_steps
 
-    def stop_at_the_first_steps(events):  # not after a fixed time: a fast machine finishes 2000 tokens in 300 ms
-        on_steps(events)
+    def stop_at_the_first_steps(batch):  # not after a fixed time: a fast machine finishes 2000 tokens in 300 ms
+        on_steps(batch)
         window.stop()
 
     window._on_steps = stop_at_the_first_steps
@@ -446,7 +446,7 @@ def test_settings_applied_mid_reply_leave_the_reply_and_its_record_as_they_start
     window.composer.setPlainText("The quick brown fox")
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.send()
-        qtbot.waitUntil(lambda: bool(window._pending_events) or window.active is None, timeout=STREAM_TIMEOUT)
+        qtbot.waitUntil(lambda: window.active is None or bool(window.active.text), timeout=STREAM_TIMEOUT)
         # same models (no reload), other drafter and K: the reply goes on with what it started with
         window.session.apply_settings(replace(window.session.settings, drafter="model", k=9, adaptive_k=True))
         window.session.pair = None  # as a model reload would do mid-reply: the record must not need it
@@ -456,15 +456,17 @@ def test_settings_applied_mid_reply_leave_the_reply_and_its_record_as_they_start
     assert run.new_tokens > 0 and window.active is None and window.banner.isHidden()
 
 
-def test_only_the_newest_model_load_is_taken(qtbot, make_window, tiny_pair):
+def test_only_the_newest_model_load_is_taken(qtbot, make_window, tiny_pair, store):
     from specchat.engine.loading.pair import ModelPair
 
     window = make_window()
     session = window.session
     older, newer = ModelPair(tiny_pair.target, tiny_pair.draft), ModelPair(tiny_pair.target, tiny_pair.draft)
+    target = tiny_pair.target
+    store.save_calibration(target.name, target.place, str(target.dtype), 50.0)  # measured at an earlier launch
     session._load_generation = 2  # two loads asked; the first one ends last
-    session._on_loaded((newer, 50.0, None), generation=2)
-    session._on_loaded((older, 10.0, None), generation=1)
-    assert session.pair is newer and session.plain_tokens_per_s == 50.0
+    session._on_loaded(newer, generation=2)
+    session._on_loaded(older, generation=1)
+    assert session.pair is newer and session.plain_tokens_per_s == 50.0  # the stored baseline, at once
     session._on_load_failed("the older load failed", generation=1)
     assert session.pair is newer and session.error is None

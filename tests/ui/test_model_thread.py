@@ -7,6 +7,7 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
+from specchat.chats import ReplyJob
 from specchat.core.errors import SpecchatError
 from specchat.engine.chat_prompt import Message
 from specchat.engine.decoding.speculative import GenerationConfig
@@ -82,9 +83,9 @@ def test_every_kind_of_model_work_runs_on_the_one_model_thread(qtbot, store, mod
         assert window.dashboard.start_benchmark(str(prompts), limit=0, max_new_tokens=8)
 
     assert store.list_comparisons() and "stored" in window.dashboard.message.text()
-    # loading, the past-replies index, a reply, a race, a benchmark
-    assert [name for name, _, _ in jobs] == ["FunctionWorker", "FunctionWorker", "GenerationWorker", "RaceWorker",
-                                          "FunctionWorker"]
+    # loading, the past-replies index, the calibration and warm-up after ready, a reply, a race, a benchmark
+    assert [name for name, _, _ in jobs] == ["FunctionWorker", "FunctionWorker", "FunctionWorker", "GenerationWorker",
+                                          "RaceWorker", "FunctionWorker"]
     assert {name for name, _ in work} == {"load", "engine"}
     model_thread = session.model_thread.thread_object()
     assert all(thread is model_thread for _, _, thread in jobs)
@@ -125,7 +126,8 @@ def test_a_job_cancelled_while_it_waits_reports_that_it_did_not_run(qtbot, job_t
         raise AssertionError("a cancelled job must not start its work")
 
     chat = [Message("user", "hi")]
-    reply = GenerationWorker(never, chat, None, GenerationConfig(max_new_tokens=8), threading.Event(), prompt_tokens=3)
+    job = ReplyJob(never, tuple(chat), None, GenerationConfig(max_new_tokens=8), None, prompt_tokens=3)
+    reply = GenerationWorker(job, threading.Event())
     race = RaceWorker(None, chat, ["pld"], GenerationConfig(max_new_tokens=8), threading.Event())
     call = FunctionWorker(never, threading.Event())
     results, race_ends, failures = [], [], []

@@ -459,7 +459,7 @@ def test_precision_is_a_setting_that_reloads_and_reaches_the_load_options(qtbot,
     assert dialog.settings().precision == "float32"
     seen = []
 
-    def fake_load_pair(target, draft, options):
+    def fake_load_pair(target, draft, options, **_):
         seen.append(options)
         raise SpecchatError("stop here")
 
@@ -476,7 +476,7 @@ def test_a_target_that_is_not_exact_is_said_once_in_the_banner(make_window, tiny
     bf16 = LoadedModel(target.source, target.model, target.tokenizer, torch.device("cpu"), torch.bfloat16)
     pair = type(tiny_pair)(bf16, tiny_pair.draft)
     session = window.session
-    session._on_loaded((pair, 100.0, None), session._load_generation)
+    session._on_loaded(pair, session._load_generation)
     assert window.banner.isVisible() and "bfloat16" in window.banner.label.text()
     assert "Settings → Precision" in window.banner.label.text() and session.error is None
     window.banner.hide()
@@ -487,7 +487,7 @@ def test_a_target_that_is_not_exact_is_said_once_in_the_banner(make_window, tiny
 
 def test_no_banner_for_float32(make_window, tiny_pair):
     window = make_window()
-    window.session._on_loaded((tiny_pair, 100.0, None), window.session._load_generation)
+    window.session._on_loaded(tiny_pair, window.session._load_generation)
     assert not window.banner.isVisible()
 
 

@@ -65,9 +65,9 @@ def test_inferred_drafts_are_highlighted_with_their_own_label(qtbot):
     transcript.begin_reply("")
     text = "Paris is big"
     event = StepEvent(
-        step=1, token_ids=(-1, -1, -1), origins=(Origin.INFERRED_DRAFT, Origin.INFERRED_DRAFT, Origin.TARGET),
+        token_ids=(-1, -1, -1), origins=(Origin.INFERRED_DRAFT, Origin.INFERRED_DRAFT, Origin.TARGET),
         spans=((0, 5), (5, 8), (8, 12)), text_delta=text, text_offset=0, rejected_ids=(), rejected_text="",
-        stats=GenerationStats())
+        stats=GenerationStats(), wall_s=0.0)
     transcript.append_stream(event)
     live = transcript.draft_positions(INFERRED_ORIGIN)
     assert len(live) == len("Paris is")

@@ -22,7 +22,7 @@ def counted(store, monkeypatch):
 
 @pytest.fixture
 def fits(monkeypatch):
-    """Every prompt fitted to the context window (engine.chat_engine.fit_prompt's one fitting call)."""
+    """Every prompt fitted to the context window (engine.chat_engine.PromptFitter.fit's one fitting call)."""
     import specchat.engine.chat_engine as chat_engine
 
     fitted = []

@@ -28,7 +28,7 @@ def test_the_llama_cpp_note_is_shown_as_information(make_window, tiny_pair, monk
     window = make_window()
     monkeypatch.setattr(LoadedModel, "precision_note", property(lambda self: LLAMA_NOTE))
     session = window.session
-    session._on_loaded((tiny_pair, 100.0, None), session._load_generation)
+    session._on_loaded(tiny_pair, session._load_generation)
     banner = window.banner
     assert banner.isVisible() and banner.label.text() == LLAMA_NOTE
     assert banner.kind == "info" and banner.icon.text() == "ℹ"
@@ -43,7 +43,7 @@ def test_a_note_never_hides_an_error(make_window, tiny_pair, monkeypatch):
     window = make_window()
     window._show_error("Download failed: org/model was not found")
     monkeypatch.setattr(LoadedModel, "precision_note", property(lambda self: LLAMA_NOTE))
-    window.session._on_loaded((tiny_pair, 100.0, None), window.session._load_generation)
+    window.session._on_loaded(tiny_pair, window.session._load_generation)
     assert window.banner.kind == "error" and window.banner.label.text().startswith("Download failed")
 
 

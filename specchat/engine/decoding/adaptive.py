@@ -1,17 +1,11 @@
 """The draft-length policy: for each proposal, the K that yields the most expected tokens per unit of cost.
 
 K drafts checked yield expected_tokens(alpha, K) tokens (core/acceptance.py) for curve(K + 1) one-token passes
-(cost_curve.py: every engine prices on a curve, measured at load or fixed), plus K draft tokens for a draft model
-or a head. Plain decoding yields one token a pass, so K = 0 unless a K beats that. The anchors choose K in as few
-lines (llama.cpp's common/speculative.cpp, vLLM's n-gram proposer, transformers' candidate_generator.py). Three
-rules more, each against a measured loss:
-- alpha is kept per acceptance class (AcceptanceBook): a lookup's 16-token match goes on far more often than a
-  1-token one, and a short match's run of luck is never believed enough for a long check (`cap`);
-- a free proposal (prompt lookup) is drafted only once one of its class was seen right, by a trial at no cost
-  (observe_shadow: its first token against the target's): a first reply that checked each class it met on its
-  prior ran at 0.92x plain;
-- a paid class (a draft model) at K = 0 is probed within PROBE_BUDGET of the time, as only drafting shows whether
-  its drafts got better; never where it could not pay even if always right.
+(cost_curve.py), plus K draft tokens for a draft model or a head; plain decoding yields one a pass, so K = 0 unless
+a K beats that (as llama.cpp's common/speculative.cpp, vLLM's n-gram proposer and transformers'
+candidate_generator.py choose K). Three rules more, each against a measured loss: alpha per acceptance class, capped
+(AcceptanceBook, `cap`); a free proposal drafted only once its class was seen right (`choose`); a losing draft model
+probed within PROBE_BUDGET of the time (`_probe`).
 """
 
 from __future__ import annotations
@@ -46,26 +40,22 @@ def prior(key: AcceptanceClass | None) -> float:
 
 
 def cap(key: AcceptanceClass | None) -> float:
-    """The most a class's alpha may count for: 0.99 for a match of 16 tokens or more (a copy in progress: only then
-    does a 32- or 64-token check pay on a steep curve), 0.97 for 8-15, 0.9 for shorter ones and a model's drafts."""
-    length = key.length if key is not None else None
-    if length is None or length < 8:
-        return 0.9
-    return 0.97 if length < 16 else 0.99
+    """The most a class's alpha may count for (a short match's luck never buys a long check): 0.99 for 16+ tokens
+    (a copy in progress: only then does a 32- or 64-token check pay on a steep curve), 0.97 for 8-15, else 0.9."""
+    length = (key.length or 0) if key is not None else 0
+    return 0.9 if length < 8 else 0.97 if length < 16 else 0.99
 
 
 @dataclass
 class AcceptanceBook:
     """Per class: (hits, trials) of its draft tokens, a check of k with n accepted being n hits in n + 1 trials (n
     in k). Each trial weighs DECAY times the next: about the last ten count, however long the checks (simulated on
-    steep curves, a decay per step lost 2-4% to runs of luck, this 0-1.5%). Shared by an engine's greedy replies,
-    so that a reply starts from what earlier ones measured; a class not in it has its prior."""
+    steep curves, a decay per step lost 2-4% to runs of luck, this 0-1.5%). A class not in it has its prior."""
 
     counts: dict[AcceptanceClass | None, tuple[float, float]] = field(default_factory=dict)
     right: set = field(default_factory=set)  # the classes with a draft token accepted at least once
 
-    DECAY = 0.9
-    PRIOR_TRIALS = 3.0  # the prior's weight in trials
+    DECAY, PRIOR_TRIALS = 0.9, 3.0  # PRIOR_TRIALS: the prior's weight in trials
 
     def alpha(self, key: AcceptanceClass | None) -> float:
         """The estimated acceptance of one draft token of `key`'s class."""
@@ -89,7 +79,7 @@ class StepCosts:
     (or head's) tokens at `draft_token_s` (seconds a token, from live steps) over a plain step's seconds now (the
     fastest of the last 16 steps, each its seconds over its pass's ratio: a pass that waited for a core, or the
     first of its size, is slow, never fast), else at `draft_prior` passes (ModelPair.engine: the draft's weights
-    over the target's), else free. Shared by an engine's greedy replies. `frozen`: ignores the clock."""
+    over the target's), else free. `frozen`: ignores the clock."""
 
     curve: CostCurve = FIXED_CURVE
     draft_prior: float | None = None
@@ -138,38 +128,30 @@ class DraftLengthPolicy:
     _misses: int = 0  # probes since it last drafted on its estimate, less two per fully accepted one
     _idle: int = 0  # steps since a free proposal was drafted or seen right (wants_lookup)
 
-    PROBE_BUDGET = 0.01  # the most of plain decoding's time that probes of a losing draft model may take
-    PROBE_EVERY = 6  # the fewest plain steps between probes
-    PROBE_BACKOFF = 3  # each missed probe doubles the wait, up to 2^PROBE_BACKOFF times
+    PROBE_BUDGET, PROBE_EVERY, PROBE_BACKOFF = 0.01, 6, 3  # _probe
     LOOKUP_IDLE, LOOKUP_EVERY = 16, 4  # wants_lookup
 
     def choose(self, limit: int, acceptance_class: AcceptanceClass | None = None, free: bool = False) -> int:
         """The draft length for the next step, at most `limit` (the tokens left less the target's own). `free`: the
         proposal is made and cost nothing (prompt lookup); otherwise a draft model will run for K tokens."""
-        if limit <= 0:
-            return 0
-        if not self.adaptive:
-            return min(self.k, limit)
-        if free and not acceptance_class in self.book.right:
-            return 0  # its proposals are trials at no cost until one is right (observe_shadow)
+        if limit <= 0 or not self.adaptive:
+            return min(self.k, limit) if limit > 0 else 0
+        if free and acceptance_class not in self.book.right:
+            return 0  # trials at no cost until one is right (observe_shadow): drafting on priors ran 0.92x plain
         k, _ = self._best(limit, self.book.alpha(acceptance_class), acceptance_class, free)
-        if free:
-            return k
-        if k:
+        if k and not free:  # the model drafts on its estimate: no probe owed
             self._waited = self._misses = 0
-            return k
-        return self._probe(limit)
+        return k if k or free else self._probe(limit)
 
     def wants_lookup(self) -> bool:
-        """Whether to look up a free proposal this step. A lookup costs the same drafted or not (0.15-0.2 ms of an
-        8-10 ms step on the embedded model here, 2%): after LOOKUP_IDLE steps in which none was drafted or seen
-        right, only one step in LOOKUP_EVERY looks, until one is."""
+        """Whether to look up a free proposal this step. A lookup costs the same drafted or not (2% of a step on the
+        embedded model): after LOOKUP_IDLE steps with none drafted or seen right, one in LOOKUP_EVERY, until one is."""
         return not self.adaptive or self._idle < self.LOOKUP_IDLE or self._idle % self.LOOKUP_EVERY == 0
 
     def _probe(self, limit: int) -> int:
-        """K for a paid class whose estimate says 0: its best K >= 1 once enough plain steps ran for the probe's
-        extra cost to be PROBE_BUDGET of their time (at least PROBE_EVERY, doubled per miss), else 0; always 0 for
-        a model that could not pay even if its drafts were accepted as often as they may be believed to be."""
+        """K for a paid class whose estimate says 0 (only drafting shows if its drafts got better): its best K >= 1
+        once the plain steps since make the probe's extra cost PROBE_BUDGET of their time (at least PROBE_EVERY,
+        doubled per miss up to 2^PROBE_BACKOFF times), else 0; 0 for a model that could not pay even at `cap`."""
         if self._best(limit, cap(None), None, free=False)[0] == 0:
             return 0
         k, _ = self._best(limit, self.book.alpha(None), None, free=False, smallest=1)
@@ -184,11 +166,9 @@ class DraftLengthPolicy:
               smallest: int = 0) -> tuple[int, float]:
         """(K, expected tokens per one-token pass) for the best K >= smallest among the curve's sizes within the
         limit and k_max; on a tie the shorter K, so that K = 0 wins unless a draft strictly pays."""
-        alpha = min(alpha, cap(key))
-        most = min(self.k_max, limit)
+        alpha, most = min(alpha, cap(key)), min(self.k_max, limit)
         sizes = [n - 1 for n in self.costs.curve.sizes if smallest <= n - 1 <= most] or [smallest]
-        rates = [(expected_tokens(alpha, k) / self.costs.cost(k, free), -k) for k in sizes]
-        rate, k = max(rates)
+        rate, k = max((expected_tokens(alpha, k) / self.costs.cost(k, free), -k) for k in sizes)
         return -k, rate
 
     def free_beats_model(self, limit: int, acceptance_class: AcceptanceClass | None) -> bool:
@@ -196,22 +176,20 @@ class DraftLengthPolicy:
         draft model's (a class never seen right: no; with a fixed K, a match of 3 tokens or more)."""
         if not self.adaptive:
             return acceptance_class is not None and (acceptance_class.length or 0) >= 3
-        if limit <= 0 or not acceptance_class in self.book.right:
+        if limit <= 0 or acceptance_class not in self.book.right:
             return False
         free_k, free_rate = self._best(limit, self.book.alpha(acceptance_class), acceptance_class, free=True)
-        _, model_rate = self._best(limit, self.book.alpha(None), None, free=False)
-        return free_k > 0 and free_rate >= model_rate
+        return free_k > 0 and free_rate >= self._best(limit, self.book.alpha(None), None, free=False)[1]
 
     def observe(self, k: int, n_accepted: int, verify_s: float, draft_s: float,
                 acceptance_class: AcceptanceClass | None = None, free: bool = False) -> None:
-        """One verified step: k drafted, n accepted; verify_s the step's seconds but the draft model's, draft_s the
-        draft model's (or head's). A plain step measures the plain step's seconds only."""
+        """One verified step: k drafted, n accepted; verify_s the step's seconds but the draft model's (or head's),
+        draft_s the draft model's. A plain step measures the plain step's seconds only."""
         self.costs.record(k, verify_s, None if free else draft_s)
         self._idle = 0 if k and free else self._idle + 1
-        if not k:
-            return
-        self.book.record(acceptance_class, k, n_accepted)
-        if not free and n_accepted == k:
+        if k:
+            self.book.record(acceptance_class, k, n_accepted)
+        if k and not free and n_accepted == k:
             self._misses = max(self._misses - 2, 0)
 
     def observe_shadow(self, acceptance_class: AcceptanceClass | None, hit: bool) -> None:

@@ -117,7 +117,7 @@ def measure_curve(runner, sizes: Sequence[int] = PASS_SIZES, prefix: int = CURVE
         if logits.is_cuda:  # a GPU's pass is only queued: wait for it
             torch.cuda.synchronize(logits.device)
         seconds = clock() - started
-        runner.rollback(cache, prefix, length=prefix + n)
+        runner.rollback(cache, prefix)
         return seconds
 
     timed(max(sizes))  # the first pass of a size pays one-off work (buffers, kernel choice) on some backends
@@ -126,7 +126,7 @@ def measure_curve(runner, sizes: Sequence[int] = PASS_SIZES, prefix: int = CURVE
         for n in sizes:
             one = min(timed(1), timed(1))
             ratios[n].append(timed(n) / one)
-    runner.rollback(cache, 0, length=prefix)
+    runner.rollback(cache, 0)
     # Side by side, as the machine's speed moves with its other work; the median, as a pass that waited for a core
     # (or the first of its size) measures the wait. (The fastest pass of each size over the fastest one-token pass
     # of all gave the one-token pass 38 chances to be fast and each size 2: with tests running beside it, it read a

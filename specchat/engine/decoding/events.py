@@ -1,9 +1,10 @@
 """Plain data emitted by the engine: per-step events, statistics and the final result.
 
 GenerationStats is where a generation's figures end up: the loop adds each verification step with `record_step`
-(its counts, and its seconds per phase from engine/decoding/timing.py's Profile). Everything here is Qt-free and holds only
-ints, floats, strings and tuples, so that it can cross thread boundaries (the GUI worker) and be stored (SQLite) or
-serialised (CLI --json) without touching torch objects.
+(its counts, and its seconds per phase from engine/decoding/timing.py's Profile). One GenerationStats runs through a
+generation: every StepEvent of it holds that same object (no copy per step), and the GenerationResult a copy of its
+final figures. Everything here is Qt-free and holds only ints, floats, strings and tuples, so that it can cross
+thread boundaries (the GUI worker) and be stored (SQLite) or serialised (CLI --json) without touching torch objects.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ...core.vocabulary import Origin, origin_name
 
 @dataclass
 class GenerationStats:
-    """Running statistics of one generation; a copy travels with every step event."""
+    """Running statistics of one generation: the one object that its step events share, updated in place as it runs
+    (copy() takes its figures of one moment; the result holds such a copy)."""
 
     prompt_tokens: int = 0
     new_tokens: int = 0
@@ -189,10 +191,16 @@ class StepEvent:
 
     `token_ids[i]` came from `origins[i]` and covers `text[spans[i][0]:spans[i][1]]` of the final text (a token that
     ends inside a multi-byte character has an empty span; the character goes to the token that completes it).
-    `rejected_ids` are the draft proposals the target refused at this step, in the order proposed.
+    `rejected_ids` are the draft proposals the target refused at this step, in the order proposed. `wall_s` is when
+    the step's tokens were ready, in seconds from the start of the generation (the prompt's processing included).
+
+    `stats` is the generation's running statistics: the same object on every event of one generation, updated in
+    place as the generation goes on (no copy per step). It holds this step's figures while the event is being
+    handled on the thread that iterates the stream; a consumer that reads it later, or on another thread, takes what
+    it needs there (stats.copy(): the chat's worker, once a batch) or reads figures "so far" (the race's lanes, the
+    API's chunks). The last event's `result` holds a copy of the final figures.
     """
 
-    step: int
     token_ids: tuple[int, ...]
     origins: tuple[Origin, ...]
     spans: tuple[tuple[int, int], ...]
@@ -201,6 +209,7 @@ class StepEvent:
     rejected_ids: tuple[int, ...]
     rejected_text: str
     stats: GenerationStats
+    wall_s: float
     finish_reason: str | None = None
     result: GenerationResult | None = None  # set on the last event only
 

@@ -9,7 +9,8 @@ Structure: `SpeculativeEngine` runs the target through a TargetRunner (engine/ba
 transformers model's forward path, and the engine holds no options of its own). `stream` runs the prefill, then one
 `_step` per target pass: propose (`_propose`: the drafter and the draft-length policy), verify, accept, roll back,
 emit. Each phase is timed by a timing.Profile, and `GenerationStats.record_step` adds the step's counts and seconds.
-What the drafter is beyond propose and update the engine reads once, from its Capabilities (drafting/base.py).
+What the drafter is beyond propose and update the engine reads once, from the protocols it implements and its
+Capabilities (drafting/base.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from ...core.one_time import OneTimeWork
 from ...core.vocabulary import CANCELLED, CONTEXT, LENGTH, Origin
 from ..backends.torch.host_syncs import HostToDevice
 from ..backends.torch.runners import TargetRunner, runner_for
-from ..drafting.base import Draft, Drafter, NoDrafter, check_capabilities
+from ..drafting.base import (Draft, Drafter, FreeProposer, GenerationState, NoDrafter, TargetStateReader,
+                             check_capabilities)
 from .adaptive import AcceptanceBook, DraftLengthPolicy, StepCosts
 from .cost_curve import FIXED_CURVE, CostCurve
 from .events import GenerationResult, GenerationStats, StepEvent
@@ -69,11 +71,13 @@ class SpeculativeEngine:
         policy prices on (ModelPair.engine measures it), or a function that gives it once it is known (None
         before: greedy replies with adaptive K then draft nothing); None: the runner's, else FIXED_CURVE.
         one_time: the model's one-time measurements (core/one_time.py), which never run beside a reply. TypeError
-        for a drafter whose capabilities promise what it lacks."""
+        for a drafter whose capabilities contradict its protocols (drafting/base.py: check_capabilities)."""
         self.tokenizer = tokenizer
         self.drafter = drafter or NoDrafter()
         self.capabilities = check_capabilities(self.drafter)
-        self._keeps_features = self.capabilities.reads_target_states
+        self._keeps_features = isinstance(self.drafter, TargetStateReader)
+        self._begins = isinstance(self.drafter, GenerationState)
+        self._offers_free = isinstance(self.drafter, FreeProposer)
         self._reads_context = self._keeps_features and self.capabilities.reads_context
         if isinstance(target, torch.nn.Module):
             target = runner_for(target, keeps_features=self._keeps_features)
@@ -112,11 +116,10 @@ class SpeculativeEngine:
         rows = getattr(self.runner, "max_pass_rows", None)
         return rows - 1 if rows else 1 << 30
 
-    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
-                 on_event: Callable[[StepEvent], None] | None = None) -> GenerationResult:
-        for event in self.stream(prompt_ids, config, cancel):
-            if on_event is not None:
-                on_event(event)
+    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig) -> GenerationResult:
+        """The whole reply to `prompt_ids` under `config` at once (the last StepEvent's result), for callers that
+        need no stream: measurements, the self-test, divergence checks."""
+        for event in self.stream(prompt_ids, config):
             if event.result is not None:
                 return event.result
         raise RuntimeError("generation ended without a result")  # unreachable: stream always ends with one
@@ -148,14 +151,13 @@ class SpeculativeEngine:
         stats.prefill_s = run.seconds["prefill"]
         if first is None:  # a Stop (or closing the app) was heard between the prompt's chunks
             stats.wall_s = stats.prefill_s
-            yield self._event(0, reply.finish(CANCELLED), (), stats, reply, seed, finished=True)
+            yield self._event(reply.finish(CANCELLED), (), stats, reply, seed, finished=True)
             return
         stats.target_passes = 1
         self._begin_drafting(prompt, first, sampler)
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
-        step = 0
         while True:
             if reply.finish_reason is None and cancel is not None and cancel.is_set():
                 emission = _merge(emission, reply.finish(CANCELLED))
@@ -163,11 +165,10 @@ class SpeculativeEngine:
             stats.new_tokens = len(reply.token_ids)
             with run.phase("event"):  # building it, and whatever the consumer did with it
                 stats.wall_s = run.elapsed()
-                yield self._event(step, emission, rejected, stats, reply, seed, finished)
+                yield self._event(emission, rejected, stats, reply, seed, finished)
             stats.event_s = run.seconds["event"]
             if finished:
                 return
-            step += 1
             emission, rejected = self._step(context, cache, sampler, policy, reply, stats)
 
     def _policy(self, config: GenerationConfig, greedy: bool) -> DraftLengthPolicy:
@@ -204,7 +205,7 @@ class SpeculativeEngine:
     def _begin_drafting(self, prompt: list[int], first: int, sampler: Sampler) -> None:
         """Before the first proposal: a drafter with state per generation begins one, and one that reads the
         target's hidden states gets the prefill's."""
-        if self.capabilities.has_generation_state:
+        if self._begins:
             self.drafter.begin(prompt, sampler, self.vocab_size)
         if self._keeps_features:  # row i produced token i + 1 of the context
             features = self.runner.features
@@ -238,7 +239,7 @@ class SpeculativeEngine:
         # Roll back: the cache holds len(context) + K positions; keep [.., x_0, x_1..x_n] and drop x_{n+1}..x_K.
         # next_token is the next step's x_0.
         with profile.phase("rollback"):
-            self.runner.rollback(cache, len(context) + n, length=len(context) + k)
+            self.runner.rollback(cache, len(context) + n)
             context.extend(accepted)
             if k:
                 self.drafter.update(context, n)
@@ -297,7 +298,7 @@ class SpeculativeEngine:
         lookup hybrid's prompt lookup), or None for a drafter whose every proposal runs its model."""
         if not self.capabilities.uses_model:
             return self.drafter.propose(context, k)
-        if self.capabilities.offers_free_proposals:
+        if self._offers_free:
             return self.drafter.free_proposal(context, k)
         return None
 
@@ -332,20 +333,19 @@ class SpeculativeEngine:
                               f"{self.context_window}; shorten it")
         return prompt
 
-    def _event(self, step: int, emission: Emission, rejected: tuple[int, ...], stats: GenerationStats,
+    def _event(self, emission: Emission, rejected: tuple[int, ...], stats: GenerationStats,
                reply: Reply, seed: int, finished: bool) -> StepEvent:
-        snapshot = stats.copy()
         result = None
         if finished:
             result = GenerationResult(text=reply.text, token_ids=tuple(reply.token_ids),
                                       origins=tuple(reply.origins), spans=tuple(reply.spans),
-                                      finish_reason=reply.finish_reason, stats=snapshot, seed=seed)
+                                      finish_reason=reply.finish_reason, stats=stats.copy(), seed=seed)
         return StepEvent(
-            step=step, token_ids=tuple(emission.token_ids), origins=tuple(emission.origins),
+            token_ids=tuple(emission.token_ids), origins=tuple(emission.origins),
             spans=tuple(emission.spans), text_delta=emission.text_delta, text_offset=emission.text_offset,
             rejected_ids=rejected,
             rejected_text=self.tokenizer.decode(list(rejected), skip_special_tokens=True) if rejected else "",
-            stats=snapshot, finish_reason=reply.finish_reason if finished else None, result=result,
+            stats=stats, wall_s=stats.wall_s, finish_reason=reply.finish_reason if finished else None, result=result,
         )
 
 

@@ -3,17 +3,18 @@
 The interface follows transformers' candidate generators: `propose(context, k)` returns a Draft (or None when there
 is nothing worth proposing, which makes the step plain decoding), and `update(context, n_accepted)` tells the drafter
 how many of its tokens the target accepted, so that it can keep its own state (a draft model's KV cache) in sync
-with the accepted text. What a drafter is beyond those two methods is data, its `Capabilities`, which the engine
-reads once; each of the three things only some drafters need is a small protocol of one method, named by a flag:
+with the accepted text. Each of the three things only some drafters need is a small protocol of one method, and a
+drafter needs it exactly when it implements that method (the engine asks isinstance once):
 
-- `capabilities.has_generation_state`: GenerationState.begin(prompt, sampler, target_vocab_size) before a
-  generation's first proposal (a draft model's cache emptied, the sampler it draws from);
-- `capabilities.reads_target_states`: TargetStateReader.accept_target_states(states, tokens) after every target
-  pass (an EAGLE-style head drafts from the target's own hidden states);
-- `capabilities.offers_free_proposals`: FreeProposer.free_proposal(context, k), a proposal that costs no model
-  pass, which the engine weighs against running the drafter's model (the lookup hybrid).
+- GenerationState.begin(prompt, sampler, target_vocab_size) before a generation's first proposal (a draft model's
+  cache emptied, the sampler it draws from);
+- TargetStateReader.accept_target_states(states, tokens) after every target pass (an EAGLE-style head drafts from
+  the target's own hidden states);
+- FreeProposer.free_proposal(context, k), a proposal that costs no model pass, which the engine weighs against
+  running the drafter's model (the lookup hybrid).
 
-`check_capabilities` refuses a drafter whose flags promise a protocol it does not implement.
+What no method says is data, its `Capabilities`: whether proposing runs a model, and whether a TargetStateReader
+reads the whole context's states. `check_capabilities` refuses a drafter whose capabilities and protocols disagree.
 """
 
 from __future__ import annotations
@@ -65,23 +66,15 @@ class Draft:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What the engine must know about a drafter before it drafts."""
+    """What the engine must know about a drafter before it drafts, beyond the protocols it implements."""
 
     # True when proposing costs passes of a draft model (or head), so K is chosen before proposing and those passes
     # are timed. A model-free drafter is asked for as many tokens as could be used, and K is chosen after seeing
     # its proposal's acceptance class.
     uses_model: bool = False
-    # True when the drafter keeps state per generation (a draft model's cache, the sampler it draws from): it is a
-    # GenerationState, begun before each generation's first proposal.
-    has_generation_state: bool = False
-    # True for a drafter that reads the target's last hidden states (an EAGLE-style head), a TargetStateReader: the
-    # engine then keeps the hidden states of the newly verified positions and hands them over after every pass.
-    reads_target_states: bool = False
-    # True when it reads the states of the whole context (an attending head), the prompt's included; otherwise the
-    # prefill hands over only its last one.
+    # True for a TargetStateReader that reads the states of the whole context (an attending head), the prompt's
+    # included; otherwise the prefill hands over only its last one.
     reads_context: bool = False
-    # True for a drafter with a model that also offers proposals that cost no model pass: a FreeProposer.
-    offers_free_proposals: bool = False
 
 
 class Drafter(ABC):
@@ -101,7 +94,7 @@ class Drafter(ABC):
 
 @runtime_checkable
 class GenerationState(Protocol):
-    """A drafter with state per generation (Capabilities.has_generation_state)."""
+    """A drafter with state per generation (a draft model's cache, the sampler it draws from)."""
 
     def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
         """Called once per generation before the first proposal: `sampler` is the one the target's tokens are drawn
@@ -110,7 +103,8 @@ class GenerationState(Protocol):
 
 @runtime_checkable
 class TargetStateReader(Protocol):
-    """A drafter that reads the target's hidden states (Capabilities.reads_target_states)."""
+    """A drafter that reads the target's hidden states (an EAGLE-style head): the engine then keeps the hidden
+    states of the newly verified positions and hands them over after every pass."""
 
     def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
         """The target's last hidden states [n, hidden] at the newly verified positions: row i is the state that
@@ -119,7 +113,7 @@ class TargetStateReader(Protocol):
 
 @runtime_checkable
 class FreeProposer(Protocol):
-    """A drafter with a model that also offers proposals costing no model pass (Capabilities.offers_free_proposals)."""
+    """A drafter with a model that also offers proposals costing no model pass."""
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
         """Up to k tokens that cost no model pass (None: none). The engine drafts them instead of `propose` when
@@ -127,18 +121,13 @@ class FreeProposer(Protocol):
 
 
 def check_capabilities(drafter: Drafter) -> Capabilities:
-    """The drafter's capabilities; TypeError when a flag promises a protocol the drafter does not implement (the
-    engine would otherwise fail at its first generation, or silently skip what the flag promised)."""
+    """The drafter's capabilities; TypeError where they contradict its protocols (reading the context's target
+    states but not a TargetStateReader; free proposals from a drafter whose every proposal is free), which the
+    engine would otherwise silently misread."""
     capabilities = drafter.capabilities
-    promised = ((capabilities.has_generation_state, GenerationState),
-                (capabilities.reads_target_states, TargetStateReader),
-                (capabilities.offers_free_proposals, FreeProposer))
-    for flag, protocol in promised:
-        if flag and not isinstance(drafter, protocol):
-            raise TypeError(f"the {drafter.name} drafter's capabilities promise {protocol.__name__}, which it lacks")
-    if capabilities.reads_context and not capabilities.reads_target_states:
+    if capabilities.reads_context and not isinstance(drafter, TargetStateReader):
         raise TypeError(f"the {drafter.name} drafter reads the context's target states but no target states")
-    if capabilities.offers_free_proposals and not capabilities.uses_model:
+    if isinstance(drafter, FreeProposer) and not capabilities.uses_model:
         raise TypeError(f"the {drafter.name} drafter offers free proposals but no paid ones: its proposals are free")
     return capabilities
 

@@ -32,8 +32,7 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head: EagleHead, target: nn.Module):
         self.head = head
-        self.capabilities = Capabilities(uses_model=True, has_generation_state=True, reads_target_states=True,
-                                         reads_context=head.shape.attends)
+        self.capabilities = Capabilities(uses_model=True, reads_context=head.shape.attends)
         self.embeddings = target.get_input_embeddings().weight
         # The kept rows of the target's output head, contiguous: one small matrix product per drafted token.
         output = target.get_output_embeddings()

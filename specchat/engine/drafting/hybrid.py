@@ -8,13 +8,9 @@ per token) and takes whichever the live statistics say yields more tokens per se
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Sequence
 
-import torch
-
-from ..decoding.sampling import Sampler
-from .base import Draft, Drafter
+from .base import Draft, Drafter, GenerationState, TargetStateReader
 from .lookup import PromptLookupDrafter
 
 
@@ -22,10 +18,12 @@ class LookupHybrid(Drafter):
     """Two drafters composed: `lookup` (prompt lookup, optionally over past replies) for the free proposal, and
     `model_drafter` (one that runs a model) for the paid one.
 
-    Its capabilities are the model drafter's, plus free proposals (FreeProposer). A draft model's cache simply lags
-    behind during lookup steps and catches up in one pass at its next proposal, so the model drafter hears of a
-    verification only after a step it drafted. A stateless head has nothing to catch up on; an attending one feeds
-    the states the lookup steps verified through its attention block when it next drafts.
+    Its capabilities and protocols are the model drafter's (its own begin and accept_target_states, where it has
+    them: a head hears of every target pass, lookup steps' included; prompt lookup keeps no state), plus free
+    proposals (FreeProposer). A draft model's cache simply lags behind during lookup steps and catches up in one
+    pass at its next proposal, so the model drafter hears of a verification only after a step it drafted. A
+    stateless head has nothing to catch up on; an attending one feeds the states the lookup steps verified through
+    its attention block when it next drafts.
     """
 
     def __init__(self, lookup: PromptLookupDrafter, model_drafter: Drafter, name: str = "hybrid"):
@@ -34,13 +32,11 @@ class LookupHybrid(Drafter):
         self.lookup = lookup
         self.model_drafter = model_drafter
         self.name = name
-        self.capabilities = replace(model_drafter.capabilities, offers_free_proposals=True)
+        self.capabilities = model_drafter.capabilities
         self._model_proposed = False  # whether the last proposal made was the model drafter's
-
-    def begin(self, prompt: Sequence[int], sampler: Sampler, target_vocab_size: int) -> None:
-        """GenerationState: the model drafter's (prompt lookup keeps no state)."""
-        if self.capabilities.has_generation_state:
-            self.model_drafter.begin(prompt, sampler, target_vocab_size)
+        for protocol, method in ((GenerationState, "begin"), (TargetStateReader, "accept_target_states")):
+            if isinstance(model_drafter, protocol):  # then the hybrid is one too (an instance attribute counts)
+                setattr(self, method, getattr(model_drafter, method))
 
     def free_proposal(self, context: Sequence[int], k: int) -> Draft | None:
         """FreeProposer: the lookup's proposal of up to k tokens."""
@@ -57,8 +53,3 @@ class LookupHybrid(Drafter):
         already, and catches up at its next proposal."""
         if self._model_proposed:
             self.model_drafter.update(context, n_accepted)
-
-    def accept_target_states(self, states: torch.Tensor, tokens: Sequence[int]) -> None:
-        """TargetStateReader: the model drafter's, after every target pass (lookup steps' included)."""
-        if self.capabilities.reads_target_states:
-            self.model_drafter.accept_target_states(states, tokens)

@@ -19,7 +19,7 @@ class DraftModelBase(Drafter):
     """What every drafter with a draft model shares (ModelDrafter here, UniversalDrafter in universal.py): the
     draft's backend (drafting/backends.py), its proposal vocabulary, and the count of its forwards."""
 
-    capabilities = Capabilities(uses_model=True, has_generation_state=True)
+    capabilities = Capabilities(uses_model=True)
 
     def __init__(self, model, lean: bool | None = None, vocab_ids: torch.Tensor | None = None,
                  static: bool | None = None, compile_backend: str | None = "auto"):
@@ -46,10 +46,6 @@ class DraftModelBase(Drafter):
         """A new generation (GenerationState): the draft's cache emptied and its forwards counted from zero."""
         self._backend.reset()
         self._forwards = 0
-
-    @property
-    def cached_tokens(self) -> int:
-        return self._backend.length
 
     def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
         """Feeds `tokens` to the draft after its cache; returns the logits for the token after them."""

@@ -7,7 +7,7 @@ followed the longest earlier occurrence of the context's final n-gram, and its p
 like any draft, so what the user reads is exactly the target's output (a history that proposes nonsense only costs
 time).
 
-The match, defined (and tested against this definition by brute force): over every indexed document, find the
+The match, defined (and tested against this definition by brute force, in tests/engine/test_history.py): over every indexed document, find the
 largest n (min_ngram <= n <= max_ngram) such that the context's last n tokens occur contiguously in a document and
 are followed there by at least one token; among the occurrences of that n-gram take the one in the most recently
 added document, latest in it; propose the up to k tokens that follow it (never crossing into another document).
@@ -149,15 +149,3 @@ def backward_agreement(sequence: np.ndarray, ends: np.ndarray, tail: np.ndarray,
             break
         agree += alive
     return agree
-
-
-def brute_force_match(documents: Sequence[Sequence[int]], context: Sequence[int], k: int, max_ngram: int = 8,
-                      min_ngram: int = 2) -> HistoryMatch | None:
-    """The definition in the module's docstring, spelled out naively (for tests)."""
-    for n in range(min(max_ngram, len(context)), min_ngram - 1, -1):
-        gram = list(context[-n:])
-        for document in reversed(documents):
-            for end in range(len(document) - 2, n - 2, -1):  # end: index of the n-gram's last token
-                if list(document[end - n + 1 : end + 1]) == gram:
-                    return HistoryMatch(length=n, tokens=list(document[end + 1 : end + 1 + k]))
-    return None

@@ -5,8 +5,10 @@ merges into a tokenizers object): a wait at every start that grows with the file
 tokenizer and config are saved in the user cache, keyed by the file's path, size and modification time, and later
 starts read those small files instead; within one process each is built once.
 
-A kept tokenizer is read by the fast tokenizer class directly (tokenizer.json), not through AutoTokenizer, which
-imports the model family's modelling code first.
+A kept tokenizer is read without transformers where it can be (light_tokenizer.py: the tokenizers library on
+tokenizer.json, the same ids and chat template, in milliseconds instead of the seconds transformers' import takes),
+else by transformers' fast tokenizer class directly, not through AutoTokenizer, which imports the model family's
+modelling code first. Only the first conversion of a GGUF file needs transformers' AutoTokenizer.
 
 For the embedded model the shipped draft folder already holds the same tokenizer, saved from the embedded file
 when the draft was trained (tests/engine/test_gguf_meta.py checks that they agree), so even the first start
@@ -40,19 +42,34 @@ def metadata_cache_dir() -> Path:
 
 def gguf_tokenizer(path: Path, seed_folder: Path | None = None, trust_remote_code: bool = False):
     """The tokenizer of the GGUF file at `path`: from this process's copy, else the cache, else `seed_folder` (a
-    folder known to hold this file's tokenizer), else converted by transformers and kept."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    def convert(folder: Path):
-        # The fast tokenizer class reads tokenizer.json and tokenizer_config.json alone; AutoTokenizer would first
-        # import the model family's configuration (and with it most of transformers' modelling code): seconds.
-        return PreTrainedTokenizerFast.from_pretrained(str(folder))
+    folder known to hold this file's tokenizer), else converted by transformers and kept. A kept or seed tokenizer
+    is a LightTokenizer (no transformers) where light_tokenizer can read its folder exactly, and trust_remote_code
+    is not asked for; else transformers' PreTrainedTokenizerFast."""
 
     def from_gguf():
+        from transformers import AutoTokenizer
+
         return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
                                              trust_remote_code=trust_remote_code)
 
-    return _cached("tokenizer", path, convert, from_gguf, seed_folder)
+    return _cached("tokenizer", path, lambda folder: read_tokenizer(folder, trust_remote_code), from_gguf,
+                   seed_folder)
+
+
+def read_tokenizer(folder: Path, trust_remote_code: bool = False):
+    """A tokenizer saved in `folder`: a LightTokenizer where it reads the folder as transformers would (and no
+    remote code is allowed, which only transformers could run), else transformers' fast tokenizer class, which reads
+    tokenizer.json and tokenizer_config.json alone (AutoTokenizer would first import the model family's
+    configuration, and with it most of transformers' modelling code: seconds). Raises for a damaged folder."""
+    if not trust_remote_code:
+        from .light_tokenizer import load_light_tokenizer
+
+        light = load_light_tokenizer(folder)
+        if light is not None:
+            return light
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
 
 
 def gguf_config(path: Path, trust_remote_code: bool = False):

@@ -227,17 +227,28 @@ def _fast_location(source: ModelSource) -> tuple[str, dict]:
 
 
 def load_tokenizer(source: ModelSource, options: LoadOptions = LoadOptions()):
-    """The source's tokenizer; a GGUF file's is converted once and kept (engine/loading/gguf_meta.py)."""
-    from transformers import AutoTokenizer
-
-    location, extra = _fast_location(source)
+    """The source's tokenizer. A GGUF file's is converted once and kept, and read back without transformers where it
+    can be (engine/loading/gguf_meta.py); other models' through transformers' AutoTokenizer."""
+    location, extra = _weights_location(source)
     try:
         if "gguf_file" in extra:
-            seed = shipped_draft_folder() if source.kind == "embedded" else None
-            return gguf_tokenizer(Path(location) / extra["gguf_file"], seed, options.trust_remote_code)
+            path = Path(location) / extra["gguf_file"]
+            return gguf_tokenizer(path, _tokenizer_seed(source, path), options.trust_remote_code)
+        from transformers import AutoTokenizer
+
         return AutoTokenizer.from_pretrained(location, trust_remote_code=options.trust_remote_code, **extra)
     except Exception as error:
         raise ModelLoadError(f"could not load the tokenizer of {source.describe()}: {first_line(error)}") from error
+
+
+def _tokenizer_seed(source: ModelSource, gguf_path: Path) -> Path | None:
+    """A folder already holding the GGUF file's tokenizer, for gguf_tokenizer to read rather than convert the file:
+    the shipped draft's for the embedded model (saved from its file), else the file's converted copy for the torch
+    path (_load_gguf) if one is kept, else None."""
+    if source.kind == "embedded":
+        return shipped_draft_folder()
+    converted = _converted_location(gguf_path)
+    return converted if (converted / "complete").is_file() else None
 
 
 def load_config(source: ModelSource, options: LoadOptions = LoadOptions()):

@@ -1,7 +1,9 @@
-"""A target model with an optional draft model, checked for compatibility before the draft's weights load."""
+"""A target model with an optional draft model, checked for compatibility before the draft's weights load; the draft
+loaded with the target, or later, by the first engine whose drafter needs it (load_pair's draft_later)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Generator
@@ -14,7 +16,7 @@ from ...models.sources import ModelSource, default_head_for
 from ..backends.torch.runners import STATIC_CACHE_TOKENS, runner_for
 from ..decoding.cost_curve import PASS_SIZES, CostCurve, curve_for, measure_curve
 from ..decoding.speculative import SpeculativeEngine
-from ..drafting import make_drafter
+from ..drafting import TargetStateReader, make_drafter
 from ..drafting.eagle_network import load_head
 from ..drafting.past_replies import SuffixIndex
 from .compat import CompatibilityReport, check_pair
@@ -24,12 +26,18 @@ from .load import LoadedModel, LoadOptions, load_config, load_model, load_tokeni
 @dataclass
 class ModelPair:
     target: LoadedModel
-    draft: LoadedModel | None = None
+    draft: LoadedModel | None = None  # the draft model, once loaded
     # The EAGLE-style head's folder (None: the default for the target); loaded on first use, a few MB.
     head_folder: Path | None = None
     # Engines verify 4-17 tokens with MKL-packed copies of the target's layers (engine/backends/torch/packed.py): faster where MKL
     # packs, for a second copy of the layers in memory (docs/performance-torch.md). False: plain weights only.
     packed_weights: bool = True
+    # A draft model not loaded yet (load_pair's draft_later), with the options to load it with: load_draft loads it,
+    # checked against the target first, when the first engine of a model drafter is built (a race lane, a benchmark).
+    draft_source: ModelSource | None = None
+    draft_options: LoadOptions | None = None
+    _draft_failure: SpecchatError | None = field(default=None, repr=False, compare=False)  # load_draft's, said again
+    _draft_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _head: torch.nn.Module | None = field(default=None, repr=False)
     _static_runners: dict = field(default_factory=dict, repr=False)  # on a GPU: _torch_runner
     _curves: dict = field(default_factory=dict, repr=False)  # a torch target's cost curves: cost_curve
@@ -44,9 +52,12 @@ class ModelPair:
         return min(window, STATIC_CACHE_TOKENS) if on_gpu else window
 
     def check_drafter(self, drafter: str) -> None:
-        """SpecchatError if this pair cannot run `drafter` (no draft model, no head), without building anything."""
-        if drafter in MODEL_DRAFTERS and self.draft is None:
+        """SpecchatError if this pair cannot run `drafter` (no draft model, a draft that failed to load, no head),
+        without building or loading anything: the GUI thread asks it."""
+        if drafter in MODEL_DRAFTERS and not self.has_draft:
             raise SpecchatError(f"the {drafter} drafter needs a draft model (give --draft SRC)")
+        if drafter in MODEL_DRAFTERS and self._draft_failure is not None:
+            raise self._draft_failure.with_traceback(None)
         if drafter in HEAD_DRAFTERS and not self.has_head:
             raise SpecchatError(f"no draft head is trained for {self.target.name} (make one with "
                                 "`specchat train-head`, then give --head DIR)")
@@ -59,6 +70,8 @@ class ModelPair:
         (checked: a chat reply checks on the GUI thread before it starts, once)."""
         if not checked:
             self.check_drafter(drafter)
+        if drafter in MODEL_DRAFTERS:
+            self.load_draft()  # a draft left for later loads now, once (IncompatibleDraftError when it cannot draft)
         if drafter_kind(drafter).needs_history and history is None:
             history = SuffixIndex()  # nothing yet: it drafts like prompt lookup until replies are added
         draft_model = self.draft.runnable if self.draft is not None else None
@@ -71,10 +84,11 @@ class ModelPair:
                             tokenizers=tokenizers)
         native = self.target.native
         packed = self.packed_weights if packed_weights is None else packed_weights
+        reads_states = isinstance(made, TargetStateReader)  # its runner keeps the target's hidden states
         if native is not None:
-            runner = native.runner(keeps_features=made.capabilities.reads_target_states)
+            runner = native.runner(keeps_features=reads_states)
         else:
-            runner = self._torch_runner(made.capabilities.reads_target_states, packed)
+            runner = self._torch_runner(reads_states, packed)
         engine = SpeculativeEngine(runner, self.target.tokenizer, made, eos_token_ids=self.target.eos_token_ids(),
                                    cost_curve=self.cost_curve(runner, packed),
                                    one_time=native.one_time if native is not None else None)
@@ -117,10 +131,39 @@ class ModelPair:
         native = self.target.native
         return native.embeddings() if native is not None else self.target.model
 
+    @property
+    def has_draft(self) -> bool:
+        """Whether the pair has a draft model, loaded or left for later (what offers the model drafters)."""
+        return self.draft is not None or self.draft_source is not None
+
+    @property
+    def draft_label(self) -> str | None:
+        """The draft model's name, loaded or not yet; None when the pair has none."""
+        if self.draft is not None:
+            return self.draft.name
+        return self.draft_source.describe() if self.draft_source is not None else None
+
+    def load_draft(self) -> LoadedModel | None:
+        """The draft model (None: the pair has none), loading a draft left for later now: checked against the
+        target first (check_draft: tokenizers and configs), then its weights, beside the target. Model work, for the
+        model thread; once per pair (a lock keeps two callers from loading it twice). A SpecchatError
+        (IncompatibleDraftError, ModelLoadError) is kept and raised again at once by later calls and check_drafter,
+        so a bad draft costs its seconds once and is said wherever a model drafter is asked for."""
+        with self._draft_lock:
+            if self.draft is None and self.draft_source is not None:
+                if self._draft_failure is not None:
+                    raise self._draft_failure.with_traceback(None)
+                try:
+                    self.draft = loaded_draft(self.target, self.draft_source, self.draft_options or LoadOptions())
+                except SpecchatError as error:
+                    self._draft_failure = error
+                    raise
+            return self.draft
+
     def draft_name(self, drafter: str) -> str | None:
         """What drafted for `drafter`, for the statistics: the draft model, the head, or None (model-free)."""
-        if drafter in MODEL_DRAFTERS and self.draft is not None:
-            return self.draft.name
+        if drafter in MODEL_DRAFTERS and self.has_draft:
+            return self.draft_label
         if drafter in HEAD_DRAFTERS and self.has_head:
             folder = self._head_location()
             return f"EAGLE head ({folder.name if folder else 'loaded'})"
@@ -166,25 +209,41 @@ def checking_sources(target: ModelSource, draft: ModelSource, options: LoadOptio
     return check_pair(target_tokenizer, draft_tokenizer, load_config(target, options), load_config(draft, options))
 
 
+def check_draft(target: ModelSource, draft: ModelSource, options: LoadOptions = LoadOptions()) -> None:
+    """IncompatibleDraftError, saying why, unless `draft` can draft for `target` (check_sources)."""
+    report = check_sources(target, draft, options)
+    if not report.compatible:
+        raise IncompatibleDraftError(f"{draft.describe()} cannot draft for {target.describe()}: "
+                                     + "; ".join(report.reasons))
+
+
+def loaded_draft(target: LoadedModel, draft: ModelSource, options: LoadOptions = LoadOptions(),
+                 check: bool = True) -> LoadedModel:
+    """The draft model `draft` loaded for the loaded `target` with `options` (check: check_draft first) and placed
+    beside it. A GGUF draft runs on llama.cpp in a context of its own (drafting/backends.py), on its fastest kernels:
+    the draft's numbers only decide what is proposed, never what is accepted."""
+    if check:
+        check_draft(target.source, draft, options)
+    return beside_the_target(load_model(draft, replace(options, exactness=DISTRIBUTION)), target)
+
+
 def load_pair(target: ModelSource, draft: ModelSource | None = None, options: LoadOptions = LoadOptions(),
-              on_loaded: Callable[[str], None] | None = None) -> ModelPair:
-    """`on_loaded("target")` / `on_loaded("draft")` after each model is in memory (e.g. to measure memory)."""
-    if draft is not None:
-        report = check_sources(target, draft, options)
-        if not report.compatible:
-            raise IncompatibleDraftError(f"{draft.describe()} cannot draft for {target.describe()}: "
-                                         + "; ".join(report.reasons))
-    loaded_target = load_model(target, options)
+              on_loaded: Callable[[str], None] | None = None, draft_later: bool = False) -> ModelPair:
+    """The target `target` with the draft `draft` (None: none), loaded with `options`; a bad pair is refused
+    (IncompatibleDraftError) before any weights load. `on_loaded("target")` / `on_loaded("draft")` after each model
+    is in memory (e.g. to measure memory). draft_later: the draft is neither checked nor loaded now, only kept as
+    the pair's draft_source, for the first engine of a model drafter to load (ModelPair.load_draft): the window's
+    chat, when its drafter needs no draft model, is ready without the draft's seconds (and transformers')."""
+    if draft is not None and not draft_later:
+        check_draft(target, draft, options)
+    pair = ModelPair(load_model(target, options), draft_source=draft, draft_options=options)
     if on_loaded:
         on_loaded("target")
-    # A GGUF draft runs on llama.cpp in a context of its own (drafting/backends.py), on its fastest kernels: the
-    # draft's numbers only decide what is proposed, never what is accepted.
-    loaded_draft = load_model(draft, replace(options, exactness=DISTRIBUTION)) if draft is not None else None
-    if loaded_draft is not None:
-        loaded_draft = beside_the_target(loaded_draft, loaded_target)
-    if on_loaded and draft is not None:
-        on_loaded("draft")
-    return ModelPair(loaded_target, loaded_draft)
+    if draft is not None and not draft_later:
+        pair.draft = loaded_draft(pair.target, draft, options, check=False)
+        if on_loaded:
+            on_loaded("draft")
+    return pair
 
 
 def beside_the_target(draft: LoadedModel, target: LoadedModel) -> LoadedModel:

@@ -179,7 +179,7 @@ class BenchmarkHost(QWidget):
             return ("The models are busy (a chat reply or a race is being generated); run the benchmark when it "
                     "has finished.")
         drafter = drafter_kind(session.settings.drafter)
-        if drafter.needs_model and session.pair.draft is None:
+        if drafter.needs_model and not session.pair.has_draft:
             return f"The {drafter.chart_label} drafter needs a draft model: choose one in Settings."
         if drafter.needs_head and not session.pair.has_head:
             return f"The {drafter.chart_label} drafter needs a draft head for this target."

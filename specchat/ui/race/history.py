@@ -91,7 +91,7 @@ class ComparisonHistory(QListWidget):
         try:
             return self.session.comparisons.save(
                 {"prompt": prompt, "target": pair.target.name,
-                 "draft": pair.draft.name if pair.draft else None, "settings": race_settings,
+                 "draft": pair.draft_label, "settings": race_settings,
                  "greedy": greedy, "identical": all_identical(tracks) if greedy else None,
                  "app_session_id": self.session.app_session_id},
                 [track_row(track) for track in tracks], runs)

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 from ...core.errors import SpecchatError
 from ...core.run_kind import REMOTE, RunKind
 from ...core.vocabulary import CANCELLED, DRAFTERS, PLAIN, drafter_kind
-from ...engine.chat_engine import whole_prompt
 from ...engine.chat_prompt import Message
 from ...engine.decoding.events import GenerationResult, StepEvent
 from ...engine.race import MAX_RUNS, REPEAT_S, RaceRunner, Rerun, Track, all_identical, lane_results, lanes_for
@@ -166,7 +165,7 @@ class RaceWindow(QWidget):
 
     def _refresh_drafter_boxes(self) -> None:
         pair = self.session.pair
-        has_draft = pair is not None and pair.draft is not None
+        has_draft = pair is not None and pair.has_draft  # loaded, or loaded by the lane's engine (load_draft)
         has_head = pair is not None and pair.has_head
         for drafter, box in self.drafter_boxes.items():
             info = drafter_kind(drafter)
@@ -200,7 +199,7 @@ class RaceWindow(QWidget):
         sampling = "greedy" if s.temperature == 0 else f"temperature {s.temperature:g}, top-p {s.top_p:g}"
         k = "adaptive K" if s.adaptive_k else f"K = {s.k}"
         pair = self.session.pair
-        models = (pair.target.name.split(" (")[0] + (f" + {pair.draft.name}" if pair.draft else "")
+        models = (pair.target.name.split(" (")[0] + (f" + {pair.draft_label}" if pair.has_draft else "")
                   + (" + draft head" if pair.has_head else "")) if pair else "loading…"
         self.settings_label.setText(f"{models} · {sampling} · {k} · lanes run one after the other on "
                                     f"{pair.target.device if pair else 'the device'}, each after a warm-up; a "
@@ -228,7 +227,7 @@ class RaceWindow(QWidget):
         try:
             chat = [Message("user", text)]
             # PromptError, said here, for a prompt that cannot be one (each lane makes its own, as the CLI does)
-            whole_prompt(self.session.tokenizer, chat, None)
+            self.session.engines.fitter(whole_prompt=True).fit(chat, None, self.max_tokens.value())
             runner = self._race_runner()
         except SpecchatError as error:
             self._say(str(error))

@@ -19,16 +19,14 @@ class ThreadGovernor:
 
     def __init__(self, threads: int):
         self.threads = threads
-        self.current = threads
         self.best: dict[int, float] = {}  # fastest pass seen at full threads, by tokens in the pass
         self.cooldown = self.COOLDOWN
         self._left = 0  # passes still to run at one thread
-        self.reduced_passes = 0  # passes run at one thread because of contention
 
     def threads_for_next_pass(self) -> int:
+        """The threads the next pass runs on: one while a contention's rest lasts, else all."""
         if self._left > 0:
             self._left -= 1
-            self.reduced_passes += 1
             return 1
         return self.threads
 

@@ -485,7 +485,7 @@ class LlamaCppRunner:
     def _set_embeddings(self, on: bool) -> None:
         self.llama.llama_set_embeddings(self._ctx, on)
 
-    def rollback(self, cache: LlamaCppCache, keep: int, length: int | None = None) -> None:
+    def rollback(self, cache: LlamaCppCache, keep: int) -> None:
         """Drops every position from `keep` on (the rejected draft tokens)."""
         if cache.length > keep:
             self._drop_from(keep)

@@ -11,99 +11,27 @@ sliding-window layers too; transformers builds the sliding-window mask from abso
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, StaticLayer, StaticSlidingWindowLayer
+
+# transformers is imported by the functions that make a cache, not here: a model on llama.cpp imports this module
+# (engine/decoding imports runners.py) but never makes a torch cache. Its layers are growing_layers.py's.
+LAZY = ("PreallocatedLayer", "PreallocatedWindowLayer")
 
 
-class PreallocatedLayer(DynamicLayer):
-    """A full-attention cache layer that writes into a buffer with spare room instead of concatenating.
+def __getattr__(name: str):
+    """The growing layers (growing_layers.py), imported with transformers when first asked for."""
+    if name in LAZY:
+        from . import growing_layers
 
-    transformers' DynamicLayer copies the whole cache at every step (torch.cat); with spare capacity a step only
-    writes its own new positions, and rolling back rejected draft tokens is a view change. Capacity doubles when
-    full, so copies are amortised O(1) per token.
-    """
-
-    def __init__(self, capacity: int = 512, **kwargs):
-        super().__init__(**kwargs)
-        self._capacity = capacity
-        self._key_buffer: torch.Tensor | None = None
-        self._value_buffer: torch.Tensor | None = None
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            self._key_buffer = self._allocate(key_states, max(self._capacity, key_states.shape[-2]))
-            self._value_buffer = self._allocate(value_states, self._key_buffer.shape[-2])
-        length = self.get_seq_length()
-        needed = length + key_states.shape[-2]
-        if needed > self._key_buffer.shape[-2]:
-            self._grow(max(needed, 2 * self._key_buffer.shape[-2]), length)
-        self._key_buffer[..., length:needed, :] = key_states
-        self._value_buffer[..., length:needed, :] = value_states
-        self.keys = self._key_buffer[..., :needed, :]
-        self.values = self._value_buffer[..., :needed, :]
-        return self.keys, self.values
-
-    def crop(self, tokens_to_remove: int) -> None:
-        if tokens_to_remove >= 0 or not self.is_initialized:
-            super().crop(tokens_to_remove)
-            return
-        keep = max(self.get_seq_length() + tokens_to_remove, 0)
-        self.keys = self._key_buffer[..., :keep, :]
-        self.values = self._value_buffer[..., :keep, :]
-
-    @staticmethod
-    def _allocate(like: torch.Tensor, capacity: int) -> torch.Tensor:
-        shape = (*like.shape[:-2], capacity, like.shape[-1])
-        return torch.empty(shape, dtype=like.dtype, device=like.device)
-
-    def _grow(self, capacity: int, length: int) -> None:
-        for name in ("_key_buffer", "_value_buffer"):
-            old = getattr(self, name)
-            new = self._allocate(old, capacity)
-            new[..., :length, :] = old[..., :length, :]
-            setattr(self, name, new)
+        return getattr(growing_layers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class PreallocatedWindowLayer(PreallocatedLayer):
-    """A sliding-window cache layer that keeps every position, so that rolling back is a view change however long
-    the sequence (transformers' DynamicSlidingWindowLayer keeps only the last window - 1 and cannot roll back past
-    them). Attention still reads only the window: update() returns, and get_mask_sizes() describes, the positions
-    [max(past - window + 1, 0), past + new), as DynamicSlidingWindowLayer does, so a pass costs and computes what it
-    costs and computes on transformers' own layer. The price is memory: a window layer holds the whole sequence,
-    as a full-attention layer does."""
-
-    is_sliding = True
-
-    def __init__(self, sliding_window: int, capacity: int = 512, **kwargs):
-        super().__init__(capacity, **kwargs)
-        self.sliding_window = sliding_window
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        """Writes the new positions after the held ones; returns the keys and values a query among them may see."""
-        first = self._window_start(self.get_seq_length())
-        keys, values = super().update(key_states, value_states, *args, **kwargs)
-        return keys[..., first:, :], values[..., first:, :]
-
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        """(kv_length, kv_offset) of the keys the next update returns for `query_length` new positions: the mask
-        is built over exactly those, at their absolute positions."""
-        past = self.get_seq_length()
-        first = self._window_start(past)
-        return past + query_length - first, first
-
-    def get_max_length(self) -> int:
-        return -1  # it grows with the sequence, as a full-attention layer does
-
-    def _window_start(self, past: int) -> int:
-        """The first position a query after `past` held positions can see: the oldest of the last window - 1."""
-        return max(past - self.sliding_window + 1, 0)
-
-
-def new_cache(model, capacity: int = 512) -> DynamicCache:
+def new_cache(model, capacity: int = 512):
     """A DynamicCache for `model` whose full-attention layers are PreallocatedLayers and whose sliding-window ones
     are PreallocatedWindowLayers (every position kept, so rollback() works past the window); other special layers
     (linear attention, hybrids) are left as transformers made them. `capacity`: positions allocated at first."""
+    from transformers import DynamicCache
+
     cache = DynamicCache(config=model.config)
     cache.layers = [_growing_layer(layer, capacity) for layer in cache.layers]
     return cache
@@ -113,6 +41,10 @@ def _growing_layer(layer, capacity: int):
     """The layer new_cache uses in place of transformers' `layer`: ours for its plain full-attention and
     sliding-window layers (exact types: their subclasses, e.g. hybrids with linear attention, keep state of their
     own), else `layer` itself."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    from .growing_layers import PreallocatedLayer, PreallocatedWindowLayer
+
     if type(layer) is DynamicLayer:
         return PreallocatedLayer(capacity)
     if type(layer) is DynamicSlidingWindowLayer:
@@ -141,6 +73,7 @@ def new_static_cache(model, max_length: int):
     `position_ids` the forward is given (transformers 5.17 and 5.24 read neither for that): a caller that chooses
     positions itself moves the counter first, with seek()."""
     from transformers import StaticCache
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
     cache = StaticCache(config=model.config, max_cache_len=max_length)
     cache.layers = [StaticLayer(max_cache_len=max_length) if type(layer) is StaticSlidingWindowLayer else layer
@@ -163,14 +96,15 @@ def seek(cache, position: int | torch.Tensor) -> None:
             counter.fill_(position)
 
 
-def rollback(cache, keep: int, length: int | None = None) -> None:
+def rollback(cache, keep: int) -> None:
     """Drop every cached position from `keep` on (the rejected draft tokens), without re-running the prefix.
 
-    `length`: the cache's current length if the caller knows it; a StaticCache keeps its length in a device tensor,
-    and reading it would make the host wait for the GPU at every step. A negative argument to crop() removes that
-    many positions; it means the same in transformers 4.x and 5.x, for dynamic and static caches (the caches made
-    here roll back so on every layer, sliding-window ones included).
+    `cache`: new_cache's (its length is its layers' own, read without a wait), a LeanCache, or a static cache (its
+    length is a device tensor, which the host waits for: the GPU path rolls back with seek() or a StaticSlot
+    instead). A negative argument to crop() removes that many positions; it means the same in transformers 4.x and
+    5.x, for dynamic and static caches (the caches made here roll back so on every layer, sliding-window ones
+    included).
     """
-    excess = (length if length is not None else int(cache.get_seq_length())) - keep
+    excess = int(cache.get_seq_length()) - keep
     if excess > 0:
         cache.crop(-excess)

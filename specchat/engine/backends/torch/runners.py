@@ -7,7 +7,8 @@ The speculative loop needs four things of the target and nothing else, so it nev
   by the input's length. A prefill runs in chunks of PREFILL_CHUNK tokens, with `cancel` checked between them
   (PrefillCancelled). A runner that `keeps_features` also leaves the last max(keep, hidden_rows) final-norm hidden
   states in `features`, for a draft head;
-- `rollback(cache, keep, length)`: drop every cached position from `keep` on (rejected drafts);
+- `rollback(cache, keep)`: drop every cached position from `keep` on (rejected drafts); a cache knows its own
+  length, so the caller passes none;
 - `vocab_size`, `context_window`, `device`.
 
 `runner_for(model, keeps_features, **options)` is the one place that chooses a transformers model's runner, once,
@@ -52,7 +53,7 @@ class TargetRunner(Protocol):
     def forward(self, input_ids: torch.Tensor, cache, keep: int, hidden_rows: int = 0,
                 prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor: ...
 
-    def rollback(self, cache, keep: int, length: int | None = None) -> None: ...
+    def rollback(self, cache, keep: int) -> None: ...
 
 
 def runner_for(model: torch.nn.Module, keeps_features: bool = False, static_cache: bool | None = None,
@@ -96,9 +97,6 @@ class TorchRunner:
     for a drafter, need the decoder's output, so then the passes run the decoder and the head apart; otherwise they
     are the model's own forward. Subclasses bring another cache and step forward through `new_cache` and
     `_forwards`; the chunked prefill, the output head and the rollback are this class's."""
-
-    static_cache = False  # a growing cache; StaticCacheRunner's has fixed buffer addresses
-    _lean: LeanLlama | None = None  # LeanRunner's forward
 
     def __init__(self, target: torch.nn.Module, keeps_features: bool = False, tuned_head: bool = True):
         self.target = target
@@ -153,8 +151,9 @@ class TorchRunner:
             self.features = torch.cat(kept_features)
         return logits
 
-    def rollback(self, cache, keep: int, length: int | None = None) -> None:
-        rollback(cache, keep, length=length)
+    def rollback(self, cache, keep: int) -> None:
+        """Drops `cache`'s positions from `keep` on (kv_cache.rollback: the cache's length is its own)."""
+        rollback(cache, keep)
 
     def _plain_forward(self, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
         out = self.target(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self._cache_argument: cache})
@@ -214,8 +213,6 @@ class StaticCacheRunner:
     same tracing without code generation, for checks on the CPU; None: eager passes). `capacity`: positions the
     cache holds (the context window, capped so that an 8B model's 128k window does not take 16 GiB)."""
 
-    static_cache = True
-
     def __init__(self, target: torch.nn.Module, keeps_features: bool = False, compile_backend: str | None = None,
                  capacity: int = STATIC_CACHE_TOKENS, k_max: int = 16):
         self.target = target
@@ -264,7 +261,8 @@ class StaticCacheRunner:
             self.features = torch.cat(kept)[-rows:] if len(kept) > 1 else self.features[-rows:]
         return logits
 
-    def rollback(self, cache: StaticSlot, keep: int, length: int | None = None) -> None:
+    def rollback(self, cache: StaticSlot, keep: int) -> None:
+        """Lowers the slot's length to `keep`: the positions past it are overwritten by the next pass."""
         cache.length = min(cache.length, keep)
 
     def _keep_features(self, hidden: torch.Tensor) -> None:
