@@ -431,7 +431,21 @@ class ChatSession(QObject):
         """Cancels the running and waiting jobs and ends the threads, waiting at most timeout_ms for each."""
         for thread in (self.model_thread, self.downloads.thread, self.background):
             thread.stop(timeout_ms)
+        self._keep_baseline()
         self.store.end_app_session(self.app_session_id)
+
+    def _keep_baseline(self) -> None:
+        """The plain-decoding baseline as this launch's plain replies refreshed it (RunBook.complete), kept for the
+        next launch: a stored calibration is the baseline at once (_on_loaded), so one taken on a busy machine must
+        not outlive the plain replies that measured better."""
+        if self.pair is None or self.plain_tokens_per_s is None:
+            return
+        key = self._calibration_key()
+        try:
+            if self.store.latest_calibration(*key) != self.plain_tokens_per_s:
+                self.store.save_calibration(*key, self.plain_tokens_per_s)
+        except StorageError:
+            pass  # the next launch calibrates again
 
 
 def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:

@@ -8,8 +8,8 @@ from tiny_models import build_tiny_gemma3, perturbed_copy
 from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 
-from specchat.engine.backends.torch.kv_cache import (PreallocatedLayer, PreallocatedWindowLayer, new_cache,
-                                                     new_static_cache, rollback, seek)
+from specchat.engine.backends.torch.growing_layers import PreallocatedLayer, PreallocatedWindowLayer
+from specchat.engine.backends.torch.kv_cache import new_cache, new_static_cache, rollback, seek
 from specchat.engine.backends.torch.lean import lean_forward_supported
 from specchat.engine.backends.torch.runners import LeanRunner, runner_for
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine

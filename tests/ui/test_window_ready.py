@@ -97,6 +97,19 @@ def test_a_stored_calibration_is_the_baseline_at_the_next_launch(qtbot, store, t
     second.shutdown()
 
 
+def test_the_baseline_plain_replies_refreshed_is_kept_for_the_next_launch(qtbot, store, target_settings):
+    """A stored calibration is the next launch's baseline at once, so what this launch's plain replies measured since
+    (RunBook.complete refreshes the baseline) is kept at shutdown: a calibration taken on a busy machine does not
+    outlive them."""
+    first = loaded(qtbot, store, target_settings)
+    qtbot.waitUntil(lambda: first.plain_tokens_per_s is not None, timeout=TIMEOUT)
+    first.plain_tokens_per_s = 123.0  # as plain replies would have refreshed it
+    first.shutdown()
+    second = loaded(qtbot, store, target_settings)
+    assert second.plain_tokens_per_s == 123.0
+    second.shutdown()
+
+
 def test_a_llama_cpp_target_is_not_warmed_up(qtbot, store, tiny_pair, monkeypatch):
     """Its cost curve is measured in the background while it is idle (core/one_time.py): after ready only the
     calibration runs, and nothing at all when one is stored."""

@@ -14,16 +14,6 @@ import torch
 
 # transformers is imported by the functions that make a cache, not here: a model on llama.cpp imports this module
 # (engine/decoding imports runners.py) but never makes a torch cache. Its layers are growing_layers.py's.
-LAZY = ("PreallocatedLayer", "PreallocatedWindowLayer")
-
-
-def __getattr__(name: str):
-    """The growing layers (growing_layers.py), imported with transformers when first asked for."""
-    if name in LAZY:
-        from . import growing_layers
-
-        return getattr(growing_layers, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def new_cache(model, capacity: int = 512):
