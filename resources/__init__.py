@@ -15,6 +15,18 @@ def default_prompt_suite() -> Traversable:
     return resource("prompts", "suite.jsonl")
 
 
+def doc_suite_texts() -> Traversable:
+    """The documents suite's proofreading part: 60 learner texts of HaifaCLG/ILCoWE, gzipped JSONL
+    (doc_suite/PROVENANCE.md)."""
+    return resource("doc_suite", "ilcowe-texts.jsonl.gz")
+
+
+def doc_suite_documents() -> Traversable:
+    """The documents suite's long-document part: 60 documents of SQuAD 2.0's dev articles, each with a question,
+    gzipped JSONL (doc_suite/PROVENANCE.md)."""
+    return resource("doc_suite", "squad2-documents.jsonl.gz")
+
+
 def human_eval_problems() -> Traversable:
     """openai/human-eval's 164 problems, gzipped JSONL (human_eval/PROVENANCE.md)."""
     return resource("human_eval", "HumanEval.jsonl.gz")

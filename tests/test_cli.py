@@ -32,6 +32,25 @@ def test_generate_json_record(capsys, model_folders):
     assert record["stats"]["new_tokens"] == 12 and "predicted_speedup" in record["stats"]
 
 
+def test_generate_reads_an_attached_document_into_its_prompt(capsys, model_folders, tmp_path):
+    memo = tmp_path / "memo.txt"
+    memo.write_text("The quarterly report is due on Friday.\n\nSend your figures to Maria by Wednesday.\n")
+    code, out, err = run(capsys, "generate", "--prompt", "When are the figures due?", "--attach", str(memo),
+                         "--target", str(model_folders / "target"), "--drafter", "pld", "--max-new-tokens", "6",
+                         "--seed", "1", "--json")
+    assert code == 0 and "Reading memo.txt" in err
+    record = json.loads(out)
+    assert record["documents"] == ["memo.txt"] and record["sources"] == ["memo.txt"]
+    assert record["stats"]["prompt_tokens"] > 40  # the document was read with the question
+
+
+def test_generate_refuses_a_bad_attachment_in_one_line_before_loading(capsys, tmp_path):
+    binary = tmp_path / "data.txt"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    code, _, err = run(capsys, "generate", "--prompt", "hi", "--attach", str(binary))
+    assert_one_line_error(code, err, "data.txt holds binary data")
+
+
 def test_generate_streams_plain_text_when_not_a_terminal(capsys, model_folders):
     code, out, err = run(capsys, "generate", "--prompt", "hello", "--target", str(model_folders / "target"),
                          "--draft", str(model_folders / "draft"), "--max-new-tokens", "8")

@@ -78,6 +78,9 @@ def test_wheel_has_the_resources_and_both_entry_points(tmp_path):
                    "specchat/resources/models/smollm2-eagle/eagle.json",
                    "specchat/storage/migrations/script.py.mako",
                    "specchat/resources/models/smollm2-eagle/manifest.jsonl.gz",
+                   "specchat/resources/doc_suite/LICENSE", "specchat/resources/doc_suite/PROVENANCE.md",
+                   "specchat/resources/doc_suite/ilcowe-texts.jsonl.gz",
+                   "specchat/resources/doc_suite/squad2-documents.jsonl.gz",
                    "specchat/storage/migrations/versions/0004_history.py", "specchat/__main__.py"):
         assert needed in names, needed
     # every module of the source tree, so that a new subpackage missing from pyproject's list fails here

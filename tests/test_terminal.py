@@ -28,6 +28,24 @@ def test_chat_session_in_the_terminal(tokenizer, target):
     assert len(chat.history) == 2  # /new cleared the first exchange
 
 
+def test_a_document_attached_in_the_terminal_goes_with_the_next_message(tokenizer, target, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe meeting moved to Thursday at ten.\n")
+    loaded = LoadedModel(ModelSource("folder", "tiny"), target, tokenizer, torch.device("cpu"), torch.float32)
+    commands = io.StringIO(f"/attach {tmp_path / 'missing.pdf'}\n/attach {notes}\nWhen is the meeting?\n/quit\n")
+    out = io.StringIO()
+    chat = TerminalChat(ModelPair(loaded, loaded), "pld", GenerationConfig(max_new_tokens=4), inp=commands, out=out)
+    seen = []
+    real_reply = chat.engine.stream
+    chat.engine.stream = lambda messages, *rest: seen.append(messages) or real_reply(messages, *rest)
+    chat.loop()
+    text = out.getvalue()
+    assert "error: missing.pdf" in text and "(attached notes.md: it goes with your next message)" in text
+    (messages,) = seen
+    assert messages[0].content.startswith('<document name="notes.md">') and "moved to Thursday" in messages[0].content
+    assert chat.history[0].content == "When is the meeting?"  # the chat keeps what was typed
+
+
 def test_draft_tokens_are_coloured_on_a_terminal():
     out = io.StringIO()
     printer = StreamPrinter(out, colour=True)

@@ -9,12 +9,13 @@ measurement scripts use.
 from .report import (bench_run_values, environment, peak_resident_mb, print_profile, print_summary, resident_mb,
                      summarize)
 from .runner import BenchRunner, BenchSettings, ModeRecord, TurnOutput
-from .suites import (MODES, MT_BENCH_CATEGORIES, BenchPrompt, human_eval_fix_prompts, human_eval_prompts, load_prompts,
-                     parse_modes, quixbugs_prompts, select_prompts, spec_bench_sample)
+from .suites import (MODES, MT_BENCH_CATEGORIES, BenchPrompt, document_qa_prompts, human_eval_fix_prompts,
+                     human_eval_prompts, load_prompts, parse_modes, proofread_prompts, quixbugs_prompts, select_prompts,
+                     spec_bench_sample)
 
 __all__ = [
     "BenchPrompt", "BenchRunner", "BenchSettings", "MODES", "MT_BENCH_CATEGORIES", "ModeRecord",
-    "TurnOutput", "bench_run_values", "environment", "human_eval_fix_prompts", "human_eval_prompts", "load_prompts",
-    "parse_modes", "peak_resident_mb", "print_profile", "print_summary", "quixbugs_prompts", "resident_mb", "select_prompts",
-    "spec_bench_sample", "summarize",
+    "TurnOutput", "bench_run_values", "document_qa_prompts", "environment", "human_eval_fix_prompts",
+    "human_eval_prompts", "load_prompts", "parse_modes", "peak_resident_mb", "print_profile", "print_summary",
+    "proofread_prompts", "quixbugs_prompts", "resident_mb", "select_prompts", "spec_bench_sample", "summarize",
 ]

@@ -1,5 +1,5 @@
-"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, HumanEvalFix, QuixBugs, Spec-Bench's
-stratified sample) and its modes (`--modes`), each checked before any model loads."""
+"""What `specchat bench` runs: its prompts (Spec-Bench JSONL, HumanEval, HumanEvalFix, QuixBugs, the documents
+suite, Spec-Bench's stratified sample) and its modes (`--modes`), each checked before any model loads."""
 
 from __future__ import annotations
 
@@ -91,6 +91,29 @@ def quixbugs_prompts(jsonl: str) -> list[BenchPrompt]:
     return prompts
 
 
+PROOFREAD_REQUEST = "Correct the spelling and grammar of this text and return the whole text, nothing else:"
+DOCUMENT_QA_REQUEST = ("Answer the question after this document from the document. First quote, word for word, the "
+                       "sentence of the document that holds the answer, then give the answer in a few words.")
+
+
+def proofread_prompts(jsonl: str) -> list[BenchPrompt]:
+    """The documents suite's proofreading part (resources/doc_suite, ILCoWE's learner texts) as one-turn chat
+    prompts: each gives a whole text of 120-300 words with its writer's own errors and asks it back corrected and
+    whole, a prose edit whose reply copies most of its prompt; category "proofread", question_id the record's id."""
+    return [BenchPrompt(record["id"], "proofread", (f"{PROOFREAD_REQUEST}\n\n{record['text']}",))
+            for record in (json.loads(line) for line in jsonl.splitlines() if line.strip())]
+
+
+def document_qa_prompts(jsonl: str) -> list[BenchPrompt]:
+    """The documents suite's long-document part (resources/doc_suite, SQuAD 2.0's dev articles) as one-turn chat
+    prompts: each gives a document of 1,500-3,000 tokens (consecutive paragraphs of one article under its title),
+    then a question whose answer is a span of it, and asks for the sentence that holds it quoted, then the answer;
+    category "document-qa", question_id the record's id (title#first-last paragraph)."""
+    return [BenchPrompt(record["id"], "document-qa", (
+                f"{DOCUMENT_QA_REQUEST}\n\n{record['document']}\n\nQuestion: {record['question']}",))
+            for record in (json.loads(line) for line in jsonl.splitlines() if line.strip())]
+
+
 def select_prompts(prompts: list[BenchPrompt], source: str, limit: int | None = None,
                    categories: set[str] | None = None) -> list[BenchPrompt]:
     """The prompts of the given categories, at most `limit` of them."""
@@ -112,7 +135,7 @@ def spec_bench_sample(prompts: list[BenchPrompt], per_task: int | None, seed: in
     if per_task is None:
         return tasked
     keep: set[int] = set()
-    for task in dict.fromkeys(p.category for p in tasked):  # Spec-Bench's six, or HumanEval's (HumanEvalFix's) one
+    for task in dict.fromkeys(p.category for p in tasked):  # Spec-Bench's six, the documents' two, or one
         indices = [i for i, p in enumerate(tasked) if p.category == task]
         keep.update(random.Random(f"{seed}:{task}").sample(indices, min(per_task, len(indices))))
     return [p for i, p in enumerate(tasked) if i in keep]

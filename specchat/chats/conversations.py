@@ -8,10 +8,17 @@ when the database refuses it or the chat is gone."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
+from ..core.errors import StorageError
+from ..documents.document import Document
+from ..engine.chat_engine import PromptFitter
 from ..engine.chat_prompt import Message
 from ..storage.records import ConversationInfo, MessageInfo
+from .context_plan import ChatDocument, PromptPlan, Search, Source, counter_for, plan_prompt, stored_sources
 from .run_book import footer_text
+
+UNFITTED_WINDOW = 1 << 30  # a remote engine fits the prompt itself: the plan keeps everything
 
 TITLE_CHARS = 48  # a new chat is titled with the first line of its first message, cut to this length
 
@@ -37,6 +44,8 @@ class OpenChat:
     footers: dict[int, str] = field(default_factory=dict)
     in_history: bool = True  # its replies may feed the history drafter (an imported chat: once opened)
     stale: bool = False
+    documents: list[ChatDocument] = field(default_factory=list)  # attached to its messages, in order
+    sources: dict[int, tuple[Source, ...]] = field(default_factory=dict)  # what each reply was given, by message id
 
     @classmethod
     def of(cls, info: ConversationInfo) -> OpenChat:
@@ -47,6 +56,22 @@ class OpenChat:
         """The messages as the engine reads them (role and text), in order."""
         return [Message(m.role, m.text) for m in self.messages]
 
+    def plan(self, prompts: PromptFitter | None, max_new_tokens: int, search: Search | None = None,
+             typed: str | None = None, pending: Sequence[Document] = ()) -> PromptPlan:
+        """What the next reply reads (context_plan.plan_prompt): the chat's turns and documents within the window of
+        `prompts` (None: a remote engine, which fits its prompt itself: everything is kept). `typed` and `pending`:
+        a message being typed and the documents attached to it, not stored yet (the meter under the composer)."""
+        turns, ids = self.history(), [m.id for m in self.messages]
+        documents = list(self.documents)
+        if typed is not None:
+            turns.append(Message("user", typed))
+            ids.append(None)
+            documents += [ChatDocument(None, None, document) for document in pending]
+        if prompts is None:
+            return plan_prompt(turns, ids, documents, self.system_prompt, len, UNFITTED_WINDOW, max_new_tokens)
+        return plan_prompt(turns, ids, documents, self.system_prompt, counter_for(prompts.tokenizer),
+                           prompts.window, max_new_tokens, search)
+
     def add(self, message: MessageInfo, footer: str = "") -> None:
         """A message just written to the chat (as the store returned it), with its reply's footer if any."""
         self.messages.append(message)
@@ -54,8 +79,11 @@ class OpenChat:
             self.footers[message.id] = footer
 
     def cut_from(self, position: int) -> None:
-        """Forgets the messages at `position` and after: they were just deleted (an edit, a regenerated reply)."""
+        """Forgets the messages at `position` and after, and their documents: they were just deleted (an edit, a
+        regenerated reply)."""
         self.messages = [m for m in self.messages if m.position < position]
+        kept = {m.id for m in self.messages}
+        self.documents = [d for d in self.documents if d.message_id in kept]
 
     def message(self, message_id: int) -> MessageInfo | None:
         return next((m for m in self.messages if m.id == message_id), None)
@@ -108,7 +136,17 @@ class Conversations:
         """The chat with its messages and its replies' footers, in one read (Store.chat), however long it is."""
         info, messages, runs = self.store.chat(conversation_id)
         footers = {m.id: footer_text(runs[m.id]) for m in messages if m.role == "assistant" and m.id in runs}
-        return OpenChat(info.id, info.system_prompt, messages, footers, info.in_history)
+        attached = self.store.documents.for_export(conversation_id)  # every document whole, in one read
+        documents = [ChatDocument(info.id, m.id, document, info.tokens)
+                     for m in messages for info, document in attached.get(m.id, ())]
+        sources = {m.id: stored_sources(runs[m.id].sources, documents) for m in messages
+                   if m.id in runs and runs[m.id].sources}
+        return OpenChat(info.id, info.system_prompt, messages, footers, info.in_history, documents=documents,
+                        sources=sources)
+
+    def search_for(self, conversation_id: int) -> Search:
+        """The chat's passage search (FTS5 BM25 over its documents' passages, best first), for the prompt plan."""
+        return lambda query, limit: self.store.documents.search(conversation_id, query, limit)
 
     def message(self, conversation_id: int | None, message_id: int) -> MessageInfo | None:
         """The message `message_id` of the chat, or None when the chat (None: no chat open) has no such message."""
@@ -124,6 +162,26 @@ class Conversations:
     def add_user_message(self, conversation_id: int, text: str) -> MessageInfo:
         """Appends the user's message to the chat (which moves to the top of the list); returns it as stored."""
         return self.store.add_message(conversation_id, "user", text)
+
+    def ask(self, chat: OpenChat, text: str, documents: Sequence[Document] = (),
+            count: Callable[[str], int] | None = None) -> MessageInfo:
+        """Appends the user's message to the open chat, in the store and in `chat`, with the documents attached to
+        it, each with its tokens under the model (`count`: the model's TokenCounter, which has counted them where
+        they were read; None: not counted); returns it as stored. When a document cannot be stored, the message is
+        taken back and StorageError raised: the message and its attachments stay in the box, to send again."""
+        message = self.add_user_message(chat.conversation_id, text)
+        attached = []
+        try:
+            for document in documents:
+                tokens = count(document.text) if count is not None else None
+                info = self.store.documents.attach(message.id, document, tokens)
+                attached.append(ChatDocument(info.id, message.id, document, tokens))
+        except StorageError:
+            self.store.delete_messages_from(chat.conversation_id, message.position)
+            raise
+        chat.add(message)
+        chat.documents += attached
+        return message
 
     def delete_messages_from(self, conversation_id: int, position: int) -> int:
         """Deletes the chat's messages at `position` and after (editing a message replaces it and what followed);

@@ -53,15 +53,16 @@ class ReplyRecorder:
     def __init__(self, store, runs: RunBook):
         self.store, self.runs = store, runs
 
-    def begin(self, conversation_id: int, prompt_tokens: int, context: RunContext) -> RecordedReply:
+    def begin(self, conversation_id: int, prompt_tokens: int, context: RunContext,
+              sources: list | None = None) -> RecordedReply:
         """Writes the reply's placeholder (an empty, stopped assistant message) and begins its run, both marked
         streaming until the reply ends: a kill leaves them so, and the next start marks them interrupted.
 
-        Takes the conversation, the prompt's length in tokens and what the reply runs with (its config's seed
-        set); returns where it is stored. Raises StorageError (a placeholder already written then stays, stopped
+        Takes the conversation, the prompt's length in tokens, what the reply runs with (its config's seed set)
+        and what it was given of the chat's documents (sources, stored form); returns where it is stored. Raises StorageError (a placeholder already written then stays, stopped
         and empty)."""
         placeholder = self.store.add_message(conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
-        run_id, run = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, context)
+        run_id, run = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, context, sources)
         return RecordedReply(placeholder, run_id, run, context)
 
     def partial(self, reply: RecordedReply, text: str, spans: ReplySpans, stats: GenerationStats) -> RunRecord:
@@ -88,7 +89,7 @@ class ReplyRecorder:
             self.store.delete_run(reply.run_id)
             return message, None
         return message, self.runs.complete(reply.conversation_id, reply.message_id, result, reply.context,
-                                           reply.run_id)
+                                           reply.run_id, reply.run.sources)
 
     def fail(self, reply: RecordedReply, text: str, spans: ReplySpans) -> tuple[MessageInfo, bool]:
         """Saves what a failed reply had streamed (text and spans), stopped and ended by an error, and marks its

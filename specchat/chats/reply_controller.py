@@ -21,11 +21,12 @@ from typing import Callable, Sequence
 
 from ..core.errors import StorageError
 from ..core.vocabulary import ERROR, STREAMING
-from ..engine.chat_engine import ChatEngine, FittedPrompt
+from ..engine.chat_engine import ChatEngine, PromptFitter
 from ..engine.chat_prompt import Message
 from ..engine.decoding.events import GenerationResult, GenerationStats, StepEvent
 from ..engine.decoding.speculative import GenerationConfig
 from ..storage.records import MessageInfo, RunRecord
+from .context_plan import Search, Source
 from .conversations import OpenChat
 from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
 from .reply_spans import ReplySpans
@@ -34,21 +35,17 @@ from .run_context import RunContext
 
 SAVE_PARTIAL_S = 1.0  # how often a streaming reply is written to disk (seconds)
 
-# Fits a conversation (messages, system prompt) into a prompt with room for max_new_tokens: a PromptFitter's fit
-# (engine/chat_engine.py, the one fitter), EngineCache.fitter's for a local reply
-Fit = Callable[[Sequence[Message], str | None, int], FittedPrompt]
-
-
 @dataclass(frozen=True)
 class ReplyEngine:
     """What a reply runs on, decided before it starts (ChatSession.reply_engine): what it runs with (context), the
-    maker of its ChatEngine (called on the model thread), how its prompt is fitted (None for a remote engine, which
-    reads the messages and applies its own template) and what runs on the finished reply on the model thread (the
+    maker of its ChatEngine (called on the model thread), the PromptFitter that makes its prompt (the one fitter,
+    engine/chat_engine.py: EngineCache.fitter's for a local reply; None for a remote engine, which reads the
+    messages and applies its own template) and what runs on the finished reply on the model thread (the
     past-replies index; None for a remote reply, which has no token ids)."""
 
     context: RunContext
     make_engine: Callable[[], ChatEngine]
-    fit: Fit | None = None
+    prompts: PromptFitter | None = None
     on_result: Callable[[GenerationResult], None] | None = None
 
 
@@ -88,6 +85,7 @@ class ReplyBegan:
     message_id: int
     job: ReplyJob
     note: str = ""
+    sources: tuple[Source, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +128,7 @@ class StreamingReply:
     chat: OpenChat
     rows: RecordedReply
     note: str = ""
+    sources: tuple[Source, ...] = ()  # what the reply was given of the chat's documents
     text: str = ""
     spans: ReplySpans = field(default_factory=ReplySpans)
     last_saved: float = 0.0
@@ -159,13 +158,18 @@ class StreamingReply:
         self.text, self.spans = result.text, spans
 
 
-def left_out_note(left_out: int) -> str:
-    """What the user is told when the prompt leaves out the chat's `left_out` oldest messages ("" for none)."""
-    if not left_out:
-        return ""
-    many = left_out > 1
-    return (f"The {left_out} oldest message{'s' if many else ''} of this chat {'are' if many else 'is'} left out of "
-            "what the model reads: the chat is longer than its context window. They stay saved.")
+def left_out_note(left_out: int, as_passages: Sequence[str] = ()) -> str:
+    """What the user is told when the prompt leaves out the chat's `left_out` oldest messages, or reads the
+    documents `as_passages` in part ("" for neither)."""
+    said = []
+    if as_passages:
+        said.append(f"{', '.join(as_passages)} {'is' if len(as_passages) == 1 else 'are'} longer than the context "
+                    "window holds: the model reads the passages that best match the question.")
+    if left_out:
+        many = left_out > 1
+        said.append(f"The {left_out} oldest message{'s' if many else ''} of this chat {'are' if many else 'is'} left "
+                    "out of what the model reads: the chat is longer than its context window. They stay saved.")
+    return " ".join(said)
 
 
 class ReplyController:
@@ -173,30 +177,38 @@ class ReplyController:
     what the window draws (the dataclasses above); `rejected` keeps each reply's rejected proposals for this app
     session (they are shown, never stored)."""
 
-    def __init__(self, recorder: ReplyRecorder):
+    def __init__(self, recorder: ReplyRecorder, search_for: Callable[[int], Search] | None = None):
         self.recorder = recorder
+        self.search_for = search_for  # a chat's passage search, by conversation id (Conversations.search_for)
         self.active: StreamingReply | None = None
         self.rejected: dict[int, list[tuple[int, str]]] = {}
 
     def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None) -> ReplyBegan:
-        """Fits the chat's prompt (once: the model thread streams these ids), picks the seed (random unless given)
-        and writes the reply's placeholder and run (ReplyRecorder.begin); returns ReplyBegan with the job for the
-        model thread. Raises PromptError (the last message alone does not fit) before anything is written, and
-        StorageError when the rows cannot be written (the chat is then read again before its next reply)."""
-        messages, system = tuple(chat.history()), chat.system_prompt
-        config = engine.context.config
-        prompt = engine.fit(messages, system, config.max_new_tokens) if engine.fit is not None else None
+        """Plans the chat's prompt (its turns and documents within the window: OpenChat.plan) and fits it (once:
+        the model thread streams these ids), picks the seed (random unless given) and writes the reply's
+        placeholder and run (ReplyRecorder.begin); returns ReplyBegan with the job for the model thread and the
+        sources the reply is given. Raises PromptError (the last message alone does not fit) before anything is
+        written, and StorageError when the rows cannot be written (the chat is then read again before its next
+        reply)."""
+        config, system = engine.context.config, chat.system_prompt
+        search = self.search_for(chat.conversation_id) if self.search_for is not None else None
+        plan = chat.plan(engine.prompts, config.max_new_tokens, search)
+        messages = plan.messages
+        prompt = engine.prompts.fit(messages, system, config.max_new_tokens) if engine.prompts is not None else None
         context = engine.context.seeded(random.SystemRandom().randrange(2**31) if seed is None else seed)
         prompt_tokens = len(prompt.ids) if prompt is not None else 0
         try:
-            rows = self.recorder.begin(chat.conversation_id, prompt_tokens, context)
+            rows = self.recorder.begin(chat.conversation_id, prompt_tokens, context,
+                                       [source.stored() for source in plan.sources] or None)
         except StorageError:
             chat.stale = True  # a placeholder may be written: what is stored is unsure
             raise
-        self.active = StreamingReply(chat, rows, left_out_note(prompt.left_out if prompt is not None else 0))
+        left_out = plan.left_out + (prompt.left_out if prompt is not None else 0)
+        self.active = StreamingReply(chat, rows, left_out_note(left_out, plan.meter.as_passages),
+                                     sources=plan.sources)
         job = ReplyJob(engine.make_engine, messages, system, context.config,
                        prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result)
-        return ReplyBegan(rows.conversation_id, rows.message_id, job, self.active.note)
+        return ReplyBegan(rows.conversation_id, rows.message_id, job, self.active.note, plan.sources)
 
     def steps(self, batch: StepBatch, now: float) -> StepsArrived | None:
         """Gathers the steps that arrived (the window calls it with each batch, one a frame at most) and saves the
@@ -255,8 +267,11 @@ class ReplyController:
 
     def _saved(self, reply: StreamingReply, message: MessageInfo, footer: str, runs_changed: bool = False,
                problem: str | None = None) -> ReplyEnded:
-        """The ended reply as stored joins its chat; the window draws it as stored."""
+        """The ended reply as stored joins its chat, with the sources it was given; the window draws it as
+        stored."""
         reply.chat.add(message, footer)
+        if reply.sources:
+            reply.chat.sources[message.id] = reply.sources
         spans = ReplySpans.from_json(message.spans, self.rejected.get(message.id))
         return ReplyEnded(reply.conversation_id, message.id, message.text, spans, message.stopped, footer,
                           reply.note, saved=True, problem=problem, runs_changed=runs_changed)

@@ -24,18 +24,20 @@ class RunBook:
         self.plain_tokens_per_s: float | None = None  # set by the calibration at load, refreshed by plain replies
 
     def begin(self, conversation_id: int, message_id: int, prompt_tokens: int,
-              context: RunContext) -> tuple[int, RunRecord]:
+              context: RunContext, sources: list | None = None) -> tuple[int, RunRecord]:
         """The reply's run, recorded as it starts (finish_reason "streaming") so that a kill keeps its statistics
         up to the last partial save (ReplyRecorder.partial saves them with the text); complete() finishes it.
 
         Takes the reply's conversation and message, its prompt's length and what it runs with (its config's seed
-        set); returns the run's id and the record written, which the reply's footer is read from if it fails."""
+        set) and what it was given of the chat's documents (sources, stored form: Source.stored); returns the run's
+        id and the record written, which the reply's footer is read from if it fails."""
         record = self.record(GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context,
-                             message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING)
+                             message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING,
+                             sources=sources)
         return self.store.record_run(record), record
 
     def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: RunContext,
-                 run_id: int | None = None) -> RunRecord:
+                 run_id: int | None = None, sources: list | None = None) -> RunRecord:
         """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one. Returns
         the record written (what the reply's footer says: footer_text), so nobody reads it back."""
         stats = result.stats
@@ -53,7 +55,7 @@ class RunBook:
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
             speedup=speedup, speedup_basis="calibrated" if speedup else None,
-            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason)
+            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason, sources=sources)
         if run_id is None:
             self.store.record_run(values)
         else:
@@ -108,10 +110,16 @@ class RunBook:
 
 
 def footer_text(run) -> str:
-    """The line under a reply: tokens, speed, acceptance, τ, drafter and K, speedup, and how it ended. Takes the
-    reply's run as stored (a RunInfo read with its chat) or as just written (the RunRecord that RunBook.complete
-    returns): the same fields, so a finished reply's footer needs no read."""
+    """The line under a reply: tokens, speed, the time to the first token, acceptance, τ, drafter and K, speedup,
+    and how it ended. Takes the reply's run as stored (a RunInfo read with its chat) or as just written (the
+    RunRecord that RunBook.complete returns): the same fields, so a finished reply's footer needs no read.
+
+    The time to the first token is the run's prefill_s: the engine's reading of the prompt through the first token
+    (a remote engine's: until its first token arrived), the part a long prompt or a document makes slow. It leaves
+    out what came before the engine started (fitting the prompt, waiting for the model thread)."""
     parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
+    if run.prefill_s > 0:
+        parts.append(f"first token {run.prefill_s:.2f} s")
     kind = RunKind.parse(run.drafter)
     drafted = not kind.is_plain and bool(run.draft_proposed)
     if drafted:

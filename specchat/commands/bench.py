@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 from ..core.run_kind import REMOTE, RunKind
-from ..resources import (default_prompt_suite, human_eval_fix_problems, human_eval_problems, quixbugs_programs,
-                         spec_bench_questions)
+from ..resources import (default_prompt_suite, doc_suite_documents, doc_suite_texts, human_eval_fix_problems,
+                         human_eval_problems, quixbugs_programs, spec_bench_questions)
 from .options import model_options, positive_int, secret_from, without_keys
 
-SUITES = ("own", "spec-bench", "humaneval", "humanevalfix", "quixbugs")
+SUITES = ("own", "spec-bench", "humaneval", "humanevalfix", "quixbugs", "documents")
 
 
 def add_parser(subparsers) -> None:
@@ -25,10 +25,13 @@ def add_parser(subparsers) -> None:
                             "openai/human-eval's 164 code prompts (shipped); humanevalfix: HumanEvalFix, "
                             "bigcode-project/octopack's 164 buggy functions to fix (shipped), a code-edit suite where "
                             "replies copy their prompt; quixbugs: jkoppel/QuixBugs's 40 buggy programs to fix "
-                            "(shipped), a second code-edit suite; own: the 48-prompt smoke suite (default)")
+                            "(shipped), a second code-edit suite; documents: 60 learner texts to proofread and "
+                            "return whole (HaifaCLG/ILCoWE) and 60 documents of 1,500-3,000 tokens to answer a "
+                            "question from (SQuAD 2.0's dev articles), both shipped; own: the 48-prompt smoke suite "
+                            "(default)")
     bench.add_argument("--per-task", type=positive_int,
                        help="with a shipped public suite: a fixed, seeded sample of N "
-                            "questions per task")
+                            "questions per task (per part of the documents suite)")
     bench.add_argument("--limit", type=positive_int, help="use only the first N prompts")
     bench.add_argument("--categories", help="comma-separated categories to keep")
     bench.add_argument("--modes", default="none,pld,hf-none,hf-pld",
@@ -141,6 +144,10 @@ def _prompts(args, bench) -> list:
     if args.suite == "quixbugs" and not args.prompts:
         source = "QuixBugs"
         prompts = bench.quixbugs_prompts(gzip.decompress(quixbugs_programs().read_bytes()).decode("utf-8"))
+    if args.suite == "documents" and not args.prompts:
+        source = "the documents suite"
+        prompts = [*bench.proofread_prompts(gzip.decompress(doc_suite_texts().read_bytes()).decode("utf-8")),
+                   *bench.document_qa_prompts(gzip.decompress(doc_suite_documents().read_bytes()).decode("utf-8"))]
     if args.suite != "own" and not args.prompts:
         prompts = bench.spec_bench_sample(prompts, args.per_task)
     return bench.select_prompts(prompts, source, args.limit, categories)

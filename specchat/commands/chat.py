@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import decoding_options, model_options
+from .options import attach_option, decoding_options, model_options
 
 
 def add_parser(subparsers) -> None:
@@ -13,6 +13,7 @@ def add_parser(subparsers) -> None:
     model_options(chat)
     decoding_options(chat)
     chat.add_argument("--system", help="system prompt")
+    attach_option(chat)
     chat.set_defaults(handler=run)
 
 
@@ -25,11 +26,13 @@ def default_args() -> argparse.Namespace:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
+    from .attachments import read_attachments
     from .loading import load_for, run_options
     from .terminal import TerminalChat
 
     options = run_options(args)  # the command line read once: nothing below takes args
+    documents = read_attachments(args.attach)  # with the first message; before the model loads: said at once
     print("Loading the model…", file=sys.stderr, flush=True)
     pair = load_for(options)
-    TerminalChat(pair, options.drafter, options.generation, system=args.system).loop()
+    TerminalChat(pair, options.drafter, options.generation, system=args.system, documents=documents).loop()
     return 0

@@ -6,13 +6,14 @@ import json
 import sys
 import threading
 
-from .options import decoding_options, model_options
+from .options import attach_option, decoding_options, model_options
 
 
 def add_parser(subparsers) -> None:
     generate = subparsers.add_parser("generate", help="generate one reply and print it")
     generate.add_argument("--prompt", required=True, help="the user message")
     generate.add_argument("--system", help="system prompt")
+    attach_option(generate)
     model_options(generate)
     decoding_options(generate)
     generate.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop string (repeatable)")
@@ -26,6 +27,7 @@ def run(args) -> int:
     from ..core.errors import PromptError
     from ..engine.chat_engine import LocalChatEngine, reply_to
     from ..engine.chat_prompt import Message
+    from .attachments import plan_with_documents, read_attachments, sources_line
     from .loading import load_for, run_options
     from .terminal import StreamPrinter
 
@@ -33,20 +35,26 @@ def run(args) -> int:
         raise PromptError("the prompt is empty")
     options = run_options(args)  # the command line read once: nothing below takes args
     config, drafter = options.generation, options.drafter
+    documents = read_attachments(args.attach)  # before the model loads: a bad file is said at once
     pair = load_for(options)
     engine = LocalChatEngine(pair.engine(drafter), whole_prompt=True)  # one message: read whole, or refused
-    chat = [Message("user", args.prompt)]
+    plan = plan_with_documents(pair, [Message("user", args.prompt)], [0], documents, args.system,
+                               config.max_new_tokens)
+    chat = list(plan.messages)
     if args.json:
         result = reply_to(engine, chat, args.system, config)
         record = {"prompt": args.prompt, "system": args.system, "target": pair.target.name,
                   "draft": pair.draft.name if pair.draft else None, "drafter": drafter, "k": config.k,
                   "adaptive_k": config.adaptive_k, "prompt_tokens": result.stats.prompt_tokens,
+                  "documents": [d.name for d in documents], "sources": [s.label for s in plan.sources],
                   **result.to_dict()}
         print(json.dumps(record, ensure_ascii=False))
     else:
         printer = StreamPrinter(sys.stdout, show_rejected=args.show_rejected)
         result = reply_to(engine, chat, args.system, config, threading.Event(), printer.show)
         printer.finish(result, drafter, file=sys.stderr)
+        if plan.sources:
+            print(sources_line(plan), file=sys.stderr)
     settle_before_exit(pair)
     return 0
 

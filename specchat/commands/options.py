@@ -113,3 +113,10 @@ def without_keys(argv: list[str]) -> list[str]:
         shown.append("…" if hide else f"{name}=…" if name in ("--remote-key", "--api-key") and "=" in arg else arg)
         hide = arg in ("--remote-key", "--api-key")
     return shown
+
+
+def attach_option(parser) -> None:
+    """--attach FILE (repeatable): documents to ask about, for `specchat generate` and `specchat chat`."""
+    parser.add_argument("--attach", action="append", default=[], type=Path, metavar="FILE",
+                        help="a document to ask about (text, Markdown, code, PDF, DOCX, HTML; repeatable): read "
+                             "whole when it fits the context window, else the passages that best match the question")

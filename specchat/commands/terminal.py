@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from typing import TextIO
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence, TextIO
 
+from ..chats.context_plan import ChatDocument
 from ..core.errors import SpecchatError
 from ..core.vocabulary import Origin
 from ..engine.chat_engine import EngineCache, reply_to
@@ -14,6 +17,7 @@ from ..engine.chat_prompt import Message
 from ..engine.decoding.events import GenerationResult, StepEvent
 from ..engine.decoding.speculative import GenerationConfig
 from ..engine.loading.pair import ModelPair
+from .attachments import plan_with_documents, read_attachments, sources_line
 
 DRAFT_STYLE = "\x1b[30;48;5;151m"  # dark text on a soft green background
 REJECTED_STYLE = "\x1b[2;9m"  # faint, struck through
@@ -66,17 +70,20 @@ def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> 
     return f"{DIM}{line}{RESET}" if colour else line
 
 
-HELP = """Commands: /new (start over)  /system TEXT  /drafter eagle-hybrid|eagle|hybrid|model|pld|none  /help  /quit
+HELP = """Commands: /new (start over)  /system TEXT  /attach FILE  /drafter eagle-hybrid|eagle|hybrid|model|pld|none
+/help  /quit
 Ctrl-C stops a reply (the partial reply is kept). Green text = draft tokens the model accepted."""
 
 
 class TerminalChat:
     def __init__(self, pair: ModelPair, drafter: str, config: GenerationConfig, system: str | None = None,
-                 inp: TextIO = sys.stdin, out: TextIO = sys.stdout):
+                 inp: TextIO = sys.stdin, out: TextIO = sys.stdout, documents: Sequence[ChatDocument] = ()):
         self.pair = pair
         self.config = config
         self.system = system
         self.history: list[Message] = []
+        # attached with the message at their message_id (its place in history): --attach's go with the first
+        self.documents: list[ChatDocument] = list(documents)
         self.inp, self.out = inp, out
         self.engines = EngineCache(pair)
         self.engine = self.engines.chat_engine(drafter)
@@ -108,8 +115,11 @@ class TerminalChat:
         name, _, rest = line.partition(" ")
         if name == "/new":
             self.history.clear()
+            self.documents.clear()
             self.left_out = 0
             self._say("(new conversation)")
+        elif name == "/attach":
+            self._attach(Path(rest.strip()).expanduser())
         elif name == "/system":
             self.system = rest.strip() or None
             self._say(f"(system prompt {'set' if self.system else 'cleared'})")
@@ -123,16 +133,31 @@ class TerminalChat:
         else:
             self._say(HELP)
 
+    def _attach(self, path: Path) -> None:
+        """Reads the file into a document attached to the next message; says why when it cannot."""
+        try:
+            (document,) = read_attachments([path], message_id=len(self.history))
+        except SpecchatError as error:
+            self._say(f"error: {error}")
+            return
+        self.documents.append(replace(document, document_id=len(self.documents) + 1))
+        pages = f", {document.document.pages} pages" if document.document.pages else ""
+        self._say(f"(attached {document.name}{pages}: it goes with your next message)")
+
     def _reply_to(self, text: str) -> None:
         self.history.append(Message("user", text))
         cancel = threading.Event()
         try:
-            left_out = self.engine.fit(self.history, self.system, self.config.max_new_tokens).left_out
+            plan = plan_with_documents(self.pair, self.history, range(len(self.history)), self.documents,
+                                       self.system, self.config.max_new_tokens)
+            left_out = plan.left_out + self.engine.fit(plan.messages, self.system, self.config.max_new_tokens).left_out
             if left_out > self.left_out:  # said when it grows, not at every turn
                 self._say(f"(the {left_out} oldest messages are left out: the chat is longer than the model reads)")
             self.left_out = left_out
+            if plan.meter.as_passages:
+                self._say(f"({sources_line(plan)})")
             self.out.write("assistant> ")
-            result = reply_to(self.engine, self.history, self.system, self.config, cancel, self.printer.show)
+            result = reply_to(self.engine, plan.messages, self.system, self.config, cancel, self.printer.show)
         except SpecchatError as error:
             self.history.pop()
             self._say(f"\nerror: {error}")

@@ -46,6 +46,17 @@ class PrefillCancelled(Exception):
     (SpeculativeEngine.stream turns it into a stopped reply)."""
 
 
+# -- documents' ----------------------------------------------------------------------------------------------------
+
+class DocumentError(SpecchatError):
+    """A file could not be attached: unreadable, of a format specchat does not read, too large, encrypted, damaged,
+    or with no text. str(error) names the file and says what to do (the composer shows it)."""
+
+
+class ReadCancelled(DocumentError):
+    """The user pressed Cancel while a file was read (specchat.documents.reading): nothing was attached."""
+
+
 # -- the storage layer's --------------------------------------------------------------------------------------------
 
 QUOTE_LIMIT = 60  # characters of a bad value that an error message quotes

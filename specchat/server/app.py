@@ -12,16 +12,20 @@ gets a 503.
 Tokenizing and templating a prompt run on a thread of their own, never on the event loop: one huge request must
 not stall the others. They run inside the line's limit (jobs.py, `admit`): a request takes its place first, so the
 tokenizer's queue is as bounded as the generations' (429 beyond it), and a client that disconnects while its prompt
-waits for the tokenizer gives its place back and its tokenizing is dropped.
+waits for the tokenizer gives its place back and its tokenizing is dropped. A chat request's documents (file parts)
+are read before its prompt is made, inside the same place, on a thread of their own (a PDF's pages take longer than
+a tokenizer's pass); a client that leaves stops its reading between pages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -34,7 +38,7 @@ from ..engine.decoding.events import GenerationResult, StepEvent
 from . import guard
 from .jobs import Admission, Closing, DeviceLine, Ended, Job, LineFull
 from .protocol import FINISH_REASONS, Answer, ApiError, ChatCompletionRequest, CompletionRequest
-from .served import ServedModel, answer_job
+from .served import ChatPrompt, ServedModel, answer_job
 
 SHUTDOWN_WAIT_S = 2.0  # at the end of the lifespan, how long the line's thread is waited for
 
@@ -53,12 +57,15 @@ def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None
     a body must arrive within body_timeout_s)."""
     tokenizing = ThreadPoolExecutor(1, thread_name_prefix="specchat-serve-tokenize")  # one: tokenizers are not
     # guaranteed safe to call from several threads at once
+    reading = ThreadPoolExecutor(1, thread_name_prefix="specchat-serve-read")  # a request's documents
+    workers = Workers(tokenizing, reading)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
         line.close(SHUTDOWN_WAIT_S)  # shutting down: the running generation stops, the waiting ones end with 503
         tokenizing.shutdown(wait=False, cancel_futures=True)
+        reading.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="specchat", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
@@ -80,11 +87,11 @@ def create_app(served: ServedModel, line: DeviceLine, api_key: str | None = None
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        return await _answer(request, served, line, body, tokenizing)
+        return await _answer(request, served, line, body, workers)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request) -> Response:
-        return await _answer(request, served, line, body, tokenizing)
+        return await _answer(request, served, line, body, workers)
 
     return app
 
@@ -93,6 +100,15 @@ def _model_card(served: ServedModel) -> dict:
     return {"id": served.model_id, "object": "model", "created": int(time.time()), "owned_by": "specchat",
             "specchat": {"drafter": served.drafter, "context_window": served.context_size,
                          "device": str(served.pair.target.device)}}
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The threads a request's preparation runs on, off the event loop: one tokenizing prompts, one reading
+    documents."""
+
+    tokenizing: ThreadPoolExecutor
+    reading: ThreadPoolExecutor
 
 
 MAX_ECHOED_CHARS = 80  # of a name the client sent, in an error message
@@ -107,17 +123,18 @@ def _check_model(served: ServedModel, model_id: str) -> None:
 
 
 async def _answer(request: Request, served: ServedModel, line: DeviceLine,
-                  body: ChatCompletionRequest | CompletionRequest, tokenizing: ThreadPoolExecutor) -> Response:
-    """Checks the request, queues its generation (_queued_job: its prompt tokenized off the event loop, within
-    the line's limit), and answers: a stream of events or one JSON reply."""
+                  body: ChatCompletionRequest | CompletionRequest, workers: Workers) -> Response:
+    """Checks the request, queues its generation (_queued_job: its documents read and its prompt tokenized off the
+    event loop, within the line's limit), and answers: a stream of events or one JSON reply."""
     _check_model(served, body.model)
     served.check_request(body)
     chat = isinstance(body, ChatCompletionRequest)
     echo = body.prompt_text() if not chat and body.echo else ""
-    job = await _queued_job(request, served, line, body, tokenizing)
-    if job is None:  # the client went away while its prompt was made; nobody reads this
+    queued = await _queued_job(request, served, line, body, workers)
+    if queued is None:  # the client went away while its prompt was made; nobody reads this
         return Response(status_code=499)
-    answer = Answer(chat=chat, model=served.model_id)
+    job, documents = queued
+    answer = Answer(chat=chat, model=served.model_id, documents=documents)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(_stream(job, line, answer, include_usage, echo), media_type="text/event-stream",
@@ -133,28 +150,46 @@ async def _answer(request: Request, served: ServedModel, line: DeviceLine,
 
 
 async def _queued_job(request: Request, served: ServedModel, line: DeviceLine,
-                      body: ChatCompletionRequest | CompletionRequest, tokenizing: ThreadPoolExecutor) -> Job | None:
-    """The request's job, in the line: a place is taken first (429 when the line is full, 503 when the server
-    closes), then the prompt is made on the tokenizing thread and the job submitted in that place. None when the
-    client disconnected while its prompt was made (the place is given back; tokenizing not yet begun is
-    dropped)."""
-    chat = isinstance(body, ChatCompletionRequest)
+                      body: ChatCompletionRequest | CompletionRequest,
+                      workers: Workers) -> tuple[Job, dict | None] | None:
+    """The request's job, in the line, and what its reply was given of its documents (None without): a place is
+    taken first (429 when the line is full, 503 when the server closes), then the prompt is made (_prompt_of) and
+    the job submitted in that place. None when the client disconnected while its prompt was made (the place is
+    given back; tokenizing not yet begun is dropped)."""
     with _admitted(line) as place:
-        prompt_ids = await _unless_disconnected(
-            request, asyncio.get_running_loop().run_in_executor(
-                tokenizing, served.chat_prompt if chat else served.completion_prompt, body))
-        if prompt_ids is None:
+        prompt = await _prompt_of(request, served, body, workers)
+        if prompt is None:
             return None
-        config = served.config_for(body, len(prompt_ids))
-        if chat:
-            messages, system = served.conversation(body)
-            job = Job(lambda job: answer_job(job, served.stream(messages, system, config, job.cancel)),
+        config = served.config_for(body, len(prompt.ids))
+        if prompt.messages:  # a chat: its messages, the documents placed in them (their ids are remembered)
+            job = Job(lambda job: answer_job(job, served.stream(prompt.messages, prompt.system, config, job.cancel)),
                       asyncio.get_running_loop())
         else:  # a completion's prompt is text, not a conversation
-            job = Job(lambda job: answer_job(job, served.stream_ids(prompt_ids, config, job.cancel)),
+            job = Job(lambda job: answer_job(job, served.stream_ids(prompt.ids, config, job.cancel)),
                       asyncio.get_running_loop())
         _in_line(lambda: line.submit(job, place), line)
-    return job
+    return job, prompt.documents
+
+
+async def _prompt_of(request: Request, served: ServedModel, body: ChatCompletionRequest | CompletionRequest,
+                     workers: Workers) -> ChatPrompt | None:
+    """The request's prompt, made off the event loop: a chat's documents read on the reading thread (told to stop
+    when the client leaves), then its prompt (or a completion's) on the tokenizing thread. None when the client
+    left meanwhile."""
+    loop = asyncio.get_running_loop()
+    if isinstance(body, CompletionRequest):
+        ids = await _unless_disconnected(request, loop.run_in_executor(workers.tokenizing,
+                                                                       served.completion_prompt, body))
+        return None if ids is None else ChatPrompt(ids)
+    documents = []
+    if body.has_files():
+        leaving = threading.Event()
+        documents = await _unless_disconnected(
+            request, loop.run_in_executor(workers.reading, served.read_documents, body, leaving), leaving)
+        if documents is None:
+            return None
+    return await _unless_disconnected(request, loop.run_in_executor(workers.tokenizing, served.chat_prompt, body,
+                                                                    documents))
 
 
 def _admitted(line: DeviceLine) -> Admission:
@@ -175,15 +210,18 @@ def _in_line(step, line: DeviceLine):
         raise ApiError(503, "the server is shutting down", type="server_error", code="shutting_down") from None
 
 
-async def _unless_disconnected(request: Request, work: asyncio.Future):
+async def _unless_disconnected(request: Request, work: asyncio.Future, leaving: threading.Event | None = None):
     """work's result, or None if the client disconnects first: the work is then cancelled (an executor's task
-    that has not started is dropped; one already running finishes unheard)."""
+    that has not started is dropped; one already running finishes unheard, or stops early if it hears `leaving`,
+    which is then set)."""
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
     if not work.done():
+        if leaving is not None:
+            leaving.set()
         work.cancel()
         return None
     return work.result()

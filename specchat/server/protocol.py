@@ -9,14 +9,15 @@ most MAX_STOP_CHARS characters (each step checks the held-back text against ever
 or at least MIN_TEMPERATURE, a top_p at least MIN_TOP_P (smaller ones would only be greedy decoding in disguise).
 Numbers are JSON numbers, integers JSON integers ("3", true and 3.5 are refused, not read as 3 or 1). Every text
 must be text: a lone surrogate (a JSON "\ud800" escape without its pair) is refused with a 400 naming the field, as
-no tokenizer can read it and no JSON answer could repeat it.
+no tokenizer can read it and no JSON answer could repeat it. A user message's content may hold documents as file
+parts (FilePart: OpenAI's {"type": "file", "file": {"filename", "file_data"}}), which file_parts.py bounds and reads.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
@@ -94,20 +95,51 @@ class TextPart(BaseModel):
     _text_only = field_validator("text", mode="before")(text_only)
 
 
+class FileData(BaseModel):
+    """A file part's file, as OpenAI's chat completions take it: its name (its extension says how it is read) and
+    its bytes in base64 (plain, or a data: URL with ;base64). file_id (a file uploaded to OpenAI's Files API) is
+    refused by file_parts.py: this server has no Files API."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    filename: str | None = None
+    file_data: str | None = None
+    file_id: str | None = None
+
+
+class FilePart(BaseModel):
+    """A document attached to a user message: {"type": "file", "file": {"filename", "file_data"}}."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["file"]
+    file: FileData
+
+
+ContentPart = Annotated[Union[TextPart, FilePart], Field(discriminator="type")]
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
 
     _text_only = field_validator("content", mode="before")(text_only)
 
     def text(self) -> str:
+        """The message's text: its string, or its text parts joined (file parts are documents, not text)."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(part.text for part in self.content if isinstance(part, TextPart))
+
+    def files(self) -> list[tuple[int, FilePart]]:
+        """The message's file parts, each with its index among the message's parts."""
+        if not isinstance(self.content, list):
+            return []
+        return [(index, part) for index, part in enumerate(self.content) if isinstance(part, FilePart)]
 
 
 class StreamOptions(BaseModel):
@@ -193,6 +225,10 @@ class SamplingRequest(BaseModel):
 class ChatCompletionRequest(SamplingRequest):
     messages: list[ChatMessage] = Field(min_length=1)
 
+    def has_files(self) -> bool:
+        """Whether a message carries a file part (a document)."""
+        return any(message.files() for message in self.messages)
+
 
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str]
@@ -243,8 +279,10 @@ def speculative_figures(event: StepEvent | None, result: GenerationResult | None
 class Answer:
     """The ids and timestamps one request's answer shares across its chunks."""
 
-    def __init__(self, chat: bool, model: str):
-        self.chat, self.model = chat, model
+    def __init__(self, chat: bool, model: str, documents: dict | None = None):
+        """documents: what the reply was given of the request's documents (served.ChatPrompt.documents_field), added
+        to the `specchat` field of the whole reply and of the stream's last chunk; None without documents."""
+        self.chat, self.model, self.documents = chat, model, documents
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
@@ -266,6 +304,8 @@ class Answer:
         body["choices"] = [choice]
         if event is not None:
             body["specchat"] = speculative_figures(event)
+        if finish is not None and self.documents is not None:  # the last chunk says what the reply was given
+            body.setdefault("specchat", {}).update(self.documents)
         return body
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:
@@ -283,5 +323,5 @@ class Answer:
             choice = {"index": 0, "text": prefix + result.text, "logprobs": None, "finish_reason": finish}
         body = self._head(self.object)
         body.update(choices=[choice], usage=usage(result.stats.prompt_tokens, result.stats.new_tokens),
-                    specchat=speculative_figures(None, result))
+                    specchat={**speculative_figures(None, result), **(self.documents or {})})
         return body

@@ -9,6 +9,11 @@ The served context is sized once, at start (`--ctx-size`, as `llama-server -c` a
 prompt and its reply together never exceed it, so no request can make the engine's KV cache grow toward the
 model's training length (gigabytes on an 8B model). A `max_tokens` beyond it is a 400; a smaller one that does not
 fit after the prompt is cut to the room left (the reply then ends with finish_reason "length").
+
+A chat request may carry documents (file parts: file_parts.py). They are placed by the rule the window and
+`specchat generate --attach` follow (context_plan.plan_in_memory): whole, before the text of the message that
+carried them, when they fit the served context with room for the reply; else the passages that best match the last
+user message, labelled with their source and page. A request without documents is templated as it is.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
+from ..chats.context_plan import ChatDocument, TokenCounter, plan_in_memory
 from ..chats.run_context import RunContext
 from ..core.errors import PromptError, SpecchatError, StorageError
 from ..engine.chat_engine import EngineCache
@@ -27,6 +33,7 @@ from ..engine.decoding.events import GenerationResult, StepEvent
 from ..engine.decoding.sampling import SamplingParams
 from ..engine.decoding.speculative import GenerationConfig
 from ..engine.loading.pair import ModelPair
+from .file_parts import DocumentLimits, check_file_parts, documents_field, read_file_parts
 from .jobs import Job
 from .protocol import ApiError, ChatCompletionRequest, CompletionRequest, SamplingRequest
 
@@ -48,20 +55,33 @@ def served_context(pair: ModelPair, requested: int | None) -> int:
     return min(size, pair.context_window())
 
 
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A request's prompt ids, fitted to the served context; for a chat, the messages and system prompt they were
+    made of (the documents placed in them: what stream() answers), and what its reply was given of the request's
+    documents (file_parts.documents_field; None without documents)."""
+
+    ids: list[int]
+    messages: tuple[Message, ...] = ()
+    system: str | None = None
+    documents: dict | None = None
+
+
 class ServedModel:
     """The API's model as a ChatEngine: `stream(messages, system, config, cancel)` answers a conversation through the
     target's chat template within the served context, and records the run; `stream_ids` does the same for a
     completion's prompt, which is text, not a chat."""
 
     def __init__(self, pair: ModelPair, run: RunContext, store=None, model_id: str | None = None,
-                 context_size: int | None = None, engines: EngineCache | None = None):
+                 context_size: int | None = None, engines: EngineCache | None = None,
+                 document_limits: DocumentLimits = DocumentLimits()):
         """run: the drafter and the generation config a request gets for each parameter it leaves out (the CLI's or
         the window's settings) on this pair (RunContext.of_pair), which every request's run is recorded with;
         context_size: the served context (served_context: --ctx-size, else the default, at most the model's);
-        engines: the pair's EngineCache when the server shares its engines (the window's chat), else its own.
-        SpecchatError when the pair cannot run the drafter."""
+        engines: the pair's EngineCache when the server shares its engines (the window's chat), else its own;
+        document_limits: the bounds on a request's documents. SpecchatError when the pair cannot run the drafter."""
         pair.check_drafter(run.drafter)
-        self.pair, self.run, self.store = pair, run, store
+        self.pair, self.run, self.store, self.document_limits = pair, run, store, document_limits
         self.model_id = model_id or api_model_id(pair.target.name)
         self.context_size = served_context(pair, context_size)
         self.engines = engines or EngineCache(pair)
@@ -87,9 +107,29 @@ class ServedModel:
         system = "\n\n".join(m.text() for m in request.messages if m.role in ("system", "developer")) or None
         return tuple(Message(m.role, m.text()) for m in request.messages if m.role in ("user", "assistant")), system
 
-    def chat_prompt(self, request: ChatCompletionRequest) -> list[int]:
-        """The conversation's prompt ids; ApiError 400 when it cannot be one or does not fit the served context."""
-        return self.prompt_ids(*self.conversation(request))
+    def read_documents(self, request: ChatCompletionRequest,
+                       cancel: threading.Event | None = None) -> list[ChatDocument]:
+        """The request's file parts read into documents (file_parts.read_file_parts, within document_limits), each
+        attached to the turn that carried it; ApiError 400 naming the part and the file for one that cannot be read.
+        Slow (a PDF's pages): called off the event loop; `cancel` stops it when the client leaves."""
+        return read_file_parts(request, self.document_limits, cancel)
+
+    def chat_prompt(self, request: ChatCompletionRequest, documents: Sequence[ChatDocument] = ()) -> ChatPrompt:
+        """The conversation's prompt, with `documents` (read_documents) placed by the window's rule; ApiError 400
+        when it cannot be one or does not fit the served context."""
+        messages, system = self.conversation(request)
+        if not documents:
+            return ChatPrompt(self.prompt_ids(messages, system), messages, system)
+        # A counter of its own, dropped with the request: counter_for's remembers every text it counts, and a
+        # server's clients send ever new documents.
+        count = TokenCounter(self.pair.target.tokenizer)
+        try:
+            plan = plan_in_memory(messages, range(len(messages)), documents, system, count, self.context_size,
+                                  request.token_limit() or self.defaults.max_new_tokens)
+        except PromptError as error:
+            raise ApiError(400, f"messages: {error}", param="messages", code="context_length_exceeded") from None
+        return ChatPrompt(self.prompt_ids(plan.messages, system), plan.messages, system,
+                          documents_field(plan, documents))
 
     def prompt_ids(self, messages: Sequence[Message], system: str | None) -> list[int]:
         return list(self._chat_ids(tuple(messages), system))
@@ -116,9 +156,11 @@ class ServedModel:
         return ids
 
     def check_request(self, request: SamplingRequest) -> None:
-        """400 before any work for what no prompt can make valid: unsupported parameters, and a token limit
-        beyond the served context."""
+        """400 before any work for what no prompt can make valid: unsupported parameters, a token limit beyond the
+        served context, and a chat's file parts over document_limits (file_parts.check_file_parts)."""
         request.refuse_what_we_cannot_do()
+        if isinstance(request, ChatCompletionRequest):
+            check_file_parts(request, self.document_limits)
         limit = request.token_limit()
         if limit is not None and limit > self.context_size:
             param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"

@@ -3,7 +3,7 @@
 One Engine per file. Every pooled connection gets WAL (the GUI thread reads while the generation thread writes),
 a busy timeout (a writer waits for another instead of failing at once) and foreign keys (deleting a conversation
 deletes its messages). The schema is brought to the head Alembic revision on every open, so a database written by
-an older specchat is migrated in place, never dropped.
+an older specchat is migrated in place, never dropped, after a copy of it is kept (backups.py).
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ from typing import Iterator
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.errors import DatabaseDamaged, DatabaseLocked, DatabaseUnusable, StorageError
 from ..core.paths import data_dir
+from .backups import back_up
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0005_exactness"
+HEAD_REVISION = "0006_documents"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 CASEFOLD_FUNCTION = "specchat_casefold"  # SQL function registered on every connection, used by search
 _WRITE_OPTION = "specchat_write"  # execution option: begin with BEGIN IMMEDIATE
@@ -66,15 +69,17 @@ class Database:
 def open_database(path: Path, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Database:
     """Open (creating if needed) the database at `path`, migrated to the head revision and checked.
 
+    A file at an older revision is copied first (backups.back_up: `backups` beside it, the newest three kept).
     Raises DatabaseLocked (another program holds it), DatabaseDamaged (not a database, or a damaged page) or
-    DatabaseUnusable (from a newer specchat, an upgrade that failed, a folder that cannot be written); all are
-    StorageErrors, and all leave the file as it was.
+    DatabaseUnusable (from a newer specchat, an upgrade that failed, a backup that could not be made, a folder that
+    cannot be written); all are StorageErrors, and all leave the file as it was.
     """
     path = Path(path).expanduser().resolve()
     _prepare_file(path)
     engine = _create_engine(path, busy_timeout_ms)
     try:
         with translate_errors(path):
+            _back_up_if_older(engine, path)
             _upgrade_to_head(engine, path)
             _check_pages(engine, path)
     except BaseException:
@@ -155,6 +160,18 @@ def alembic_config(connection: Connection) -> Config:
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     config.attributes["connection"] = connection
     return config
+
+
+def _back_up_if_older(engine: Engine, path: Path) -> None:
+    """Copy the database before a migration changes it: only a file at a revision older than the head (not a new
+    empty file, not one at the head, not one from a newer specchat, which is refused unchanged)."""
+    with engine.connect() as connection:
+        revision = MigrationContext.configure(connection).get_current_revision()
+    if revision is None or revision == HEAD_REVISION:
+        return
+    known = {script.revision for script in ScriptDirectory.from_config(alembic_config(None)).walk_revisions()}
+    if revision in known:
+        back_up(engine, path, revision)
 
 
 def _upgrade_to_head(engine: Engine, path: Path) -> None:

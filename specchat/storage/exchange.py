@@ -1,8 +1,10 @@
 """Conversation export (Markdown, JSON) and import (JSON): pure functions on records, no database access.
 
-The JSON format is versioned ({"format": "specchat-conversation", "version": 1, ...}) so that a later specchat
+The JSON format is versioned ({"format": "specchat-conversation", "version": 2, ...}) so that a later specchat
 can still read files written today, and so that an unrelated JSON file is refused with a clear message instead
-of being imported as garbage.
+of being imported as garbage. Version 2 adds "documents": the files attached to the messages, each with the index
+of its message in "messages", its text, pages and passages ([start, end, page] each: a passage's text is the
+document's between them). Version 1 files (no documents) still import.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.errors import StorageError, quoted
 from ..core.text import lone_surrogate
 from ..core.vocabulary import ORIGIN_NAMES
+from ..documents.document import Document, Passage
+from .document_records import MAX_DOCUMENTS_PER_MESSAGE, MAX_PASSAGES, DocumentInfo, check_document, is_whole
 from .records import ROLES, ConversationInfo, MessageInfo, Span
 
 FORMAT = "specchat-conversation"
-VERSION = 1
+VERSION = 2  # written; 1 (before documents) is still read
+READ_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,22 @@ PROGRESS_EVERY = 5000  # messages between two progress reports
 
 
 @dataclass(frozen=True)
+class ImportedDocument:
+    """A document of an imported chat, checked (document_records.check_document): `message` is the index of its
+    message in the chat's messages."""
+
+    message: int
+    document: Document
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
 class ImportedConversation:
     title: str
     system_prompt: str | None
     created_at: datetime | None
     messages: tuple[ImportedMessage, ...]
+    documents: tuple[ImportedDocument, ...] = ()
 
 
 def validate_spans(spans: Any, text_length: int, where: str = "spans") -> tuple[Span, ...] | None:
@@ -90,8 +106,14 @@ def to_markdown(conversation: ConversationInfo, messages: list[MessageInfo]) -> 
     return "\n\n".join(parts) + "\n"
 
 
-def to_json(conversation: ConversationInfo, messages: list[MessageInfo]) -> dict:
-    """The exchange format: everything needed to rebuild the conversation, nothing tied to this database (ids)."""
+def to_json(conversation: ConversationInfo, messages: list[MessageInfo],
+            documents: Mapping[int, Sequence[tuple[DocumentInfo, Document]]] | None = None) -> dict:
+    """The exchange format: everything needed to rebuild the conversation, nothing tied to this database (ids) or to
+    a model (a document's token count). documents: (its record, the document) by message id, as
+    DocumentShelf.for_export gives them; one whose message is not among `messages` is left out."""
+    index_of = {m.id: index for index, m in enumerate(messages)}
+    attached = [(index_of[message_id], info, document) for message_id, pairs in (documents or {}).items()
+                if message_id in index_of for info, document in pairs]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -109,6 +131,23 @@ def to_json(conversation: ConversationInfo, messages: list[MessageInfo]) -> dict
             }
             for m in messages
         ],
+        "documents": [_document_json(index, info, document) for index, info, document in sorted(
+            attached, key=lambda item: (item[0], item[1].id))],
+    }
+
+
+def _document_json(message: int, info: DocumentInfo, document: Document) -> dict:
+    return {
+        "message": message,
+        "name": document.name,
+        "kind": document.kind,
+        "created_at": info.created_at.isoformat(),
+        "size_bytes": document.size_bytes,
+        "sha256": document.sha256,
+        "pages": document.pages,
+        "page_starts": list(document.page_starts),
+        "text": document.text,
+        "passages": [[p.start, p.end, p.page] for p in document.passages],
     }
 
 
@@ -123,15 +162,16 @@ def parse_json(data: Any, on_progress: Callable[[ImportProgress], None] | None =
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StorageError(f'not a specchat conversation: expected a JSON object with "format": "{FORMAT}"')
     version = data.get("version")
-    if version != VERSION or isinstance(version, bool):
+    if version not in READ_VERSIONS or isinstance(version, bool):
         raise StorageError(f"unsupported specchat conversation version {quoted(version)} (this specchat reads "
-                           f"{VERSION})")
+                           f"{' and '.join(map(str, READ_VERSIONS))})")
     messages = _field(data, "messages", list, "conversation")
     return ImportedConversation(
         title=_title(data),
         system_prompt=_optional_str(data, "system_prompt", "conversation"),
         created_at=_optional_time(data, "conversation"),
         messages=_parse_messages(messages, on_progress),
+        documents=_parse_documents(data.get("documents", []) if version >= 2 else [], len(messages)),
     )
 
 
@@ -165,6 +205,56 @@ def _parse_message(data: Any, where: str) -> ImportedMessage:
         spans=validate_spans(data.get("spans"), len(text), f"{where}.spans"),
         finish_reason=_optional_str(data, "finish_reason", where),
     )
+
+
+def _parse_documents(documents: Any, message_count: int) -> tuple[ImportedDocument, ...]:
+    """The "documents" list, each checked, at most MAX_DOCUMENTS_PER_MESSAGE on one message."""
+    if not isinstance(documents, list) or len(documents) > MAX_DOCUMENTS_PER_MESSAGE * message_count:
+        raise StorageError(f'conversation: "documents" must be a list of at most {MAX_DOCUMENTS_PER_MESSAGE} per '
+                           f"message, not {quoted(documents)}")
+    parsed = tuple(_parse_document(item, message_count, f"documents[{i}]") for i, item in enumerate(documents))
+    per_message: dict[int, int] = {}
+    for item in parsed:
+        per_message[item.message] = per_message.get(item.message, 0) + 1
+        if per_message[item.message] > MAX_DOCUMENTS_PER_MESSAGE:
+            raise StorageError(f"messages[{item.message}] has more than {MAX_DOCUMENTS_PER_MESSAGE} documents")
+    return parsed
+
+
+def _parse_document(data: Any, message_count: int, where: str) -> ImportedDocument:
+    """One document of the "documents" list: its fields checked here and by document_records.check_document."""
+    if not isinstance(data, dict):
+        raise StorageError(f"{where} must be an object")
+    message = data.get("message")
+    if not is_whole(message, 0, message_count - 1):
+        raise StorageError(f'{where}: "message" must be the index of a message (0 to {message_count - 1}), '
+                           f"not {quoted(message)}")
+    text = _field(data, "text", str, where)
+    starts = data.get("page_starts", [])
+    if not isinstance(starts, list):
+        raise StorageError(f'{where}: "page_starts" must be a list, not {quoted(starts)}')
+    document = Document(name=_field(data, "name", str, where), kind=data.get("kind"), text=text,
+                        pages=data.get("pages"), page_starts=tuple(starts), sha256=data.get("sha256"),
+                        size_bytes=data.get("size_bytes"), passages=_parse_passages(data.get("passages"), text, where))
+    check_document(document, where)
+    return ImportedDocument(message=message, document=document, created_at=_optional_time(data, where))
+
+
+def _parse_passages(passages: Any, text: str, where: str) -> tuple[Passage, ...]:
+    """[[start, end, page], ...] as Passages numbered in order, their text cut from the document's."""
+    if not isinstance(passages, list) or len(passages) > MAX_PASSAGES:
+        raise StorageError(f'{where}: "passages" must be a list of at most {MAX_PASSAGES:,} [start, end, page], '
+                           f"not {quoted(passages)}")
+    parsed = []
+    for index, passage in enumerate(passages):
+        if not isinstance(passage, list) or len(passage) != 3:
+            raise StorageError(f"{where}.passages[{index}] must be [start, end, page]")
+        start, end, page = passage
+        if not (is_whole(start, 0, len(text)) and is_whole(end, start, len(text))):
+            raise StorageError(f"{where}.passages[{index}]: [{quoted(start)}, {quoted(end)}] is outside the text "
+                               f"(length {len(text):,})")
+        parsed.append(Passage(position=index, page=page, start=start, end=end, text=text[start:end]))
+    return tuple(parsed)
 
 
 def _title(data: dict) -> str:

@@ -5,7 +5,8 @@ goes in one write transaction, which holds SQLite's write lock: a reply saved by
 it (up to the busy timeout). So everything that can be done before the transaction is: each value is converted to
 what SQLite stores by the column type's own bind processor (UTCDateTime, JSONText: the same conversion an ORM
 insert makes), and the transaction only hands ready tuples to the driver's executemany, about ten times faster than
-an ORM insert of the same rows.
+an ORM insert of the same rows. The chat's documents (a few, each one large row and its passages) go in after its
+messages, in the same transaction, each to the message at its position.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
+from sqlalchemy import select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from . import exchange
-from .tables import Message
+from .document_shelf import add_document
+from .tables import Message, utcnow
 
 COLUMNS = ("position", "role", "text", "created_at", "stopped", "spans", "finish_reason")  # after conversation_id
 
@@ -39,9 +42,11 @@ def message_rows(messages: tuple[exchange.ImportedMessage, ...], dialect: Dialec
 
 
 def insert_messages(session: Session, conversation_id: int, rows: list[tuple],
-                    on_progress: Callable[[exchange.ImportProgress], None] | None = None) -> None:
+                    on_progress: Callable[[exchange.ImportProgress], None] | None = None,
+                    documents: tuple[exchange.ImportedDocument, ...] = ()) -> None:
     """Inserts rows made by message_rows into the conversation, inside the session's transaction, in batches of
-    exchange.PROGRESS_EVERY with a "writing" report after each."""
+    exchange.PROGRESS_EVERY with a "writing" report after each; then `documents`, each attached to the message at
+    its position (exchange.parse_json checked that it exists)."""
     names = ("conversation_id",) + COLUMNS
     statement = f"INSERT INTO {Message.__tablename__} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     connection, step = session.connection(), exchange.PROGRESS_EVERY
@@ -50,3 +55,18 @@ def insert_messages(session: Session, conversation_id: int, rows: list[tuple],
         connection.exec_driver_sql(statement, [(conversation_id,) + row for row in batch])
         if on_progress is not None:
             on_progress(exchange.ImportProgress("writing", first + len(batch), len(rows)))
+    if documents:
+        insert_documents(session, conversation_id, documents)
+
+
+def insert_documents(session: Session, conversation_id: int,
+                     documents: tuple[exchange.ImportedDocument, ...]) -> None:
+    """Inserts the imported documents, each with the message at its position in the conversation (a document
+    without a time gets the import's), through the shelf's one way of writing a document; tokens are left
+    uncounted: they were counted under a model this database may not have."""
+    message_ids = dict(session.execute(select(Message.position, Message.id)
+                                       .where(Message.conversation_id == conversation_id)).all())
+    now = utcnow()
+    for imported in documents:
+        add_document(session, message_ids[imported.message], conversation_id, imported.document, None,
+                     imported.created_at or now)

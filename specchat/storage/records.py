@@ -98,6 +98,8 @@ class RunInfo:
     speedup_basis: str | None
     finish_reason: str | None
     exactness: str | None = None  # what the reply promised against plain decoding (RunRecord.exactness)
+    prefill_s: float = 0.0  # reading the prompt up to the first token (RunRecord.prefill_s)
+    sources: tuple = ()  # what the reply was given of the chat's documents (RunRecord.sources)
 
 
 RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
@@ -160,6 +162,9 @@ class RunRecord(RunProvenance):
     speedup_basis: str | None = None  # "calibrated" (against the load-time calibration) or "measured"
     baseline_tokens_per_s: float | None = None
     predicted_speedup: float | None = None
+    # what the reply was given of the chat's documents: [document id, name, page, passage] each (passage None: the
+    # whole document; chats/context_plan.Source), None: nothing
+    sources: tuple | list | None = None
 
     @staticmethod
     def figures(stats: Mapping[str, Any]) -> dict:

@@ -56,7 +56,31 @@ def run_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("acceptance_by_position", "proposed_by_position", "accepted_by_position"):
         if values.get(key) is not None:
             values[key] = number_list(values[key], key)
+    if values.get("sources") is not None:
+        values["sources"] = source_list(values["sources"])
     return values
+
+
+MAX_SOURCES = 500  # sources one reply may name
+MAX_SOURCE_NAME = 300  # characters of a source's name
+
+
+def source_list(value: Any) -> list | None:
+    """A run's sources as stored: [document id or None, name, page or None, passage or None] each, checked (a list
+    at most MAX_SOURCES long, names at most MAX_SOURCE_NAME characters, whole numbers); None for none."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) > MAX_SOURCES:
+        raise StorageError(f"sources must be a list of at most {MAX_SOURCES} entries")
+    checked = []
+    for entry in value:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 4:
+            raise StorageError("each source must be [document id, name, page, passage]")
+        document_id, name, page, passage = entry
+        numbers_fine = all(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+                           for n in (document_id, page, passage))
+        if not numbers_fine or not isinstance(name, str) or len(name) > MAX_SOURCE_NAME:
+            raise StorageError("a source's document id, page and passage must be whole numbers, its name a short text")
+        checked.append([document_id, name, page, passage])
+    return checked or None
 
 
 def number_list(value: Any, what: str) -> list:

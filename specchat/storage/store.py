@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..core.errors import StorageError, quoted
 from ..core.run_kind import shown_speedup
 from ..core.vocabulary import INTERRUPTED, STREAMING
-from . import exchange, import_rows
+from . import document_shelf, exchange, import_rows
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
 from .records import (ROLES, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate, RunFilter,
                       RunInfo, RunRecord, RunRow, TrackRecord)
@@ -31,10 +31,11 @@ _TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
 
 
 class Store:
-    """Conversations, messages, generation statistics and calibrations, on top of an open Database."""
+    """Conversations, messages, statistics, calibrations and (`documents`) attached files, on an open Database."""
 
     def __init__(self, database: Database):
         self.database = database
+        self.documents = document_shelf.DocumentShelf(self._reading, self._writing)
 
     @classmethod
     def open(cls, path: Path | None = None) -> Store:
@@ -380,7 +381,7 @@ class Store:
     def export_json(self, conversation_id: int) -> dict:
         """The conversation in the versioned exchange format (json.dump it to save a file)."""
         conversation, messages, _ = self.chat(conversation_id)
-        return exchange.to_json(conversation, messages)
+        return exchange.to_json(conversation, messages, self.documents.for_export(conversation_id))
 
     def import_json(self, data: dict | str | bytes,
                     on_progress: Callable[[exchange.ImportProgress], None] | None = None) -> ConversationInfo:
@@ -400,7 +401,7 @@ class Store:
                 conversation.created_at = parsed.created_at
             session.add(conversation)
             session.flush()
-            import_rows.insert_messages(session, conversation.id, rows, on_progress)
+            import_rows.insert_messages(session, conversation.id, rows, on_progress, documents=parsed.documents)
             return _conversation_info(conversation, len(rows))
 
     def include_in_history(self, conversation_id: int) -> list[str]:
@@ -506,7 +507,8 @@ def _run_info(row: GenerationRun) -> RunInfo:
     return RunInfo(id=row.id, message_id=row.message_id, drafter=row.drafter, k=row.k, adaptive=row.adaptive,
                    new_tokens=row.new_tokens, target_passes=row.target_passes, draft_proposed=row.draft_proposed,
                    draft_accepted=row.draft_accepted, tokens_per_s=row.tokens_per_s, speedup=row.speedup,
-                   speedup_basis=row.speedup_basis, finish_reason=row.finish_reason, exactness=row.exactness)
+                   speedup_basis=row.speedup_basis, finish_reason=row.finish_reason, exactness=row.exactness,
+                   prefill_s=row.prefill_s, sources=tuple(tuple(s) for s in row.sources or ()))
 
 
 def _plain_json(value: Any) -> Any:
@@ -571,7 +573,6 @@ def _group_stats(key: str, label: str, rows: list[RunRow]) -> GroupStats:
                       last_at=rows[-1].created_at,
                       proposed_by_position=_sum_lists(r.proposed_by_position for r in rows),
                       accepted_by_position=_sum_lists(r.accepted_by_position for r in rows))
-
 
 
 def _sum_lists(lists) -> tuple[int, ...]:

@@ -1,7 +1,9 @@
 """ORM models: the schema at the head migration.
 
 Alembic migrations (migrations/versions) are the source of truth for the file on disk; these classes must match
-the head revision (a test compares them). Change the schema by adding a revision, then update the models.
+the head revision (a test compares them). Change the schema by adding a revision, then update the models. The full-text
+index over document passages (FTS_TABLE, 0006) is a virtual table the models cannot describe: in_orm_schema leaves it
+and its shadow tables out of the comparison.
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ class GenerationRun(Base):
     predicted_speedup: Mapped[float | None] = mapped_column(Float)
     # 0005: "bit-identical" or "distribution" (EXACTNESS in records.py)
     exactness: Mapped[str | None] = mapped_column(String)
+    # 0006: what the reply was given of the chat's documents ([document id, name, page, passage] each)
+    sources: Mapped[list | None] = mapped_column(JSONText)
     # 0003
     source: Mapped[str] = mapped_column(String, default="chat", server_default=CHAT)
     comparison_id: Mapped[int | None] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))
@@ -204,3 +208,48 @@ class Calibration(Base):
     dtype: Mapped[str] = mapped_column(String)
     tokens_per_s: Mapped[float] = mapped_column(Float)
     measured_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AttachedDocument(Base):
+    """The text read from a file attached to a message (0006): its pages, size, hash and its token count under the
+    model it was attached with (None until counted). Deleted with its message or chat."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String)
+    kind: Mapped[str] = mapped_column(String)
+    pages: Mapped[int | None] = mapped_column(Integer)
+    page_starts: Mapped[list] = mapped_column(JSONText, default=list, server_default=EMPTY_LIST)
+    chars: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    text: Mapped[str] = mapped_column(Text)  # the last column (0006 says why)
+
+
+class DocumentPassage(Base):
+    """One passage of an attached document, as retrieval ranks it (0006); FTS_TABLE indexes its text."""
+
+    __tablename__ = "document_passages"
+    __table_args__ = (UniqueConstraint("document_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    page: Mapped[int | None] = mapped_column(Integer)
+    start: Mapped[int] = mapped_column(Integer)
+    end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+
+
+FTS_TABLE = "document_passages_fts"  # FTS5, external content on document_passages, kept in step by triggers (0006)
+
+
+def in_orm_schema(name: str | None, type_: str, parent_names: dict) -> bool:
+    """Alembic's include_name: False for the full-text index and its shadow tables (FTS_TABLE_data, _idx, ...), which
+    FTS5 makes and the models do not describe, so that comparing the models with the file leaves them out."""
+    return not (type_ == "table" and name is not None and (name == FTS_TABLE or name.startswith(FTS_TABLE + "_")))

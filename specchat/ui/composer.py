@@ -1,13 +1,52 @@
-"""The message box: Enter sends, Shift+Enter starts a new line."""
+"""The message box: Enter sends, Shift+Enter starts a new line; files pasted or dropped into it are attached."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, QUrl, Signal
 from PySide6.QtWidgets import QPlainTextEdit
+
+MAX_FILES_AT_ONCE = 20  # files one paste or drop attaches; more is a mistake (a whole folder selected)
+MAX_PATH_CHARS = 4096  # a pasted text longer than this is text, not a path (PATH_MAX on Linux)
+
+
+def dropped_files(mime: QMimeData) -> list[str]:
+    """The local files named by `mime`'s URLs (a file manager's drag or copy), at most MAX_FILES_AT_ONCE; [] when
+    it names none, or anything that is not a local file (a web link is pasted as text)."""
+    if not mime.hasUrls():
+        return []
+    urls = mime.urls()
+    if not urls or len(urls) > MAX_FILES_AT_ONCE or not all(url.isLocalFile() for url in urls):
+        return []
+    return [url.toLocalFile() for url in urls]
+
+
+def pasted_path(text: str) -> str | None:
+    """The file a pasted `text` names, when the text is one path (or file: URL) of an existing regular file, in
+    quotes or not; None for any other text, which is pasted as it is. Looks at the file system only for a short,
+    single-line text."""
+    text = text.strip()
+    if not text or len(text) > MAX_PATH_CHARS or "\n" in text or "\x00" in text:
+        return None
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    if text.startswith("file:"):
+        text = QUrl(text).toLocalFile()
+    path = Path(os.path.expanduser(text))
+    try:
+        return str(path) if path.is_absolute() and path.is_file() else None
+    except (OSError, ValueError):  # a name too long for the file system, or unreadable: it is text
+        return None
 
 
 class Composer(QPlainTextEdit):
+    """The message box. `submitted`: Enter. `files_given`: files pasted or dropped into it (a file manager's
+    files, or a pasted text that is one existing file's path), to attach instead of pasting their names."""
+
     submitted = Signal()
+    files_given = Signal(list)  # their paths, as str
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -22,3 +61,17 @@ class Composer(QPlainTextEdit):
             self.submitted.emit()
             return
         super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(dropped_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """A paste or a drop: files are attached (files_given), any other text is inserted."""
+        files = dropped_files(source)
+        if not files and source.hasText():
+            path = pasted_path(source.text())
+            files = [path] if path is not None else []
+        if files:
+            self.files_given.emit(files)
+            return
+        super().insertFromMimeData(source)

@@ -16,6 +16,7 @@ from ..chats.reply_controller import StreamingReply
 from ..core.errors import SpecchatError, StorageError
 from ..engine.decoding.events import GenerationResult
 from .api_server import ApiServerSwitch
+from .attachments import Attachments, attached_to
 from .banner import ErrorBanner
 from .chat_files import ChatFiles
 from .composer import Composer
@@ -156,11 +157,13 @@ class MainWindow(QMainWindow):
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self.stop)
         self.stop_button.setVisible(False)
+        self.attachments = Attachments(self, self.composer)  # the paperclip, the chips and the context meter
         composer_row = QHBoxLayout()
         composer_row.addWidget(self.composer, 1)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attachments.attach_button)
         buttons.addStretch(1)
         composer_row.addLayout(buttons)
 
@@ -170,7 +173,9 @@ class MainWindow(QMainWindow):
         chat_layout.addLayout(bar)
         chat_layout.addWidget(self.banner)
         chat_layout.addWidget(self.transcript, 1)
+        chat_layout.addWidget(self.attachments.tray)
         chat_layout.addLayout(composer_row)
+        chat_layout.addWidget(self.attachments.meter)
         return chat
 
     def _build_actions(self) -> None:
@@ -231,6 +236,7 @@ class MainWindow(QMainWindow):
         self.chat = None
         self.conversation_list.clearSelection()
         self.transcript.set_messages([])
+        self.attachments.chat_changed()
         self.composer.setFocus()
 
     def open_conversation(self, conversation_id: int) -> None:
@@ -241,6 +247,7 @@ class MainWindow(QMainWindow):
         self.conversation_id = conversation_id
         self.chat = self.conversations.open(conversation_id)
         self.transcript.set_messages(self._views())
+        self.attachments.chat_changed()
         if not self.chat.in_history:
             self.session.include_in_history(conversation_id)  # now seen: its replies may be drafted from
         self._refresh_session_stats()
@@ -263,7 +270,7 @@ class MainWindow(QMainWindow):
         seen this session) and footers, all from memory."""
         chat, rejected = self.chat, self.replies.rejected
         return [MessageView(m.id, m.role, m.text, ReplySpans.from_json(m.spans, rejected.get(m.id)), m.stopped,
-                            chat.footers.get(m.id, "")) for m in chat.messages]
+                            chat.footers.get(m.id, ""), **attached_to(chat, m.id)) for m in chat.messages]
 
     def _on_conversation_selected(self, item, _previous=None) -> None:
         if item is None or self._busy():
@@ -324,6 +331,9 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("A race or benchmark is using the model; your message stays in the box "
                                          "until it ends.", 5000)
             return
+        if self.attachments.reading():
+            self.statusBar().showMessage("A document is still being read: send once it is attached.", 5000)
+            return
         try:
             if self.conversation_id is None:
                 made = self.conversations.start(text)
@@ -333,13 +343,14 @@ class MainWindow(QMainWindow):
                 self.conversations.delete_messages_from(chat.conversation_id, self._editing[1])
                 chat.cut_from(self._editing[1])
             self._editing = None
-            chat.add(self.conversations.add_user_message(chat.conversation_id, text))
-        except StorageError as error:  # the message is not saved: it stays in the box, to send again
+            self.conversations.ask(chat, text, self.attachments.documents())
+        except StorageError as error:  # the message is not saved: it stays in the box (its chips too), to send again
             self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "
                              "when the database is free.")
             return
         self.banner.hide()  # an earlier error (say, the same message refused) is over now that it is saved
         self.composer.clear()
+        self.attachments.sent()
         self.refresh_conversations()
         self.transcript.show_messages(self._views())  # the message just sent, drawn after what is shown
         self._start_reply()
@@ -366,7 +377,7 @@ class MainWindow(QMainWindow):
 
     def _on_reply_began(self, began: ReplyBegan) -> None:
         """The reply's rows are on disk: its region opens at the end of the chat, and the window streams."""
-        self.transcript.begin_reply(began.note)
+        self.transcript.begin_reply(began.note, tuple(source.label for source in began.sources), began.message_id)
         if began.note:
             self.statusBar().showMessage(began.note, 15000)
         self._set_generating(True)
@@ -402,7 +413,8 @@ class MainWindow(QMainWindow):
         self._end_reply()
         if self.conversation_id == ended.conversation_id:
             self.transcript.end_reply(MessageView(ended.message_id, "assistant", ended.text, ended.spans,
-                                                  ended.stopped, ended.footer))
+                                                  ended.stopped, ended.footer, **attached_to(self.chat,
+                                                                                             ended.message_id)))
         if ended.problem:
             self._show_error(ended.problem)
         if not ended.runs_changed:  # (when it changed, stats_changed has refreshed the figures already)
@@ -442,6 +454,8 @@ class MainWindow(QMainWindow):
                                                                                                 message_id)
         if action == "regenerate":
             self.regenerate()
+        elif action.startswith(("document:", "source:")):
+            self.attachments.open_link(action, message_id)
         elif message is None:
             return
         elif action == "copy":

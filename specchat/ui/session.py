@@ -68,7 +68,7 @@ class ChatSession(QObject):
         self.runs = RunBook(store, self.app_session_id)  # recording runs, and the plain-decoding baseline
         self.conversations = Conversations(store)
         self.comparisons = Comparisons(store)
-        self.replies = ReplyController(ReplyRecorder(store, self.runs))
+        self.replies = ReplyController(ReplyRecorder(store, self.runs), self.conversations.search_for)
         self.model_thread = JobThread("specchat-model")
         # Downloads are network I/O, not model work: they run on a thread of their own.
         self.downloads = Downloads(JobThread("specchat-downloads"))
@@ -123,7 +123,7 @@ class ChatSession(QObject):
         if self.remote is not None:
             return self.remote.reply_engine(self.settings)
         make_engine = self.engine_maker()
-        return ReplyEngine(self.run_context(), make_engine, self.engines.fitter().fit, self.remember_reply)
+        return ReplyEngine(self.run_context(), make_engine, self.engines.fitter(), self.remember_reply)
 
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None

@@ -27,7 +27,7 @@ CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 # Model output is untrusted text: Markdown only, never HTML (no styles, no tags), and no resource is ever loaded
 # for it (Transcript.loadResource), so an image reference cannot read a local file.
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
-APP_LINK = re.compile(r"(copy|edit|regenerate|copy-code:\d+)/(-1|\d+)")
+APP_LINK = re.compile(r"(copy|edit|regenerate|copy-code:\d+|document:\d+|source:\d+)/(-1|\d+)")
 
 
 @dataclass
@@ -40,6 +40,9 @@ class MessageView:
     spans: ReplySpans = field(default_factory=ReplySpans)
     stopped: bool = False
     footer: str = ""  # the reply's statistics line
+    documents: tuple[tuple[int, str], ...] = ()  # a user message's attached documents: (document id, chip text)
+    sources: tuple[str, ...] = ()  # what a reply was given of the chat's documents, as labels ("report.pdf, p. 3")
+    copied: dict = field(default_factory=dict)  # a reply's draft spans (start, end) found in a document: "from …"
 
 
 class InertDocument(QTextDocument):
@@ -55,7 +58,8 @@ class InertDocument(QTextDocument):
 class Transcript(QTextBrowser):
     """One QTextDocument holds the whole conversation; the streaming reply is the region at its end."""
 
-    action_requested = Signal(str, int)  # ("copy" | "copy-code:N" | "edit" | "regenerate", message id)
+    # ("copy" | "copy-code:N" | "edit" | "regenerate" | "document:ID" | "source:N", message id)
+    action_requested = Signal(str, int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -64,6 +68,8 @@ class Transcript(QTextBrowser):
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._on_anchor)
         self.setMouseTracking(True)
+        self.setAcceptDrops(False)  # a file dropped on the chat goes to the window, which attaches it
+        self.viewport().setAcceptDrops(False)
         self.highlight_drafts = True
         self.show_rejected = False
         self.messages: list[MessageView] = []
@@ -129,9 +135,12 @@ class Transcript(QTextBrowser):
         self._insert_header(cursor, "You" if message.role == "user" else "Assistant")
         if message.role == "user":
             self._insert_user_text(cursor, message.text)
+            self._insert_links(cursor, message.message_id, "", [(text, f"document:{document_id}")
+                                                                 for document_id, text in message.documents])
             self._insert_footer(cursor, message, links=[("Edit & resend", "edit"), ("Copy", "copy")])
         else:
-            self._insert_markdown(cursor, message.text, message.spans)
+            self._insert_markdown(cursor, message.text, message.spans, message.copied)
+            self._insert_sources(cursor, message.message_id, message.sources)
             links = [("Copy", "copy")] + [(f"Copy code {i + 1}", f"copy-code:{i}")
                                           for i in range(len(CODE_BLOCK.findall(message.text)))]
             if is_last:
@@ -152,8 +161,10 @@ class Transcript(QTextBrowser):
 
     # -- streaming ------------------------------------------------------------------------------------------------
 
-    def begin_reply(self, note: str = "") -> None:
-        """Opens the streaming region; `note`, if any, is a muted line above it (e.g. what the prompt left out)."""
+    def begin_reply(self, note: str = "", sources: tuple[str, ...] = (), message_id: int | None = None) -> None:
+        """Opens the streaming region; `note`, if any, is a muted line above it (e.g. what the prompt left out), and
+        `sources` (the labels of what reply `message_id` is given of the chat's documents) a line of links under its
+        header, until the reply ends and has them under its text."""
         if not self.messages:
             self.clear()
         cursor = self._end_cursor()
@@ -164,6 +175,7 @@ class Transcript(QTextBrowser):
             cursor.insertBlock(QTextBlockFormat(), muted)
             cursor.insertText(note, muted)
         self._insert_header(cursor, "Assistant")
+        self._insert_sources(cursor, message_id, sources)
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         self._streaming = True
 
@@ -216,7 +228,7 @@ class Transcript(QTextBrowser):
             cursor.insertBlock(block, QTextCharFormat())
             cursor.insertText(line)
 
-    def _insert_markdown(self, cursor: QTextCursor, text: str, spans: ReplySpans) -> None:
+    def _insert_markdown(self, cursor: QTextCursor, text: str, spans: ReplySpans, copied: dict | None = None) -> None:
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         start = cursor.position()
         cursor.insertMarkdown(text or " ", MARKDOWN)
@@ -224,10 +236,11 @@ class Transcript(QTextBrowser):
         _keep_first_code_fence(self.document().findBlock(start), text)
         theme = current_theme()
         style_code_blocks(self.document(), start, end, theme.code_background, theme.dark)
-        self._apply_origins(start, end, text, spans)
+        self._apply_origins(start, end, text, spans, copied or {})
 
-    def _apply_origins(self, start: int, end: int, source: str, spans: ReplySpans) -> None:
-        """Maps each rendered character back to the source text and colours the draft-accepted ones."""
+    def _apply_origins(self, start: int, end: int, source: str, spans: ReplySpans, copied: dict) -> None:
+        """Maps each rendered character back to the source text and colours the draft-accepted ones; a draft
+        copied from a document (`copied`: its source span -> "from report.pdf, p. 3") says so in its tooltip."""
         positions, rendered = self._rendered_characters(start, end)
         mapping = align_rendered(source, rendered)
         theme = current_theme()
@@ -237,10 +250,15 @@ class Transcript(QTextBrowser):
             mask = spans.draft_mask(len(source), origin)
             flags = [index is not None and mask[index] for index in mapping]
             for run_start, run_end in runs(flags):
+                fmt = self._origin_format(origin, theme)
+                index = mapping[run_start]
+                where = next((label for (a, b), label in copied.items() if a <= index < b), None)
+                if where is not None:
+                    fmt.setToolTip(f"{fmt.toolTip()}\n{where}")
                 for a, b in _contiguous(positions[run_start:run_end], rendered[run_start:run_end]):
                     cursor.setPosition(a)
                     cursor.setPosition(min(b, last), QTextCursor.MoveMode.KeepAnchor)
-                    cursor.mergeCharFormat(self._origin_format(origin, theme))
+                    cursor.mergeCharFormat(fmt)
         if self.show_rejected:
             self._insert_rejections(positions, mapping, spans, theme)
 
@@ -317,6 +335,42 @@ class Transcript(QTextBrowser):
             cursor.insertText(label, link)
             if i < len(links) - 1:
                 cursor.insertText(" · ", muted)
+        cursor.setCharFormat(QTextCharFormat())
+
+    def _insert_sources(self, cursor: QTextCursor, message_id: int | None, sources: tuple[str, ...]) -> None:
+        """The line "Sources: report.pdf, p. 3 · report.pdf, p. 4", each a link to what the reply was given."""
+        self._insert_links(cursor, message_id, "Sources: ", [(label, f"source:{index}")
+                                                             for index, label in enumerate(sources)], chips=False)
+
+    def _insert_links(self, cursor: QTextCursor, message_id: int | None, lead: str, links: list[tuple[str, str]],
+                      chips: bool = True) -> None:
+        """A line of the app's links (text, action) after `lead`: a message's document chips (`chips`: each on a
+        tinted background), or a reply's sources. Nothing for no links. Their text is the user's files' names,
+        inserted as text."""
+        if not links:
+            return
+        theme = current_theme()
+        block = QTextBlockFormat()
+        block.setTopMargin(4)
+        muted = QTextCharFormat()
+        muted.setForeground(theme.muted_text)
+        cursor.insertBlock(block, muted)
+        cursor.insertText(lead, muted)
+        ident = message_id if message_id is not None else -1
+        for i, (text, action) in enumerate(links):
+            link = QTextCharFormat()
+            link.setAnchor(True)
+            link.setAnchorHref(f"specchat:{action}/{ident}?key={self._link_key}")
+            link.setForeground(self.palette().link())
+            if chips:  # a tint of the link colour, which reads as a chip in a light or a dark palette
+                tint = self.palette().link().color()
+                tint.setAlpha(34)
+                link.setBackground(tint)
+                text = f"\u00a0{text}\u00a0"
+            link.setToolTip("Show what the reply was given" if not chips else "Show the document's text")
+            cursor.insertText(text, link)
+            if i < len(links) - 1:
+                cursor.insertText("   " if chips else " · ", muted)
         cursor.setCharFormat(QTextCharFormat())
 
     def _on_anchor(self, url: QUrl) -> None:

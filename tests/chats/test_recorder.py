@@ -167,7 +167,7 @@ def test_complete_run_gets_what_the_reply_ran_with(store, recorder, runs, chat, 
     reply = recorder.begin(chat.id, 7, context)
     finished = result()
     recorder.finish(reply, finished, SPANS)
-    assert completed == [(chat.id, reply.message_id, finished, context, reply.run_id)]
+    assert completed == [(chat.id, reply.message_id, finished, context, reply.run_id, None)]
 
 
 def test_conversations_title_and_regenerate(store):

@@ -41,13 +41,31 @@ def reads(store, monkeypatch):
     return count_calls(store, READS, monkeypatch)
 
 
-def engine(fitted: list, left_out: int = 0) -> ReplyEngine:
-    def fit(messages, system, max_new_tokens):
-        fitted.append((len(messages), system, max_new_tokens))
-        return FittedPrompt((1, 2, 3), left_out)
+class WordTokenizer:
+    """One token a word: the plan only counts."""
 
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": text.split()}
+
+
+class Fitter:
+    """A PromptFitter's face: what the controller asks of it (fit, and the tokenizer and window the plan counts
+    with), each fit recorded."""
+
+    def __init__(self, fitted: list, left_out: int = 0, refuse: Exception | None = None):
+        self.fitted, self.left_out, self.refuse = fitted, left_out, refuse
+        self.tokenizer, self.window = WordTokenizer(), 4096
+
+    def fit(self, messages, system, max_new_tokens):
+        if self.refuse is not None:
+            raise self.refuse
+        self.fitted.append((len(messages), system, max_new_tokens))
+        return FittedPrompt((1, 2, 3), self.left_out)
+
+
+def engine(fitted: list, left_out: int = 0, refuse: Exception | None = None) -> ReplyEngine:
     context = RunContext(GenerationConfig(max_new_tokens=8, k=4, adaptive_k=False), RunModels("tiny", "cpu"), "pld")
-    return ReplyEngine(context, lambda: None, fit)
+    return ReplyEngine(context, lambda: None, Fitter(fitted, left_out, refuse))
 
 
 def step(offset: int, text: str, origins: tuple, new_tokens: int, rejected: str = "") -> StepEvent:
@@ -130,12 +148,8 @@ def test_a_refused_save_is_said_once_and_an_unsaved_reply_leaves_the_chat_to_be_
 
 
 def test_a_prompt_that_cannot_fit_writes_nothing(store, controller, chat):
-    def too_long(messages, system, max_new_tokens):
-        raise PromptError("the message does not fit the context window")
-
-    plan = engine([])
     with pytest.raises(PromptError):
-        controller.start(chat, ReplyEngine(plan.context, plan.make_engine, too_long))
+        controller.start(chat, engine([], refuse=PromptError("the message does not fit the context window")))
     assert controller.active is None
     assert [m.role for m in store.messages(chat.conversation_id)] == ["user"]
 

@@ -109,11 +109,11 @@ def slow_template(monkeypatch) -> tuple[threading.Event, threading.Event, list]:
     started, release, calls = threading.Event(), threading.Event(), []
     chat_prompt = ServedModel.chat_prompt
 
-    def held(self, request):
+    def held(self, request, *documents):
         calls.append(request.messages[-1].content)
         started.set()
         release.wait(TIMEOUT)
-        return chat_prompt(self, request)
+        return chat_prompt(self, request, *documents)
 
     monkeypatch.setattr(ServedModel, "chat_prompt", held)
     return started, release, calls

@@ -199,10 +199,10 @@ def test_tokenizing_runs_off_the_event_loop(serve, monkeypatch):
     started, release = threading.Event(), threading.Event()
     chat_prompt = ServedModel.chat_prompt
 
-    def slow_template(self, request):
+    def slow_template(self, request, *documents):
         started.set()
         release.wait(20)
-        return chat_prompt(self, request)
+        return chat_prompt(self, request, *documents)
 
     monkeypatch.setattr(ServedModel, "chat_prompt", slow_template)
     outcome = {}

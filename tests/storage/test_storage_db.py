@@ -12,10 +12,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
-from specchat.core.errors import StorageError
+from specchat.core.errors import DatabaseUnusable, StorageError
 from specchat.storage import Store, default_database_path, open_database
 from specchat.storage.db import HEAD_REVISION, alembic_config
-from specchat.storage.tables import Base
+from specchat.storage.tables import Base, in_orm_schema
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
 
@@ -50,8 +50,11 @@ def test_head_constant_and_models_match_the_migrations(store):
     config = alembic_config(None)
     assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
     with store.database.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True,
+                                                         "include_name": in_orm_schema})
         assert compare_metadata(context, Base.metadata) == []
+        tables = set(inspect(conn).get_table_names())
+        assert {"documents", "document_passages", "document_passages_fts", "document_passages_fts_data"} <= tables
 
 
 def test_old_schema_is_migrated_in_place(tmp_path):
@@ -217,3 +220,109 @@ def test_a_database_with_tables_but_no_recorded_version_is_refused_unchanged(tmp
     assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'alembic_version'").fetchall() == []
     raw.close()
     assert len(path.read_bytes()) == len(before)
+
+
+# --- the backup before a migration ----------------------------------------------------------------------------------
+
+OLD_REVISION = "0005_exactness"
+
+
+def database_at_0005(path, title="Old chat"):
+    """A database left by the specchat before documents (revision 0005), with a row in every table, its last rows
+    still in the WAL (not yet in the main file) as a running specchat leaves them."""
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), OLD_REVISION)
+    engine.dispose()
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.execute("PRAGMA wal_autocheckpoint=0")
+    statements = [
+        f"INSERT INTO conversations VALUES (1, '{title}', 'Be brief.', '2025-01-01 10:00:00', "
+        "'2025-01-01 10:05:00', 1)",
+        "INSERT INTO messages VALUES (1, 1, 0, 'user', 'hi', '2025-01-01 10:00:00', 0, NULL, NULL)",
+        "INSERT INTO messages VALUES (2, 1, 1, 'assistant', 'hello', '2025-01-01 10:00:01', 1, "
+        "'[[0, 5, \"draft\"]]', 'eos')",
+        "INSERT INTO app_sessions VALUES (1, '2025-01-01 09:59:00', NULL, '0.9')",
+        "INSERT INTO comparisons (id, created_at, prompt, target, greedy) VALUES (1, '2025-01-01 11:00:00', 'p', "
+        "'t', 1)",
+        "INSERT INTO comparison_tracks (id, comparison_id, position, drafter, text) VALUES (1, 1, 0, 'pld', 'x')",
+        "INSERT INTO generation_runs (id, message_id, conversation_id, app_session_id, created_at, target, drafter, k, "
+        "adaptive, temperature, top_p, top_k, seed, device, new_tokens, exactness) VALUES (1, 2, 1, 1, "
+        "'2025-01-01 10:00:01', 'embedded', 'pld', 4, 1, 0.0, 1.0, 0, 0, 'cpu', 12, 'bit-identical')",
+        "INSERT INTO calibrations VALUES (1, 'embedded', 'cpu', 'float32', 20.5, '2025-01-01 09:00:00')",
+    ]
+    for statement in statements:
+        raw.execute(statement)
+    return raw  # open: closing the last connection would checkpoint the WAL into the file
+
+
+OLD_TABLES = ("conversations", "messages", "app_sessions", "generation_runs", "comparisons", "comparison_tracks",
+              "calibrations")
+
+
+def every_row(path, like: dict | None = None) -> dict:
+    """Every row of every table that revision 0005 had, by table, with its column names, in rowid order; of the
+    columns `like` (an earlier every_row) had, so that columns added since (0006's sources) are left out."""
+    with sqlite3.connect(path) as conn:
+        rows = {}
+        for table in OLD_TABLES:
+            columns = like[table][0] if like else [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            rows[table] = (columns, conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall())
+        return rows
+
+
+def test_an_old_database_is_backed_up_before_its_upgrade(tmp_path, caplog):
+    from specchat.storage.backups import backups_of
+
+    path = tmp_path / "specchat.db"
+    writer = database_at_0005(path)
+    assert path.with_name("specchat.db-wal").stat().st_size > 0  # rows a plain file copy would miss
+    before = every_row(path)
+    with caplog.at_level("INFO", logger="specchat.storage.backups"):
+        open_database(path).close()
+    writer.close()
+    [backup] = backups_of(path)
+    assert backup.parent == tmp_path / "backups" and backup.name.startswith(f"specchat-{OLD_REVISION}-")
+    assert str(backup) in caplog.text
+    assert revision_of(backup) == OLD_REVISION and every_row(backup) == before
+    assert revision_of(path) == HEAD_REVISION and every_row(path, before) == before  # the upgrade kept every row
+    if sys.platform != "win32":
+        assert backup.stat().st_mode & 0o777 == 0o600 and backup.parent.stat().st_mode & 0o777 == 0o700
+    open_database(path).close()  # at the head now: no second backup
+    assert backups_of(path) == [backup]
+
+
+def test_no_backup_of_a_new_database(tmp_path):
+    open_database(tmp_path / "specchat.db").close()
+    open_database(tmp_path / "specchat.db").close()
+    assert not (tmp_path / "backups").exists()
+
+
+def test_the_newest_three_backups_are_kept(tmp_path):
+    from specchat.storage.backups import backups_of
+
+    path = tmp_path / "specchat.db"
+    for number in range(5):
+        for leftover in tmp_path.glob("specchat.db*"):
+            leftover.unlink()
+        database_at_0005(path, title=f"Chat {number}").close()
+        open_database(path).close()
+    kept = backups_of(path)
+    assert len(kept) == 3
+    assert [every_row(b)["conversations"][1][0][1] for b in kept] == ["Chat 2", "Chat 3", "Chat 4"]
+
+
+def test_an_upgrade_without_a_backup_is_refused(tmp_path):
+    path = tmp_path / "specchat.db"
+    database_at_0005(path).close()
+    before = every_row(path)
+    (tmp_path / "backups").write_text("a file where the backups folder should be")
+    with pytest.raises(DatabaseUnusable, match="no backup of it could be made in .*left unchanged") as raised:
+        open_database(path)
+    assert "\n" not in str(raised.value)
+    assert revision_of(path) == OLD_REVISION and every_row(path) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    (tmp_path / "backups").unlink()  # the folder can be made now: the same file upgrades
+    open_database(path).close()
+    assert revision_of(path) == HEAD_REVISION and every_row(path, before) == before

@@ -32,7 +32,8 @@ def test_export_json_format(store, chat):
     data = store.export_json(chat.id)
     json.dumps(data)  # serialisable as is
     assert (data["format"], data["version"], data["title"], data["system_prompt"]) == \
-        ("specchat-conversation", 1, "Grammar help", "Be brief.")
+        ("specchat-conversation", 2, "Grammar help", "Be brief.")
+    assert data["documents"] == []
     assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user", "assistant"]
     assert data["messages"][1]["spans"] == [[0, 6, "target"], [6, 12, "draft"]]
     assert data["messages"][3]["stopped"] is True and data["messages"][3]["finish_reason"] == "cancelled"
@@ -54,7 +55,7 @@ def test_json_round_trip(store, chat):
     ("{not json", "not valid JSON"),
     ([1, 2], "specchat-conversation"),
     ({"format": "something-else", "version": 1}, "specchat-conversation"),
-    ({"format": "specchat-conversation", "version": 2, "title": "t", "messages": []}, "version 2"),
+    ({"format": "specchat-conversation", "version": 3, "title": "t", "messages": []}, "version 3"),
     ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": "hi"}, "messages"),
     ({"format": "specchat-conversation", "version": 1, "title": "", "messages": []}, "title"),
     ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": [{"role": "wizard", "text": "x"}]},
