@@ -9,6 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("SPECCHAT_MEASURE_NOW", "1")  # one-time measurements in the test's thread, not beside it
+os.environ.setdefault("SPECCHAT_STATE_DISK_MIB", "0")  # per-chat states in memory only: none in the user's cache
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one pytest worker a core (pytest-xdist): each keeps to its own core, as llama.cpp's threads
     # spin while they wait for one another and a pass whose second thread waits for the other worker's core can take

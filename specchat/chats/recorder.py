@@ -59,8 +59,8 @@ class ReplyRecorder:
         streaming until the reply ends: a kill leaves them so, and the next start marks them interrupted.
 
         Takes the conversation, the prompt's length in tokens, what the reply runs with (its config's seed set)
-        and what it was given of the chat's documents (sources, stored form); returns where it is stored. Raises StorageError (a placeholder already written then stays, stopped
-        and empty)."""
+        and what it was given of the chat's documents (sources, stored form); returns where it is stored. Raises
+        StorageError (a placeholder already written then stays, stopped and empty)."""
         placeholder = self.store.add_message(conversation_id, "assistant", "", stopped=True, finish_reason=STREAMING)
         run_id, run = self.runs.begin(conversation_id, placeholder.id, prompt_tokens, context, sources)
         return RecordedReply(placeholder, run_id, run, context)

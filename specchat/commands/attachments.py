@@ -1,6 +1,6 @@
-"""`--attach FILE` for `specchat generate` and `specchat chat` (the option itself: options.attach_option): files read into documents (documents/reading.py),
-and the prompt planned with them as the window plans it (chats/context_plan.py): whole when they fit, else the
-passages that best match the question, ranked in memory."""
+"""`--attach FILE` for `specchat generate` and `specchat chat` (the option itself: options.attach_option): files read
+into documents (documents/reading.py), and the prompt planned with them as the window plans it
+(chats/context_plan.py): whole when they fit, else the passages that best match the question, ranked in memory."""
 
 from __future__ import annotations
 

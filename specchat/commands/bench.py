@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -73,6 +74,9 @@ def run(args) -> int:
     from .. import bench
     from .loading import load, run_options
 
+    # Every mode reads each prompt itself: a state kept on the per-chat shelf by the mode before would spare the
+    # next one its prompt (engine/backends/llamacpp/state_shelf.py), and the ratios would measure the shelf.
+    os.environ.setdefault("SPECCHAT_STATE_MEMORY_MIB", "0")
     options = run_options(args, decoding=False)  # the model options read once: nothing below takes args
     modes = bench.parse_modes(args.modes, has_draft=options.draft is not None,
                               has_universal_draft=args.universal_draft is not None)

@@ -49,6 +49,7 @@ class OneTimeWork:
 
     _pending: dict[str, Task] = field(default_factory=dict)
     _running: str | None = None
+    _running_in: int | None = None  # the thread running it (threading.get_ident)
     _settling: int = 0  # threads in settle(): the worker gives way to them
     _replies: int = 0
     _stopped: bool = False
@@ -69,10 +70,13 @@ class OneTimeWork:
             if self._stopped:
                 return
             self._pending.setdefault(name, task)
-            if not now and (self._worker is None or not self._worker.is_alive()):
+            # Owed by the running measurement itself (its passes keep a prompt's state: state_shelf.py): the loop
+            # running it runs this next; settling here would wait for the caller forever.
+            nested = self._running_in == threading.get_ident()
+            if not now and not nested and (self._worker is None or not self._worker.is_alive()):
                 self._worker = threading.Thread(target=self._work, name="specchat-one-time", daemon=True)
                 self._worker.start()
-        if now:
+        if now and not nested:
             self.settle()
 
     def stop(self) -> None:
@@ -142,7 +146,7 @@ class OneTimeWork:
                 self._changed.wait(timeout=IDLE_S)
             if not self._pending:
                 return None
-            self._running = next(iter(self._pending))
+            self._running, self._running_in = next(iter(self._pending)), threading.get_ident()
             return self._running, self._pending[self._running]
 
     def _run(self, name: str, task: Task, check: Callable[[], None]) -> None:
@@ -159,7 +163,7 @@ class OneTimeWork:
             done = True
         finally:
             with self._changed:
-                self._running = None
+                self._running = self._running_in = None
                 if done:
                     self._pending.pop(name, None)
                 self._changed.notify_all()

@@ -6,8 +6,9 @@ GUI thread and the model thread may call it at once. A document goes with its me
 messages from a position on, deletes its documents and passages (ON DELETE CASCADE), and the full-text index follows
 by its triggers (migration 0006).
 
-A search is a user's free text: fts_query (documents/ranking.py, shared with the in-memory ranking) turns it into a query FTS5 cannot misread (each word quoted, OR-ed,
-bounded), so that no input, however odd, is FTS5 syntax or an error.
+A search is a user's free text: fts_query (documents/ranking.py, shared with the in-memory ranking) turns it into
+a query FTS5 cannot misread (each word quoted, OR-ed, bounded), so that no input, however odd, is FTS5 syntax or
+an error.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ class GenerationStats:
     steps_by_k: list[int] = field(default_factory=list)  # verification steps per draft length k = 0, 1, ...
     verify_s_by_k: list[float] = field(default_factory=list)  # their target forward time: the cost curve
     prefill_s: float = 0.0
+    # Prompt positions not read again (a llama.cpp target: kept from the chat's previous turn, or restored from a
+    # kept per-chat state), and of those the restored ones; prompt_tokens - prompt_reused were read.
+    prompt_reused: int = 0
+    prompt_restored: int = 0
     draft_s: float = 0.0  # drafting (a draft model's forwards, lookups), proposals included
     verify_s: float = 0.0  # the target's forward passes after the prefill, and nothing else
     wall_s: float = 0.0

@@ -149,6 +149,8 @@ class SpeculativeEngine:
             cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + min(config.k_max, self.max_draft) + 1)
             first = self._prefill(prompt, cache, sampler, cancel)
         stats.prefill_s = run.seconds["prefill"]
+        stats.prompt_reused = getattr(self.runner, "reused_tokens", 0)
+        stats.prompt_restored = getattr(self.runner, "restored_tokens", 0)
         if first is None:  # a Stop (or closing the app) was heard between the prompt's chunks
             stats.wall_s = stats.prefill_s
             yield self._event(reply.finish(CANCELLED), (), stats, reply, seed, finished=True)

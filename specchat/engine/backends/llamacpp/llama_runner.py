@@ -49,6 +49,7 @@ from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends
                       plan_layers, requested_layers)
 from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import PromptReader, StateFormatError, common_prefix, sequence_state
+from .state_shelf import forget_model, read_prompt
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,7 @@ class LlamaCppModel:
     def close(self) -> None:
         if getattr(self, "handle", None):
             self.one_time.stop()
+            forget_model(self)  # its prompts' states leave memory; their files stay for the next load
             self.llama.llama_model_free(self.handle)
             self.handle = None
 
@@ -376,7 +378,8 @@ class LlamaCppRunner:
         self._n_ctx = 0
         self._batch = self.llama.llama_batch_init(MAX_BATCH, 0, 1)
         self._held: list[int] = []  # the tokens whose positions the context's KV cache holds, in order
-        self.reused_tokens = 0  # prompt positions the latest prefill took from the previous generation
+        self.reused_tokens = 0  # prompt positions the latest prefill did not read (kept, or restored from a shelf)
+        self.restored_tokens = 0  # of those, restored from a kept per-chat state (state_shelf.py)
         self.governor = ThreadGovernor(model.threads)
         self._threads = model.threads  # the context's thread count now
         self.cost_curve = model.cost_curve  # what a pass of n tokens costs (cost_curve.py), for the K policy
@@ -453,21 +456,22 @@ class LlamaCppRunner:
     def _read_prompt(self, tokens: list[int], cache: LlamaCppCache, cancel: threading.Event | None) -> list[int]:
         """All but the prompt's last token read by the reader, their KV entries restored here; returns what is left
         to run here (the last token, whose logits and hidden state then come from a decoding pass, the same for
-        every drafter's runner). Reads here instead, for good, where this model's cache state has another layout."""
+        every drafter's runner). A long prompt's state is restored from, and kept on, the state shelf
+        (state_shelf.py). Reads here instead, for good, where this model's cache state has another layout."""
         if self._reader is None:
             self._reader = PromptReader(self.model, self._n_ctx)
         try:
-            state, kept = self._reader.read(tokens[:-1], cancel)
+            read = read_prompt(self._reader, self.model, tokens[:-1], cancel)
         except StateFormatError as error:
             log.info("prompts are read on the decoding context: %s", error)
             self.uses_reader = False
             return self._reuse_prefix(tokens, cache, reusable=True)
         self._drop_from(0)
-        if self.llama.llama_state_seq_set_data(self._ctx, state, len(state), 0) != len(state):
+        if self.llama.llama_state_seq_set_data(self._ctx, read.state, len(read.state), 0) != len(read.state):
             raise DecodeError("llama.cpp could not take the prompt's KV entries from the prompt reader")
         self._held = tokens[:-1]
         cache.length = len(self._held)
-        self.reused_tokens = kept
+        self.reused_tokens, self.restored_tokens = read.kept, read.restored
         return tokens[-1:]
 
     def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int,
@@ -497,6 +501,7 @@ class LlamaCppRunner:
         common = self._reusable(tokens) if reusable else 0
         self._drop_from(common)
         cache.length = self.reused_tokens = common
+        self.restored_tokens = 0
         return tokens[common:]
 
     def _reusable(self, tokens: list[int]) -> int:

@@ -67,6 +67,13 @@ class PromptReader:
         cache holds it (a buffer for llama_state_seq_set_data) and how many positions were kept rather than read.
         No logits: the caller runs the prompt's last token itself. PrefillCancelled when `cancel` is set between
         passes."""
+        state, kept = self.read_raw(tokens, cancel)
+        as_decoding_state(state)
+        return state, kept
+
+    def read_raw(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
+        """As read, but the state as this float16 context holds it: what a later read can continue from (the
+        state shelf keeps it: state_shelf.py)."""
         with self._lock:
             kept = self.reusable(tokens)
             self._drop_from(kept)
@@ -78,9 +85,20 @@ class PromptReader:
                 self._decode(tokens[start:end], start)
                 self._held.extend(tokens[start:end])
                 start = end
-            state = self._state()
-            as_decoding_state(state)
-            return state, kept
+            return self._state(), kept
+
+    def restore(self, tokens: list[int] | tuple[int, ...], state: ctypes.Array) -> bool:
+        """Makes this context hold `state`, a state that a reader of the same model and settings wrote for `tokens`
+        (read_raw), in place of what it held: the next read keeps its whole chunks that the prompt starts with and
+        drops the rest. False, holding nothing, where it does not fit or llama.cpp refuses it."""
+        with self._lock:
+            self._drop_from(0)
+            if len(tokens) > self.n_ctx or self.llama.llama_state_seq_set_data(self._ctx, state, len(state),
+                                                                                 0) != len(state):
+                self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, 0, -1)
+                return False
+            self._held = list(tokens)
+            return True
 
     def _decode(self, tokens: list[int], position: int) -> None:
         batch = self._batch

@@ -1,0 +1,331 @@
+"""Per-chat llama.cpp states (engine/backends/llamacpp/state_shelf.py): the shelf's two tiers on real files (LRU
+under small caps, damaged, truncated and foreign files, concurrent and interrupted writers), and on the real embedded
+GGUF file a chat read again after another chat, or after a restart, from its kept state, bit for bit as a fresh
+runner reads it."""
+
+import ctypes
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from specchat.core.one_time import Interrupted
+from specchat.engine.backends.llamacpp import prompt_reader, state_shelf
+from specchat.engine.backends.llamacpp.prompt_reader import common_prefix
+from specchat.engine.backends.llamacpp.state_shelf import (HEADER, DamagedState, ShelvedState, StateShelf,
+                                                           read_state_file, state_file_name, write_state_file)
+
+KEY, OTHER_KEY = "a" * 32, "b" * 32
+
+
+def buffer(size: int, seed: int) -> ctypes.Array:
+    """`size` bytes of a fake sequence state."""
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
+    return (ctypes.c_uint8 * size).from_buffer_copy(data)
+
+
+def chat(seed: int, length: int = 600) -> list[int]:
+    return [1000 * seed + i for i in range(length)]
+
+
+def files(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_the_state_sharing_the_longest_prefix_is_found_if_it_shares_enough(tmp_path):
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20)
+    first, second = chat(1), chat(1)[:300] + chat(2)[300:]
+    shelf.put(KEY, first, buffer(100, 1))
+    shelf.put(KEY, second, buffer(100, 2))
+    asked = chat(1)[:400] + [7] * 50
+    assert shelf.lookup(KEY, asked).tokens == tuple(first)
+    assert shelf.lookup(KEY, chat(1)[:40] + [7] * 500) is None  # fewer than MIN_SHARED tokens in common
+    assert shelf.lookup(KEY, asked, at_least=401) is None
+    assert shelf.lookup(KEY, asked, max_held=599) is None  # both hold more than such a reader's context
+    assert shelf.lookup(OTHER_KEY, asked) is None
+
+
+def test_a_chats_longer_state_replaces_its_shorter_one_in_both_tiers(tmp_path):
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20)
+    shelf.put(KEY, chat(1, 600), buffer(100, 1))
+    shelf.put(KEY, chat(1, 900), buffer(150, 2))  # the next turn of the same chat
+    assert files(tmp_path) == [state_file_name(KEY, chat(1, 900))]
+    assert shelf.memory_used == 150
+    shelf.put(KEY, chat(1, 700), buffer(120, 3))  # an earlier turn again: the longer state already serves it
+    assert shelf.memory_used == 150 and len(files(tmp_path)) == 1
+
+
+def test_the_memory_tier_drops_the_least_recently_used_state(tmp_path):
+    shelf = StateShelf(None, memory_bytes=2500)
+    for seed in (1, 2):
+        shelf.put(KEY, chat(seed), buffer(1000, seed))
+    assert shelf.lookup(KEY, chat(1)) is not None  # chat 1 is now the most recently used
+    shelf.put(KEY, chat(3), buffer(1000, 3))
+    assert shelf.lookup(KEY, chat(2)) is None
+    assert shelf.lookup(KEY, chat(1)) is not None and shelf.lookup(KEY, chat(3)) is not None
+    shelf.put(KEY, chat(4), buffer(3000, 4))  # larger than the whole tier: not kept, nothing dropped for it
+    assert shelf.lookup(KEY, chat(4)) is None and shelf.memory_used == 2000
+
+
+def test_the_disk_tier_drops_the_least_recently_used_file_and_a_restart_reads_the_rest(tmp_path):
+    size = 1000
+    file_size = HEADER.size + 4 * 600 + size + 32
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20, disk_bytes=2 * file_size + 10)
+    states = {seed: buffer(size, seed) for seed in (1, 2, 3)}
+    for seed in (1, 2):
+        shelf.put(KEY, chat(seed), states[seed])
+    old = time.time() - 100
+    for seed in (1, 2):  # chat 1 written first
+        os.utime(tmp_path / state_file_name(KEY, chat(seed)), (old + seed, old + seed))
+    restarted = StateShelf(tmp_path, memory_bytes=1 << 20, disk_bytes=2 * file_size + 10)
+    found = restarted.lookup(KEY, chat(1))  # read from disk: its file is now the most recently used
+    assert found is not None and bytes(found.state) == bytes(states[1]) and restarted.memory_used == size
+    restarted.put(KEY, chat(3), states[3])
+    assert files(tmp_path) == sorted(state_file_name(KEY, chat(seed)) for seed in (1, 3))
+    assert StateShelf(tmp_path).lookup(KEY, chat(2)) is None
+
+
+def test_a_state_larger_than_the_disk_cap_is_kept_in_memory_only_and_evicts_no_file(tmp_path):
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20, disk_bytes=4000)
+    shelf.put(KEY, chat(1), buffer(1000, 1))
+    shelf.put(KEY, chat(2), buffer(5000, 2))
+    assert files(tmp_path) == [state_file_name(KEY, chat(1))]
+    assert shelf.lookup(KEY, chat(2)) is not None
+
+
+def test_a_refused_state_is_discarded_and_a_closed_models_states_leave_memory(tmp_path):
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20)
+    shelf.put(KEY, chat(1), buffer(1000, 1))
+    shelf.put(OTHER_KEY, chat(2), buffer(1000, 2))
+    shelf.discard(shelf.lookup(KEY, chat(1)))
+    assert shelf.lookup(KEY, chat(1)) is None and files(tmp_path) == [state_file_name(OTHER_KEY, chat(2))]
+    shelf.forget_key(OTHER_KEY)
+    assert shelf.memory_used == 0
+    assert shelf.lookup(OTHER_KEY, chat(2)) is not None  # from its file
+
+
+def damage(path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "a flipped state byte":
+        data[-100] ^= 1
+    elif how == "truncated":
+        data = data[:-1]
+    elif how == "a token count out of bounds":
+        data[44:48] = (1 << 30).to_bytes(4, "little")
+    elif how == "another token":
+        data[HEADER.size] ^= 1
+    elif how == "not a state file":
+        data[:8] = b"GGUFGGUF"
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["a flipped state byte", "truncated", "a token count out of bounds",
+                                 "another token", "not a state file"])
+def test_a_damaged_or_truncated_file_is_ignored_and_deleted(tmp_path, how):
+    StateShelf(tmp_path).put(KEY, chat(1), buffer(5000, 1))
+    path = tmp_path / state_file_name(KEY, chat(1))
+    damage(path, how)
+    assert StateShelf(tmp_path).lookup(KEY, chat(1)) is None
+    assert not path.exists()
+
+
+def test_a_state_of_another_model_build_or_setting_is_never_used(tmp_path):
+    StateShelf(tmp_path).put(KEY, chat(1), buffer(5000, 1))
+    assert StateShelf(tmp_path).lookup(OTHER_KEY, chat(1)) is None
+    assert files(tmp_path) == [state_file_name(KEY, chat(1))]  # another model's, kept for it
+    (tmp_path / state_file_name(KEY, chat(1))).rename(tmp_path / state_file_name(OTHER_KEY, chat(1)))
+    assert StateShelf(tmp_path).lookup(OTHER_KEY, chat(1)) is None  # named for this key, written for another
+    assert files(tmp_path) == []
+    StateShelf(tmp_path).put(KEY, chat(2), buffer(50, 2))
+    with pytest.raises(DamagedState, match="another model"):
+        read_state_file(tmp_path / state_file_name(KEY, chat(2)), OTHER_KEY, 1 << 20)
+
+
+def test_concurrent_writers_never_leave_a_partial_file(tmp_path):
+    entries = [ShelvedState(KEY, tuple(chat(seed % 3)), buffer(3 << 20, seed % 3)) for seed in range(12)]
+    path_of = {entry.name: tmp_path / entry.name for entry in entries}
+    seen, stop, problems = [], threading.Event(), []
+
+    def watch() -> None:  # every file that is there at all is whole
+        while not stop.is_set():
+            for path in path_of.values():
+                try:
+                    seen.append(len(read_state_file(path, KEY, 1 << 30).tokens))
+                except FileNotFoundError:
+                    pass
+                except DamagedState as error:
+                    problems.append(error)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    writers = [threading.Thread(target=write_state_file, args=(path_of[e.name], e)) for e in entries]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    stop.set()
+    watcher.join()
+    assert not problems and seen
+    assert files(tmp_path) == sorted(path_of)  # three files, no staging file left
+    for entry in entries[:3]:
+        assert bytes(read_state_file(path_of[entry.name], KEY, 1 << 30).state) == bytes(entry.state)
+
+
+def test_an_interrupted_write_leaves_nothing_and_a_later_one_succeeds(tmp_path):
+    shelf = StateShelf(tmp_path, memory_bytes=64 << 20)
+    owed = {}
+    shelf.put(KEY, chat(1), buffer(20 << 20, 1), defer=lambda name, task: owed.setdefault(name, task))
+    assert files(tmp_path) == []  # nothing written before the model is idle
+    calls = []
+
+    def reply_started() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise Interrupted
+
+    (task,) = owed.values()
+    with pytest.raises(Interrupted):
+        task(reply_started)
+    assert files(tmp_path) == []
+    task(lambda: None)
+    assert files(tmp_path) == [state_file_name(KEY, chat(1))]
+
+
+def test_a_write_owed_by_a_running_measurement_runs_after_it_without_hanging(tmp_path, monkeypatch):
+    """A measurement's passes may read a long prompt, whose state is then owed to the same OneTimeWork: with
+    SPECCHAT_MEASURE_NOW=1 (the tests) it runs after the measurement, in the same settle."""
+    from specchat.core.one_time import OneTimeWork
+
+    monkeypatch.setenv("SPECCHAT_MEASURE_NOW", "1")
+    work, shelf, order = OneTimeWork(), StateShelf(tmp_path), []
+
+    def measurement(check) -> None:
+        shelf.put(KEY, chat(1), buffer(100, 1), defer=work.owe)
+        order.append("measured")
+
+    settled = threading.Thread(target=work.owe, args=("cost curve", measurement), daemon=True)
+    settled.start()
+    settled.join(timeout=30)
+    assert not settled.is_alive() and order == ["measured"] and work.owed() == []
+    assert files(tmp_path) == [state_file_name(KEY, chat(1))]
+
+
+def test_a_staging_file_left_by_a_dead_writer_is_swept(tmp_path):
+    left = tmp_path / f".{state_file_name(KEY, chat(1))}.x1.tmp"
+    left.write_bytes(b"half")
+    os.utime(left, (time.time() - 2 * state_shelf.STALE_TEMP_S,) * 2)
+    StateShelf(tmp_path).put(KEY, chat(2), buffer(100, 2))
+    assert files(tmp_path) == [state_file_name(KEY, chat(2))]
+
+
+def test_the_caps_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(state_shelf.MEMORY_ENV, "0")
+    assert state_shelf.default_shelf() is None
+    monkeypatch.setenv(state_shelf.MEMORY_ENV, "lots")
+    monkeypatch.setenv(state_shelf.DISK_ENV, "0")
+    shelf = state_shelf.default_shelf()
+    assert shelf.memory_bytes == state_shelf.DEFAULT_MEMORY_MIB << 20 and shelf.folder is None
+
+
+# --- on the real model ------------------------------------------------------------------------------------------------
+
+TOPICS = ["maps", "poetry", "chemistry", "music", "gardening", "law", "ships", "weaving", "clocks", "bridges"]
+
+
+def document(seed: int, sentences: int = 12) -> str:
+    return " ".join(f"Room {seed * 100 + i} of the library keeps books on {TOPICS[(seed + i) % 10]} and opens at "
+                    f"{(i * 7 + seed) % 12 + 1} o'clock." for i in range(sentences))
+
+
+def ids(pair, *turns: str) -> list[int]:
+    from specchat.engine.chat_prompt import Message, build_prompt_ids
+
+    roles = ["user", "assistant"] * len(turns)
+    return build_prompt_ids(pair.target.tokenizer, [Message(r, t) for r, t in zip(roles, turns)])
+
+
+def read_then_decode(runner, tokens: list[int], steps: int = 8) -> tuple[torch.Tensor, list[int]]:
+    """The prompt's last logits and a greedy reply of `steps` tokens, on a runner's own loop."""
+    cache = runner.new_cache(len(tokens) + steps + 1)
+    logits = runner.forward(torch.tensor([tokens]), cache, keep=1, prefill=True)
+    first, out = logits.clone(), []
+    for _ in range(steps):
+        out.append(int(logits[0].argmax()))
+        logits = runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)
+    return first, out
+
+
+@pytest.fixture
+def fresh_shelves(monkeypatch, tmp_path):
+    """The process's shelves over an empty cache folder, readers reading in chunks of 64 and keeping prompts of 128
+    tokens (short documents then cover several chunks: seconds, not minutes, on two busy cores); returns a function
+    that forgets the shelves (a restart)."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(state_shelf.MEMORY_ENV, "256")  # on, whatever the test run's defaults (tests/conftest.py)
+    monkeypatch.setenv(state_shelf.DISK_ENV, "256")
+    monkeypatch.setattr(state_shelf, "_shelves", {})
+    monkeypatch.setattr(prompt_reader, "CHUNK", 64)
+    monkeypatch.setattr(state_shelf, "MIN_SHELVED", 128)
+    return lambda: state_shelf._shelves.clear()
+
+
+def fresh_reply(native, tokens: list[int], monkeypatch) -> tuple[torch.Tensor, list[int]]:
+    """What a fresh runner with no shelf replies."""
+    with monkeypatch.context() as patch:
+        patch.setenv(state_shelf.MEMORY_ENV, "0")
+        runner = native.runner()
+        reply = read_then_decode(runner, tokens)
+        assert runner.reused_tokens == 0
+    return reply
+
+
+def chats_a_b_then_a(pair, runner) -> tuple[list[int], list[int]]:
+    """Reads chat A's first turn, then chat B's; returns chat A's first prompt and its follow-up (the first turn's
+    reply in it)."""
+    first = ids(pair, document(1) + " Which room keeps books on maps?")
+    _, reply = read_then_decode(runner, first)
+    read_then_decode(runner, ids(pair, document(2) + " Which room keeps books on ships?"))
+    text = pair.target.tokenizer.decode(reply, skip_special_tokens=True)
+    return first, ids(pair, document(1) + " Which room keeps books on maps?", text, "And when does it open?")
+
+
+@pytest.mark.model
+def test_chat_a_after_chat_b_is_restored_from_the_shelf_bit_for_bit(native_pair, fresh_shelves, monkeypatch):
+    native = native_pair.target.native
+    runner = native.runner()
+    first, follow_up = chats_a_b_then_a(native_pair, runner)
+    restored = read_then_decode(runner, follow_up)
+    shared = common_prefix(first[:-1], follow_up, len(follow_up) - 1)
+    assert runner.restored_tokens == runner.reused_tokens == shared // prompt_reader.CHUNK * prompt_reader.CHUNK > 0
+    fresh = fresh_reply(native, follow_up, monkeypatch)
+    assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
+
+
+@pytest.mark.model
+def test_after_a_restart_chat_a_is_read_from_disk_bit_for_bit(native_pair, fresh_shelves, monkeypatch):
+    native = native_pair.target.native
+    _, follow_up = chats_a_b_then_a(native_pair, native.runner())
+    fresh_shelves()  # a new process: its memory tier is empty, its disk tier the same folder
+    runner = native.runner()
+    restored = read_then_decode(runner, follow_up)
+    assert runner.restored_tokens >= prompt_reader.CHUNK
+    assert state_shelf.default_shelf().memory_used > 0  # the file read, and kept in memory from then on
+    fresh = fresh_reply(native, follow_up, monkeypatch)
+    assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
+
+
+@pytest.mark.model
+def test_a_reply_says_how_much_of_its_prompt_came_from_the_shelf(native_pair, fresh_shelves):
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    engine = native_pair.engine("none")
+    config = GenerationConfig(max_new_tokens=4)
+    engine.generate(ids(native_pair, document(3) + " Which room keeps books on law?"), config)
+    engine.generate(ids(native_pair, document(4) + " Which room keeps books on law?"), config)
+    again = engine.generate(ids(native_pair, document(3) + " Which room opens at one o'clock?"), config).stats
+    assert again.prompt_restored == again.prompt_reused >= prompt_reader.CHUNK
+    assert again.to_dict()["prompt_restored"] == again.prompt_restored
