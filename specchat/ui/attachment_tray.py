@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushB
                                QToolButton, QWidget)
 
 from .banner import ErrorBanner
-from .layouts import column
+from .layouts import stacked
 from .plain import plain_label, plain_tip
 
 CHIP_TEXT_WIDTH = 320  # pixels of a chip's text; a longer name is cut with "…" (the tooltip has all of it)
@@ -106,7 +106,7 @@ class AttachmentTray(QWidget):
         self.chip_area.setWidget(inner)
         self.chip_area.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.chip_area.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        column(self, self.reading_box, self.problem, self.chip_area, spacing=4)
+        stacked(self, self.reading_box, self.problem, self.chip_area, spacing=4)
         self.reading_box.hide()
         self.chip_area.hide()
 

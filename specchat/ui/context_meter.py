@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPalette
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from ..chats.context_plan import ContextMeter
-from .layouts import column
+from .layouts import stacked
 from .plain import plain_label, plain_tip
 from .theme import current_theme
 
@@ -110,7 +110,7 @@ class ContextMeterPanel(QWidget):
         for label in (self.summary, self.warning):
             label.setFont(small)
         self.summary.setStyleSheet(f"color: {current_theme().muted_text.name()};")
-        column(self, self.bar, self.summary, self.warning, margins=(0, 2, 0, 0), spacing=2)
+        stacked(self, self.bar, self.summary, self.warning, margins=(0, 2, 0, 0), spacing=2)
         self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
         self.warning.hide()

@@ -22,7 +22,7 @@ from ...core.errors import StorageError
 from ...core.formatting import format_duration
 from ...core.vocabulary import drafter_kind
 from ...storage.records import GroupStats, RunAggregate, RunFilter, RunRow
-from ..layouts import column
+from ..layouts import stacked
 from ..plain import plain_tip
 from ..theme import current_theme
 from .benchmark import BenchmarkHost, BenchmarkProgress, BenchmarkRun
@@ -55,7 +55,7 @@ class SummaryCard(QFrame):
         muted = current_theme().muted_text.name()
         self.caption.setStyleSheet(f"color: {muted}")
         self.detail.setStyleSheet(f"color: {muted}")
-        column(self, self.caption, self.value, self.detail, margins=(12, 8, 12, 8), spacing=1)
+        stacked(self, self.caption, self.value, self.detail, margins=(12, 8, 12, 8), spacing=1)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def show_value(self, value: str, detail: str = "") -> None:
