@@ -180,8 +180,10 @@ class SpeculativeEngine:
         # on the replies before it.
         book = self.acceptance if greedy else AcceptanceBook()
         k_max = min(config.k_max, self.max_draft)
-        if greedy and config.adaptive_k and not self._knows_curve():
-            k_max = 0  # nothing is known to pay yet: a first reply decodes plainly, at plain decoding's speed
+        # Nothing is known to pay yet: a first reply decodes plainly, at plain decoding's speed. Plain decoding
+        # itself drafts nothing and never asks for the curve (asking may measure it then and there).
+        if greedy and config.adaptive_k and not isinstance(self.drafter, NoDrafter) and not self._knows_curve():
+            k_max = 0
         return DraftLengthPolicy(k=min(config.k, max(self.max_draft, 1)), k_max=k_max,
                                  adaptive=config.adaptive_k, costs=costs, book=book)
 
