@@ -8,6 +8,7 @@ import struct
 import numpy as np
 import pytest
 import torch
+from runner_reads import read_then_decode
 
 from specchat.engine.backends.llamacpp import prompt_reader
 from specchat.engine.backends.llamacpp.prompt_reader import DECODE_TYPE, READ_TYPE, StateFormatError, as_decoding_state
@@ -67,16 +68,7 @@ def test_a_reused_prefix_gives_bit_for_bit_what_a_fresh_read_gives(native_pair, 
     native = native_pair.target.native
     used, fresh = native.runner(), native.runner()
 
-    def read_then_decode(runner, tokens, steps=6):
-        cache = runner.new_cache(len(tokens) + steps + 1)
-        logits = runner.forward(torch.tensor([tokens]), cache, keep=1, prefill=True)
-        first, out = logits.clone(), []
-        for _ in range(steps):
-            out.append(int(logits[0].argmax()))
-            logits = runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)
-        return first, out
-
-    _, reply = read_then_decode(used, LONG[:150])
+    _, reply = read_then_decode(used, LONG[:150], steps=6)
     follow_up = LONG[:150] + reply + LONG[300:340]  # the reply's positions were decoded: they are read again
     reused = read_then_decode(used, follow_up)
     assert used.reused_tokens == 128  # the first turn's whole chunks

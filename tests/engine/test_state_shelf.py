@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from runner_reads import read_then_decode
 
 from specchat.core.one_time import Interrupted
 from specchat.engine.backends.llamacpp import prompt_reader, state_shelf
@@ -246,17 +247,6 @@ def ids(pair, *turns: str) -> list[int]:
 
     roles = ["user", "assistant"] * len(turns)
     return build_prompt_ids(pair.target.tokenizer, [Message(r, t) for r, t in zip(roles, turns)])
-
-
-def read_then_decode(runner, tokens: list[int], steps: int = 8) -> tuple[torch.Tensor, list[int]]:
-    """The prompt's last logits and a greedy reply of `steps` tokens, on a runner's own loop."""
-    cache = runner.new_cache(len(tokens) + steps + 1)
-    logits = runner.forward(torch.tensor([tokens]), cache, keep=1, prefill=True)
-    first, out = logits.clone(), []
-    for _ in range(steps):
-        out.append(int(logits[0].argmax()))
-        logits = runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)
-    return first, out
 
 
 @pytest.fixture
