@@ -27,6 +27,8 @@ from .formats import clean_text
 
 _OLE_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: an encrypted Office file or an old .doc
 _MAIN_PART = "word/document.xml"
+_WORD_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # what Word and LibreOffice write
+_ENCRYPTED_FLAG = 0x1  # a zip member's general-purpose flag: encrypted
 _RATIO_FLOOR = MiB  # a member smaller than this may compress as well as it likes
 _BLOCKS_PER_STEP = 256  # paragraphs and tables read between two checks of Cancel and the deadline
 _P, _TBL, _SDT, _SDT_CONTENT = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:sdtContent")
@@ -75,6 +77,9 @@ def _check_declared_sizes(members: list[zipfile.ZipInfo], budget: ReadBudget) ->
                             f"{limits.max_unpacked_bytes / MiB:,.0f} MiB specchat allows (a zip bomb?); it was not "
                             f"unpacked.")
     for member in members:
+        if member.compress_type not in _WORD_COMPRESSIONS or member.flag_bits & _ENCRYPTED_FLAG:
+            raise DocumentError(f"{name} is encrypted or packed in a way Word does not write; open it in Word or "
+                                f"LibreOffice, save a new copy without a password and attach that.")
         ratio = member.file_size / max(1, member.compress_size)
         if member.file_size > _RATIO_FLOOR and ratio > limits.max_zip_ratio:
             raise DocumentError(f"{name} holds a part that would inflate {ratio:,.0f} times (a zip bomb?); it was "
@@ -101,7 +106,7 @@ def _check_inflated_sizes(archive: zipfile.ZipFile, budget: ReadBudget) -> None:
                 while chunk := stream.read(MiB):
                     inflated += len(chunk)
                     budget.step(0.1 * inflated / declared)
-    except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, ValueError) as error:
+    except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, ValueError) as error:
         raise DocumentError(f"{budget.name} is damaged or not a Word document ({first_line(error)}); open it in "
                             f"Word or LibreOffice, save a new copy and attach that.") from None
 

@@ -128,6 +128,18 @@ def test_a_zip_that_is_not_a_word_document_is_refused(tmp_path):
     refused(path, r"^other\.docx is not a Word document \(it has no word/document\.xml\)")
 
 
+def test_a_docx_packed_in_a_way_word_does_not_write_is_refused_unopened(tmp_path):
+    import io
+    import zipfile
+
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_BZIP2) as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+    path = tmp_path / "bzip.docx"
+    path.write_bytes(packed.getvalue())
+    refused(path, r"^bzip\.docx is encrypted or packed in a way Word does not write; open it in Word")
+
+
 def test_binary_data_named_txt_is_refused(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_bytes(os.urandom(4096) + b"\x00")
