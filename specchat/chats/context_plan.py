@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from ..core.errors import PromptError
 from ..documents.document import Document, Passage
@@ -161,8 +161,8 @@ class PromptPlan:
 
 
 class TokenCounter:
-    """Counts tokens of text with a model's tokenizer, remembering the counts of texts it has seen (a chat's turns
-    are counted once, not at every keystroke)."""
+    """Counts tokens of text with a model's tokenizer, remembering the counts of the `remember` texts it used last
+    (a chat's turns and documents are counted once, not at every keystroke)."""
 
     def __init__(self, tokenizer, remember: int = 4096):
         self.tokenizer = tokenizer
@@ -174,7 +174,9 @@ class TokenCounter:
         if not text:
             return 0
         with self._lock:
-            known = self._known.get(text)
+            known = self._known.pop(text, None)
+            if known is not None:
+                self._known[text] = known  # the most recently used last: the oldest go first
         if known is None:
             known = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
             with self._lock:
@@ -295,27 +297,27 @@ def _passages_within(documents: Sequence[ChatDocument], question: str, share: in
                      search: Search | None) -> tuple[Source, ...]:
     """The passages that best match `question`, each with its neighbours, that fit `share` tokens, in document
     order; without a search (or when it finds nothing), the documents' first passages."""
-    by_id = {d.document_id: d for d in documents}
+    place = {d.document_id: index for index, d in enumerate(documents)}  # in the chat's order
     matches = list(search(question, SEARCH_LIMIT)) if search is not None and question.strip() else []
-    wanted: list[tuple[ChatDocument, int]] = []
+    wanted: list[tuple[int, int]] = []  # (document's place, passage position), best first
     for match in matches:
-        chat_document = by_id.get(match.document_id)
-        if chat_document is None:
+        index = place.get(match.document_id)
+        if index is None:
             continue
-        last = len(chat_document.document.passages) - 1
+        last = len(documents[index].document.passages) - 1
         for position in range(max(0, match.passage.position - PASSAGE_NEIGHBOURS),
                               min(last, match.passage.position + PASSAGE_NEIGHBOURS) + 1):
-            wanted.append((chat_document, position))
+            wanted.append((index, position))
     if not wanted:
-        wanted = [(d, p.position) for d in documents for p in d.document.passages]
+        wanted = [(index, p.position) for index, d in enumerate(documents) for p in d.document.passages]
     chosen: dict[tuple[int, int], Source] = {}
     spent = count(PASSAGES_INTRO) + MESSAGE_OVERHEAD
-    for chat_document, position in wanted:
-        key = (documents.index(chat_document), position)
+    for key in wanted:
         if key in chosen:
             continue
-        passage = chat_document.document.passages[position]
-        source = Source(chat_document.document_id, chat_document.name, passage.page, position, passage.text)
+        chat_document = documents[key[0]]
+        passage = chat_document.document.passages[key[1]]
+        source = Source(chat_document.document_id, chat_document.name, passage.page, key[1], passage.text)
         # the passage's text (counted where it was read) and its label, each counted alone: a bound on the whole,
         # since tokens do not merge across the label's edges by more than a few
         cost = count(source.text) + count(passage_text(replace(source, text=""))) + MESSAGE_OVERHEAD
@@ -350,11 +352,3 @@ def _placed(turns: Sequence[Message], message_ids: Sequence[int | None], documen
 def _attribute(text: str) -> str:
     """Text safe inside a label's double quotes (a file's name is the user's, and may hold anything)."""
     return text.replace("\\", "\\\\").replace('"', "'").replace("\n", " ")[:200]
-
-
-def documents_by_message(documents: Sequence[ChatDocument]) -> Mapping[int | None, list[ChatDocument]]:
-    """The chat's documents grouped by the message they were attached to (None: pending), in order."""
-    grouped: dict[int | None, list[ChatDocument]] = {}
-    for chat_document in documents:
-        grouped.setdefault(chat_document.message_id, []).append(chat_document)
-    return grouped

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ..core.errors import StorageError, quoted
 from ..documents.document import Document, Passage
 from ..documents.ranking import fts_query
-from .document_records import (MAX_DOCUMENTS_PER_MESSAGE, MAX_PASSAGES, DocumentInfo, PassageHit, check_document,
+from .document_records import (MAX_DOCUMENTS_PER_MESSAGE, DocumentInfo, PassageHit, check_document,
                                is_whole)
 from .tables import FTS_TABLE, AttachedDocument, DocumentPassage, Message, utcnow
 
@@ -32,7 +32,6 @@ Transaction = Callable[[], AbstractContextManager[Session]]
 MAX_SEARCH_LIMIT = 200  # passages one search returns at most
 MAX_DOCUMENT_FILTER = 1000  # document ids a search may be restricted to
 MAX_TOKENS = 1 << 40  # a token count's sanity bound
-_IN_CHUNK = 500  # values per SQL IN (...) list: SQLite bounds the variables of one statement
 
 _INFO_COLUMNS = (AttachedDocument.id, AttachedDocument.message_id, AttachedDocument.conversation_id,
                  AttachedDocument.name, AttachedDocument.kind, AttachedDocument.pages, AttachedDocument.chars,
@@ -64,51 +63,16 @@ class DocumentShelf:
             row = add_document(session, message.id, message.conversation_id, document, tokens, utcnow())
             return _info(row)
 
-    def set_tokens(self, document_id: int, tokens: int) -> None:
-        """Record the document's token count (counted after it was attached, or under another model)."""
-        if tokens is None:
-            raise StorageError("a token count must be a whole number, not None")
-        _check_tokens(tokens)
-        with self._writing() as session:
-            _document_row(session, document_id).tokens = tokens
-
     def of_chat(self, conversation_id: int) -> list[DocumentInfo]:
         """The chat's documents in the order of their messages (and, on one message, as attached)."""
         with self._reading() as session:
             return [DocumentInfo(*row) for row in session.execute(_infos_where(Message.conversation_id
                                                                                == conversation_id))]
 
-    def of_message(self, message_id: int) -> list[DocumentInfo]:
-        """The message's documents, as attached."""
-        with self._reading() as session:
-            return [DocumentInfo(*row) for row in session.execute(_infos_where(Message.id == message_id))]
-
-    def by_message(self, conversation_id: int) -> dict[int, list[DocumentInfo]]:
-        """The chat's documents by message id (messages without any are left out): drawing a chat reads them at
-        once, in one query."""
-        shelf: dict[int, list[DocumentInfo]] = {}
-        for info in self.of_chat(conversation_id):
-            shelf.setdefault(info.message_id, []).append(info)
-        return shelf
-
     def load(self, document_id: int) -> Document:
         """The whole document: its text, pages, page starts and passages. StorageError if it does not exist."""
         with self._reading() as session:
             return _load(session, document_id)
-
-    def passages(self, document_id: int, positions: Sequence[int]) -> list[Passage]:
-        """The document's passages at `positions`, in document order; positions it does not have are left out (a
-        caller asking for a passage's neighbours need not know where the document ends). StorageError for a document
-        that does not exist or positions that are not whole numbers (at most MAX_PASSAGES of them)."""
-        wanted = _positions(positions)
-        with self._reading() as session:
-            _document_row(session, document_id)
-            found: list[Passage] = []
-            for first in range(0, len(wanted), _IN_CHUNK):
-                found += (_passage(p) for p in session.scalars(select(DocumentPassage).where(
-                    DocumentPassage.document_id == document_id,
-                    DocumentPassage.position.in_(wanted[first:first + _IN_CHUNK]))))
-            return sorted(found, key=lambda p: p.position)
 
     def search(self, conversation_id: int, query: str, limit: int = 8,
                document_ids: Sequence[int] | None = None) -> list[PassageHit]:
@@ -212,18 +176,6 @@ def _passage(row: DocumentPassage) -> Passage:
 def _check_tokens(tokens: object) -> None:
     if tokens is not None and not is_whole(tokens, 0, MAX_TOKENS):
         raise StorageError(f"a token count must be a whole number from 0 to {MAX_TOKENS:,}, not {quoted(tokens)}")
-
-
-def _positions(positions: Sequence[int]) -> list[int]:
-    """Distinct passage positions, checked: whole numbers, at most MAX_PASSAGES of them."""
-    if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence) or len(positions) > MAX_PASSAGES:
-        raise StorageError(f"passage positions must be a list of at most {MAX_PASSAGES:,} whole numbers, "
-                           f"not {quoted(positions)}")
-    for position in positions:
-        if not is_whole(position, 0, MAX_PASSAGES):
-            raise StorageError(f"a passage position must be a whole number from 0 to {MAX_PASSAGES:,}, "
-                               f"not {quoted(position)}")
-    return sorted(set(positions))
 
 
 def _ids(document_ids: Sequence[int]) -> list[int]:

@@ -73,9 +73,7 @@ def test_attach_and_load_round_trip(store, chat):
                              HANDBOOK.size_bytes, 321)
     assert info.created_at.tzinfo is not None
     assert store.documents.load(info.id) == HANDBOOK
-    store.documents.set_tokens(info.id, 400)
-    assert store.documents.of_message(first.id)[0].tokens == 400
-    assert store.documents.passages(info.id, [3, 0, 9, 0]) == [HANDBOOK.passages[0], HANDBOOK.passages[3]]
+    assert store.documents.of_chat(conversation.id)[0].tokens == 321
     with pytest.raises(StorageError, match="does not exist"):
         store.documents.load(info.id + 1)
 
@@ -86,10 +84,8 @@ def test_documents_by_message_and_in_message_order(store, chat):
     handbook = store.documents.attach(first.id, HANDBOOK)
     extra = store.documents.attach(first.id, make_document([BACKUPS], name="extra.md"))
     assert [d.id for d in store.documents.of_chat(conversation.id)] == [handbook.id, extra.id, notes.id]
-    assert store.documents.by_message(conversation.id) == {first.id: [handbook, extra], later.id: [notes]}
-    assert store.documents.of_message(later.id) == [notes]
     other = store.create_conversation("Other")
-    assert store.documents.by_message(other.id) == {} and store.documents.of_chat(other.id) == []
+    assert store.documents.of_chat(other.id) == []
 
 
 @pytest.mark.parametrize("change, message", [
@@ -172,8 +168,6 @@ def test_search_refuses_a_bad_limit_or_filter(store, chat):
             store.documents.search(conversation.id, "keys", limit=bad)
     with pytest.raises(StorageError, match="document id"):
         store.documents.search(conversation.id, "keys", document_ids=["1"])
-    with pytest.raises(StorageError, match="whole number"):
-        store.documents.passages(1, [1.5])
 
 
 def test_the_index_follows_deleted_messages_and_chats(store, chat):
@@ -182,7 +176,7 @@ def test_the_index_follows_deleted_messages_and_chats(store, chat):
     notes = store.documents.attach(later.id, make_document([BACKUPS], name="notes.txt", kind="text"))
     assert len(fts_rows(store, "backups")) == 2
     store.delete_messages_from(conversation.id, 2)  # the later message, and its notes with it
-    assert store.documents.of_chat(conversation.id) == store.documents.of_message(first.id)
+    assert [d.message_id for d in store.documents.of_chat(conversation.id)] == [first.id]
     assert len(fts_rows(store, "backups")) == 1
     with pytest.raises(StorageError):
         store.documents.load(notes.id)
