@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable, Sequence
 
-from ..core.errors import StorageError
+from ..core.errors import ContinueError, StorageError
 from ..core.vocabulary import ERROR, STREAMING
 from ..engine.chat_engine import ChatEngine, PromptFitter
 from ..engine.chat_prompt import Message
@@ -27,6 +28,7 @@ from ..engine.decoding.events import GenerationResult, GenerationStats, StepEven
 from ..engine.decoding.speculative import GenerationConfig
 from ..storage.records import MessageInfo, RunRecord
 from .context_plan import Search, Source
+from .continuation import can_continue, plan_continuation
 from .conversations import OpenChat
 from .recorder import RecordedReply, ReplyRecorder, stopped_by_user
 from .reply_spans import ReplySpans
@@ -41,12 +43,15 @@ class ReplyEngine:
     maker of its ChatEngine (called on the model thread), the PromptFitter that makes its prompt (the one fitter,
     engine/chat_engine.py: EngineCache.fitter's for a local reply; None for a remote engine, which reads the
     messages and applies its own template) and what runs on the finished reply on the model thread (the
-    past-replies index; None for a remote reply, which has no token ids)."""
+    past-replies index; None for a remote reply, which has no token ids). read_first: what gives a branch's
+    drafting the replies beside it first (on the model thread, before it starts: the session puts them at the
+    newest end of the past-replies index; None: nothing reads them)."""
 
     context: RunContext
     make_engine: Callable[[], ChatEngine]
     prompts: PromptFitter | None = None
     on_result: Callable[[GenerationResult], None] | None = None
+    read_first: Callable[[Sequence[str]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class ReplyJob:
     prompt_ids: tuple[int, ...] | None
     prompt_tokens: int
     on_result: Callable[[GenerationResult], None] | None = None
+    before: Callable[[], None] | None = None  # run on the model thread before the engine starts (read_first)
+    continuing: tuple[int, ...] = ()  # a continued reply's tokens, read after prompt_ids (stream_ids' continuing)
 
 
 @dataclass(frozen=True)
@@ -79,13 +86,16 @@ class StepBatch:
 @dataclass(frozen=True)
 class ReplyBegan:
     """A reply's rows are on disk and its job is ready: the window opens the reply's region (with `note`, what the
-    prompt left out, if anything), claims the device and hands `job` to the model thread."""
+    prompt left out, if anything), claims the device and hands `job` to the model thread. A continued reply's region
+    starts with its text so far (`text`, with its `spans`), and what streams follows it."""
 
     conversation_id: int
     message_id: int
     job: ReplyJob
     note: str = ""
     sources: tuple[Source, ...] = ()
+    text: str = ""
+    spans: ReplySpans | None = None
 
 
 @dataclass(frozen=True)
@@ -119,11 +129,25 @@ class ReplyEnded:
 
 # -- the reply streaming now ------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Earlier:
+    """What a continued reply had when it went on: its text and spans as stored, the tokens read after its prompt
+    (continuation.Continuation.written), and whether they are its own (`own`: its text is then what they decode
+    to, which the engine's decoding confirms; else its text stays as stored and the new text follows it)."""
+
+    text: str
+    spans: tuple[tuple[int, int, str], ...]
+    token_ids: tuple[int, ...]
+    own: bool
+
+
 @dataclass
 class StreamingReply:
     """The reply streaming now: its chat, its rows (ReplyRecorder.begin), what the user should know of its prompt,
-    and what it has streamed, gathered from its steps (text, spans and rejected proposals), with when it was last
-    saved and its run as saved then (what a failed reply's footer says; None: not saved since it began)."""
+    and what it has streamed, gathered from its steps (text, spans, token ids and rejected proposals), with when it
+    was last saved and its run as saved then (what a failed reply's footer says; None: not saved since it began).
+    A continued reply starts with what it had (`earlier`; its text, spans and ids first) and its run is part `part`
+    of it."""
 
     chat: OpenChat
     rows: RecordedReply
@@ -134,6 +158,10 @@ class StreamingReply:
     last_saved: float = 0.0
     save_failed: bool = False  # a partial save failed: said once, retried at the next save time
     saved_run: RunRecord | None = None
+    token_ids: list[int] = field(default_factory=list)
+    keeps_ids: bool = True  # False: a remote engine's reply, whose tokens are not the model's (not stored)
+    earlier: Earlier | None = None
+    part: int = 1
 
     @property
     def conversation_id(self) -> int:
@@ -143,19 +171,42 @@ class StreamingReply:
     def message_id(self) -> int:
         return self.rows.message_id
 
+    @property
+    def kept_ids(self) -> list[int] | None:
+        """The token ids to store with the text (None: not kept)."""
+        return self.token_ids if self.keeps_ids else None
+
     def add(self, event: StepEvent) -> None:
-        """Gathers one step: its text, its tokens' spans and origins, and the proposal the target rejected."""
-        self.spans.add_tokens(event.spans, event.origins)
+        """Gathers one step: its text, its tokens' ids, spans and origins, and the proposal the target rejected. A
+        continued reply's spans are moved by what its stored text and its tokens' decoding differ by at the cut (a
+        character split there: 0 almost always; a new reply's step starts where its text ends)."""
+        shift = len(self.text) - event.text_offset
+        self.spans.add_tokens([(a + shift, b + shift) for a, b in event.spans] if shift else event.spans,
+                              event.origins)
         self.text += event.text_delta
+        self.token_ids.extend(event.token_ids)
         if event.rejected_text:
             self.spans.add_rejected(len(self.text), event.rejected_text)
 
     def end(self, result: GenerationResult) -> None:
         """The finished reply's text and spans are the result's, which is the authority (a character the detokenizer
-        held back goes to the last token as the reply ends); the rejected proposals stay as gathered."""
-        spans = ReplySpans(rejected=self.spans.rejected)
-        spans.add_tokens(result.spans, result.origins)
-        self.text, self.spans = result.text, spans
+        held back goes to the last token as the reply ends); the rejected proposals stay as gathered. A continued
+        reply's result starts with its earlier tokens' text (text_start): that text, or the stored one where they
+        are not its own, then the new text, with the earlier spans kept; stopped before its first new token, it
+        stays as it was."""
+        earlier, rejected = self.earlier, self.spans.rejected
+        if earlier is not None and not result.token_ids:
+            self.text, self.token_ids = earlier.text, list(earlier.token_ids)
+            self.spans = ReplySpans(list(earlier.spans), rejected)
+            return
+        start = result.text_start
+        base = earlier.text if earlier is not None and not earlier.own else result.text[:start]
+        shift = len(base) - start
+        spans = ReplySpans([(a, min(b, len(base)), o) for a, b, o in (earlier.spans if earlier else ())
+                            if a < len(base)], rejected=rejected)
+        spans.add_tokens([(a + shift, b + shift) for a, b in result.spans], result.origins)
+        self.text, self.spans = base + result.text[start:], spans
+        self.token_ids = [*(earlier.token_ids if earlier else ()), *result.token_ids]
 
 
 def left_out_note(left_out: int, as_passages: Sequence[str] = ()) -> str:
@@ -183,13 +234,17 @@ class ReplyController:
         self.active: StreamingReply | None = None
         self.rejected: dict[int, list[tuple[int, str]]] = {}
 
-    def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None) -> ReplyBegan:
+    def start(self, chat: OpenChat, engine: ReplyEngine, seed: int | None = None,
+              sample_at: float | None = None) -> ReplyBegan:
         """Plans the chat's prompt (its turns and documents within the window: OpenChat.plan) and fits it (once:
         the model thread streams these ids), picks the seed (random unless given) and writes the reply's
         placeholder and run (ReplyRecorder.begin); returns ReplyBegan with the job for the model thread and the
-        sources the reply is given. Raises PromptError (the last message alone does not fit) before anything is
-        written, and StorageError when the rows cannot be written (the chat is then read again before its next
-        reply)."""
+        sources the reply is given. `sample_at`: a temperature a greedy config samples at instead (Regenerate:
+        another reply, not the same one again); a sampling config keeps its own. Raises PromptError (the last
+        message alone does not fit) before anything is written, and StorageError when the rows cannot be written
+        (the chat is then read again before its next reply)."""
+        if sample_at and engine.context.config.sampling.temperature == 0:
+            engine = replace(engine, context=engine.context.sampling_at(sample_at))
         config, system = engine.context.config, chat.system_prompt
         search = self.search_for(chat.conversation_id) if self.search_for is not None else None
         plan = chat.plan(engine.prompts, config.max_new_tokens, search)
@@ -205,10 +260,50 @@ class ReplyController:
             raise
         left_out = plan.left_out + (prompt.left_out if prompt is not None else 0)
         self.active = StreamingReply(chat, rows, left_out_note(left_out, plan.meter.as_passages),
-                                     sources=plan.sources)
+                                     sources=plan.sources, keeps_ids=engine.prompts is not None)
+        beside = self.recorder.sibling_replies(rows) if engine.read_first is not None else []
         job = ReplyJob(engine.make_engine, messages, system, context.config,
-                       prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result)
+                       prompt.ids if prompt is not None else None, prompt_tokens, engine.on_result,
+                       before=partial(engine.read_first, tuple(beside)) if beside else None)
         return ReplyBegan(rows.conversation_id, rows.message_id, job, self.active.note, plan.sources)
+
+    def continue_reply(self, chat: OpenChat, engine: ReplyEngine, message_id: int,
+                       seed: int | None = None) -> ReplyBegan:
+        """Goes on with the chat's last reply `message_id`, cut short (continuation.can_continue), in its own
+        message: the prompt it was started from, planned and fitted again, then its stored tokens
+        (continuation.plan_continuation, which says what the continuation promises: its run's exactness); the
+        message is marked streaming and a run of its own begins (ReplyRecorder.resume), for up to max_new_tokens
+        more tokens. Returns ReplyBegan as start does, with the reply's text so far to draw before what streams.
+        Raises ContinueError or PromptError before anything is written, StorageError when the reply cannot be read
+        or its rows written."""
+        last = chat.last_reply()
+        stored = self.recorder.stored(message_id) if last is not None and last.id == message_id else None
+        if stored is None or not can_continue(stored.message):
+            raise ContinueError("only the chat's last reply, when it was cut short, can be continued")
+        if engine.prompts is None:
+            raise ContinueError("a remote engine's reply cannot be continued: it sends text, not the model's tokens")
+        reply = stored.message
+        search = self.search_for(chat.conversation_id) if self.search_for is not None else None
+        going_on = plan_continuation(chat, stored, engine.prompts, engine.context, search)
+        context = engine.context.seeded(random.SystemRandom().randrange(2**31) if seed is None else seed)
+        context = replace(context, models=replace(context.models, exactness=going_on.exactness))
+        prompt_tokens, plan = len(going_on.prompt.ids) + len(going_on.written), going_on.plan
+        try:
+            rows = self.recorder.resume(stored.message, prompt_tokens, context,
+                                        [source.stored() for source in plan.sources] or None)
+        except StorageError:
+            chat.stale = True  # the message may be marked streaming: what is stored is unsure
+            raise
+        left_out = left_out_note(plan.left_out + going_on.prompt.left_out, plan.meter.as_passages)
+        note = " ".join(said for said in (going_on.note, left_out) if said)
+        spans = ReplySpans.from_json(reply.spans, self.rejected.get(message_id))
+        earlier = Earlier(reply.text, tuple(spans.spans), going_on.written, going_on.own)
+        self.active = StreamingReply(chat, rows, note, plan.sources, reply.text, spans, earlier=earlier,
+                                     token_ids=list(going_on.written), part=len(stored.runs) + 1)
+        job = ReplyJob(engine.make_engine, plan.messages, chat.system_prompt, context.config, going_on.prompt.ids,
+                       prompt_tokens, engine.on_result, continuing=going_on.written)
+        return ReplyBegan(rows.conversation_id, rows.message_id, job, note, plan.sources, reply.text,
+                          ReplySpans.from_json(reply.spans))
 
     def steps(self, batch: StepBatch, now: float) -> StepsArrived | None:
         """Gathers the steps that arrived (the window calls it with each batch, one a frame at most) and saves the
@@ -229,7 +324,7 @@ class ReplyController:
         """Saves the reply so far with its run's figures (stats); returns what the user is told of a refusal, the
         first time only (None otherwise)."""
         try:
-            reply.saved_run = self.recorder.partial(reply.rows, reply.text, reply.spans, stats)
+            reply.saved_run = self.recorder.partial(reply.rows, reply.text, reply.spans, stats, reply.kept_ids)
         except StorageError as error:
             said, reply.save_failed = reply.save_failed, True
             return None if said else (f"The reply so far could not be saved ({error}); it keeps streaming, and "
@@ -242,21 +337,23 @@ class ReplyController:
         reply = self._take()
         reply.end(result)
         try:
-            message, run = self.recorder.finish(reply.rows, result, reply.spans)
+            message, run = self.recorder.finish(reply.rows, result, reply.spans, reply.text, reply.kept_ids)
         except StorageError as error:
             return self._unsaved(reply, stopped_by_user(result), error)
-        return self._saved(reply, message, footer_text(run) if run is not None else "", runs_changed=run is not None)
+        # no run: stopped before its first token (a continued reply keeps the line of its earlier part)
+        footer = footer_text(run, reply.part) if run is not None else reply.chat.footers.get(reply.message_id, "")
+        return self._saved(reply, message, footer, runs_changed=run is not None)
 
     def fail(self, problem: str) -> ReplyEnded:
         """The reply failed (problem: what the user is told): saves what it had streamed and marks its run; returns
         ReplyEnded with `problem`."""
         reply = self._take()
         try:
-            message, marked = self.recorder.fail(reply.rows, reply.text, reply.spans)
+            message, marked = self.recorder.fail(reply.rows, reply.text, reply.spans, reply.kept_ids)
         except StorageError as error:
             return self._unsaved(reply, True, error, also=problem)
         run = replace(reply.saved_run or reply.rows.run, finish_reason=ERROR if marked else STREAMING)
-        return self._saved(reply, message, footer_text(run), problem=problem)
+        return self._saved(reply, message, footer_text(run, reply.part), problem=problem)
 
     def _take(self) -> StreamingReply:
         reply, self.active = self.active, None
@@ -267,9 +364,14 @@ class ReplyController:
 
     def _saved(self, reply: StreamingReply, message: MessageInfo, footer: str, runs_changed: bool = False,
                problem: str | None = None) -> ReplyEnded:
-        """The ended reply as stored joins its chat, with the sources it was given; the window draws it as
-        stored."""
-        reply.chat.add(message, footer)
+        """The ended reply as stored joins its chat (a continued one takes its own place there), with the sources
+        it was given; the window draws it as stored."""
+        at = next((i for i, m in enumerate(reply.chat.messages) if m.id == message.id), None)
+        if at is None:
+            reply.chat.add(message, footer)
+        else:
+            reply.chat.messages[at] = message
+            reply.chat.footers[message.id] = footer
         if reply.sources:
             reply.chat.sources[message.id] = reply.sources
         spans = ReplySpans.from_json(message.spans, self.rejected.get(message.id))

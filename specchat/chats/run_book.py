@@ -5,7 +5,8 @@ figures, and the plain-decoding baseline that every chat reply's speedup is meas
 from __future__ import annotations
 
 from ..core.run_kind import RunKind, drafted_enough, plainly, speedup as speedup_over_plain
-from ..core.vocabulary import CONTEXT, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH, STREAMING
+from ..core.vocabulary import (BIT_IDENTICAL, CONTEXT, DISTRIBUTION, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH,
+                               STREAMING)
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
 from .run_context import RunContext
@@ -13,6 +14,10 @@ from .run_context import RunContext
 ENDINGS = {CONTEXT: "reached the model's context window: start a new chat to go on",
            INTERRUPTED: "cut short when specchat was closed or killed: figures up to its last save",
            LENGTH: "reached the reply length limit (Settings)", ERROR: "ended by an error"}
+# What a continued reply's later part promises against the reply never cut (chats/continuation.py), by its run's
+# exactness; None: nothing, the reply's earlier text was read again (its tokens were not kept, or its prompt changed).
+CONTINUED = {BIT_IDENTICAL: "bit-identical to one uninterrupted reply",
+             DISTRIBUTION: "same distribution as one uninterrupted reply", None: "same text, re-read"}
 
 
 class RunBook:
@@ -81,7 +86,7 @@ class RunBook:
         return self.store.runs(where)
 
     def grouped(self, by: str, where: RunFilter = RunFilter()) -> list[GroupStats]:
-        """Those runs summed per group (by: one of storage.store.GROUPINGS)."""
+        """Those runs summed per group (by: one of storage.run_queries.GROUPINGS)."""
         return self.store.run_groups(by, where)
 
     def choices(self) -> dict[str, list]:
@@ -109,15 +114,20 @@ class RunBook:
         return text
 
 
-def footer_text(run) -> str:
+def footer_text(run, part: int | None = None) -> str:
     """The line under a reply: tokens, speed, the time to the first token, acceptance, τ, drafter and K, speedup,
     and how it ended. Takes the reply's run as stored (a RunInfo read with its chat) or as just written (the
-    RunRecord that RunBook.complete returns): the same fields, so a finished reply's footer needs no read.
+    RunRecord that RunBook.complete returns): the same fields, so a finished reply's footer needs no read. `part`:
+    which part of a continued reply the run wrote (None: a RunInfo's `parts`, else 1); a later part's line says so,
+    and what the continuation promises (CONTINUED), before its own figures.
 
     The time to the first token is the run's prefill_s: the engine's reading of the prompt through the first token
     (a remote engine's: until its first token arrived), the part a long prompt or a document makes slow. It leaves
     out what came before the engine started (fitting the prompt, waiting for the model thread)."""
     parts = [f"{run.new_tokens} tokens", f"{run.tokens_per_s:.1f} tok/s"]
+    part = part or getattr(run, "parts", 1)
+    if part > 1:
+        parts.insert(0, f"continued, part {part} ({CONTINUED.get(run.exactness, CONTINUED[None])})")
     if run.prefill_s > 0:
         parts.append(f"first token {run.prefill_s:.2f} s")
     kind = RunKind.parse(run.drafter)
@@ -132,7 +142,9 @@ def footer_text(run) -> str:
         parts.append(plainly(run.draft_proposed, run.draft_accepted))
     elif run.speedup:
         parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
-    if run.exactness in EXACTNESS_LABELS and EXACTNESS_LABELS[run.exactness].footer and drafted \
+    if run.temperature > 0:  # a sample: the same distribution as plain decoding's at best, never its tokens
+        parts.append(f"sampled at T {run.temperature:.2f}" + (" · same distribution as plain" if drafted else ""))
+    elif run.exactness in EXACTNESS_LABELS and EXACTNESS_LABELS[run.exactness].footer and drafted \
             and not kind.is_remote:
         parts.append(EXACTNESS_LABELS[run.exactness].footer)
     if run.finish_reason in ENDINGS:

@@ -60,6 +60,11 @@ class RunContext:
         """The same context with the config's seed set (known before the run starts: its record is written then)."""
         return replace(self, config=replace(self.config, seed=seed))
 
+    def sampling_at(self, temperature: float) -> RunContext:
+        """The same context sampling at `temperature` (a regenerated reply under a greedy config)."""
+        config = self.config
+        return replace(self, config=replace(config, sampling=replace(config.sampling, temperature=temperature)))
+
     def provenance(self, seed: int | None = None, app_session_id: int | None = None) -> RunProvenance:
         """The run's plain values for storage: the models' names, the drafter and the decoding settings; `seed`
         when the engine picked it (the config's otherwise)."""

@@ -11,7 +11,7 @@ from typing import Sequence, TextIO
 
 from ..chats.context_plan import ChatDocument
 from ..core.errors import SpecchatError
-from ..core.vocabulary import Origin
+from ..core.vocabulary import LENGTH, Origin
 from ..engine.chat_engine import EngineCache, reply_to
 from ..engine.chat_prompt import Message
 from ..engine.decoding.events import GenerationResult, StepEvent
@@ -71,7 +71,7 @@ def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> 
 
 
 HELP = """Commands: /new (start over)  /system TEXT  /attach FILE  /drafter eagle-hybrid|eagle|hybrid|model|pld|none
-/help  /quit
+/continue (the last reply, cut by the token limit, goes on)  /help  /quit
 Ctrl-C stops a reply (the partial reply is kept). Green text = draft tokens the model accepted."""
 
 
@@ -88,6 +88,8 @@ class TerminalChat:
         self.engines = EngineCache(pair)
         self.engine = self.engines.chat_engine(drafter)
         self.left_out = 0  # how many of the oldest messages the last prompt left out
+        # the last reply when the token limit cut it: its prompt's ids and its tokens (what /continue reads again)
+        self.cut: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self.drafter = drafter
         self.printer = StreamPrinter(out)
 
@@ -116,13 +118,15 @@ class TerminalChat:
         if name == "/new":
             self.history.clear()
             self.documents.clear()
-            self.left_out = 0
+            self.left_out, self.cut = 0, None
             self._say("(new conversation)")
         elif name == "/attach":
             self._attach(Path(rest.strip()).expanduser())
         elif name == "/system":
             self.system = rest.strip() or None
             self._say(f"(system prompt {'set' if self.system else 'cleared'})")
+        elif name == "/continue":
+            self._continue()
         elif name == "/drafter":
             try:
                 self.engine = self.engines.chat_engine(rest.strip())
@@ -150,7 +154,8 @@ class TerminalChat:
         try:
             plan = plan_with_documents(self.pair, self.history, range(len(self.history)), self.documents,
                                        self.system, self.config.max_new_tokens)
-            left_out = plan.left_out + self.engine.fit(plan.messages, self.system, self.config.max_new_tokens).left_out
+            fitted = self.engine.fit(plan.messages, self.system, self.config.max_new_tokens)
+            left_out = plan.left_out + fitted.left_out
             if left_out > self.left_out:  # said when it grows, not at every turn
                 self._say(f"(the {left_out} oldest messages are left out: the chat is longer than the model reads)")
             self.left_out = left_out
@@ -167,9 +172,34 @@ class TerminalChat:
             self.history.pop()
             return
         self.history.append(Message("assistant", result.text))
+        self.cut = (fitted.ids, result.token_ids) if result.finish_reason == LENGTH else None
         past_replies = getattr(self.engine.engine.drafter, "history", None)  # the history drafter's index
         if past_replies is not None:
             past_replies.add(result.token_ids)
+        self.printer.finish(result, self.drafter, file=self.out)
+
+    def _continue(self) -> None:
+        """/continue: the last reply, cut by the token limit, goes on where it stopped, up to the limit again: its
+        prompt and its tokens are read again as its own steps read them (SpeculativeEngine.stream's `continuing`),
+        so a greedy reply goes on as a higher limit would have made it. Its text in the history grows."""
+        if self.cut is None:
+            self._say("(nothing to continue: only the last reply, when the token limit cut it, goes on)")
+            return
+        prompt_ids, written = self.cut
+        result = None
+        try:
+            self.out.write("assistant (continued)> ")
+            for event in self.engine.stream_ids(prompt_ids, self.config, threading.Event(), continuing=written):
+                self.printer.show(event)
+                result = event.result or result
+        except SpecchatError as error:
+            self._say(f"\nerror: {error}")
+            return
+        except KeyboardInterrupt:
+            self.out.write("\n(stopped: the reply stays as it was)\n")
+            return
+        self.history[-1] = Message("assistant", result.text)  # the whole reply's text
+        self.cut = (prompt_ids, written + result.token_ids) if result.finish_reason == LENGTH else None
         self.printer.finish(result, self.drafter, file=self.out)
 
     def _say(self, text: str) -> None:

@@ -41,6 +41,11 @@ class DecodeError(SpecchatError):
     context is full): the model loaded, so this is not a ModelLoadError."""
 
 
+class ContinueError(SpecchatError):
+    """A reply cannot be continued: it is not the chat's last, it was not cut short (Stop, the token limit, the
+    context window, a kill), a remote engine wrote it, or it fills the context window by itself."""
+
+
 class PrefillCancelled(Exception):
     """Not for the user: the cancel event was set while a runner prefilled a prompt, between two of its passes
     (SpeculativeEngine.stream turns it into a stopped reply)."""

@@ -98,9 +98,11 @@ class LocalChatEngine:
                cancel: threading.Event | None = None) -> Iterator[StepEvent]:
         return self.stream_ids(self.fit(messages, system, config.max_new_tokens).ids, config, cancel)
 
-    def stream_ids(self, prompt_ids: Sequence[int], config: GenerationConfig,
-                   cancel: threading.Event | None = None) -> Iterator[StepEvent]:
-        return self.engine.stream(prompt_ids, config, cancel)
+    def stream_ids(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
+                   continuing: Sequence[int] = ()) -> Iterator[StepEvent]:
+        """The reply to a prompt already made; `continuing`: the tokens of a reply to it cut short, to go on with
+        (SpeculativeEngine.stream)."""
+        return self.engine.stream(prompt_ids, config, cancel, continuing)
 
 
 class EngineCache:

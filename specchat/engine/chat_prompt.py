@@ -111,6 +111,13 @@ def _piece_ids(tokenizer, piece: str, as_text: bool, newline: list[int]) -> list
     return ids[len(newline):] if ids[:len(newline)] == newline else encode(piece)
 
 
+def reply_text_ids(tokenizer, text: str) -> list[int]:
+    """A reply's text as the model reads it after its prompt when its own tokens were not kept (continuing a reply
+    written before they were stored, or by another model): the text encoded as plain characters, any special
+    token's text in it included, as a typed message's is (the module's note)."""
+    return _plain_ids(tokenizer, text) if text else []
+
+
 _PLAIN_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -50,8 +50,7 @@ class DocumentShelf:
         count under the model it is attached with, if known. Returns what was stored. Raises StorageError for a
         message that does not exist, one with MAX_DOCUMENTS_PER_MESSAGE documents already, or a document outside
         the bounds of document_records.check_document."""
-        check_document(document)
-        _check_tokens(tokens)
+        check_attachment(document, tokens)
         with self._writing() as session:
             message = session.get(Message, message_id)
             if message is None:
@@ -101,6 +100,25 @@ class DocumentShelf:
             for info in infos:
                 shelf.setdefault(info.message_id, []).append((info, _load(session, info.id)))
             return shelf
+
+
+def check_attachment(document: Document, tokens: int | None) -> None:
+    """StorageError for a document outside document_records.check_document's bounds or a token count that is not
+    a sane whole number: checked before the write transaction begins."""
+    check_document(document)
+    _check_tokens(tokens)
+
+
+def document_info(row: AttachedDocument) -> DocumentInfo:
+    """A stored document's record (without its text)."""
+    return _info(row)
+
+
+def documents_of_messages(session: Session, message_ids: Sequence[int]) -> list[tuple[int, DocumentInfo, Document]]:
+    """The documents attached to these messages, whole, as (message id, record, document), in message order (a
+    fork copies those of the path it takes)."""
+    infos = [DocumentInfo(*row) for row in session.execute(_infos_where(Message.id.in_(list(message_ids))))]
+    return [(info.message_id, info, _load(session, info.id)) for info in infos]
 
 
 def add_document(session: Session, message_id: int, conversation_id: int, document: Document, tokens: int | None,

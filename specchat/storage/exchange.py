@@ -4,7 +4,9 @@ The JSON format is versioned ({"format": "specchat-conversation", "version": 2, 
 can still read files written today, and so that an unrelated JSON file is refused with a clear message instead
 of being imported as garbage. Version 2 adds "documents": the files attached to the messages, each with the index
 of its message in "messages", its text, pages and passages ([start, end, page] each: a passage's text is the
-document's between them). Version 1 files (no documents) still import.
+document's between them). Version 3 carries the chat's tree: every branch's messages, each with "parent" (the index
+of an earlier message, or null for a first message), and "shown" (the index of the last message of the branch on
+screen). Version 1 and 2 files (one branch, each message after the one before it) still import.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from .document_records import MAX_DOCUMENTS_PER_MESSAGE, MAX_PASSAGES, DocumentI
 from .records import ROLES, ConversationInfo, MessageInfo, Span
 
 FORMAT = "specchat-conversation"
-VERSION = 2  # written; 1 (before documents) is still read
-READ_VERSIONS = (1, 2)
+VERSION = 3  # written; 1 (before documents) and 2 (before branches) are still read
+READ_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class ImportedMessage:
     stopped: bool
     spans: tuple[Span, ...] | None
     finish_reason: str | None
+    parent: int | None = None  # the index of the message it follows (None: a first message)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ImportedConversation:
     created_at: datetime | None
     messages: tuple[ImportedMessage, ...]
     documents: tuple[ImportedDocument, ...] = ()
+    shown: int | None = None  # the index of the last message of the branch on screen (None: the last message)
 
 
 def validate_spans(spans: Any, text_length: int, where: str = "spans") -> tuple[Span, ...] | None:
@@ -107,9 +111,11 @@ def to_markdown(conversation: ConversationInfo, messages: list[MessageInfo]) -> 
 
 
 def to_json(conversation: ConversationInfo, messages: list[MessageInfo],
-            documents: Mapping[int, Sequence[tuple[DocumentInfo, Document]]] | None = None) -> dict:
+            documents: Mapping[int, Sequence[tuple[DocumentInfo, Document]]] | None = None,
+            shown: int | None = None) -> dict:
     """The exchange format: everything needed to rebuild the conversation, nothing tied to this database (ids) or to
-    a model (a document's token count). documents: (its record, the document) by message id, as
+    a model (a document's token count). messages: the whole tree, each after its parent (oldest first does);
+    shown: the id of the last message on screen. documents: (its record, the document) by message id, as
     DocumentShelf.for_export gives them; one whose message is not among `messages` is left out."""
     index_of = {m.id: index for index, m in enumerate(messages)}
     attached = [(index_of[message_id], info, document) for message_id, pairs in (documents or {}).items()
@@ -128,9 +134,11 @@ def to_json(conversation: ConversationInfo, messages: list[MessageInfo],
                 "stopped": m.stopped,
                 "spans": spans_to_json(m.spans),
                 "finish_reason": m.finish_reason,
+                "parent": index_of.get(m.parent_id) if m.parent_id is not None else None,
             }
             for m in messages
         ],
+        "shown": index_of.get(shown) if shown is not None else None,
         "documents": [_document_json(index, info, document) for index, info, document in sorted(
             attached, key=lambda item: (item[0], item[1].id))],
     }
@@ -166,20 +174,34 @@ def parse_json(data: Any, on_progress: Callable[[ImportProgress], None] | None =
         raise StorageError(f"unsupported specchat conversation version {quoted(version)} (this specchat reads "
                            f"{' and '.join(map(str, READ_VERSIONS))})")
     messages = _field(data, "messages", list, "conversation")
+    parsed = _parse_messages(messages, on_progress, tree=version >= 3)
     return ImportedConversation(
         title=_title(data),
         system_prompt=_optional_str(data, "system_prompt", "conversation"),
         created_at=_optional_time(data, "conversation"),
-        messages=_parse_messages(messages, on_progress),
+        messages=parsed,
         documents=_parse_documents(data.get("documents", []) if version >= 2 else [], len(messages)),
+        shown=_shown(data, len(messages)) if version >= 3 else None,
     )
 
 
-def _parse_messages(messages: list, on_progress: Callable[[ImportProgress], None] | None
-                    ) -> tuple[ImportedMessage, ...]:
+def _shown(data: dict, message_count: int) -> int | None:
+    """The "shown" index of a version 3 file: a message's, or null (the last message)."""
+    shown = data.get("shown")
+    if shown is not None and not is_whole(shown, 0, message_count - 1):
+        raise StorageError(f'conversation: "shown" must be the index of a message or null, not {quoted(shown)}')
+    return shown
+
+
+def _parse_messages(messages: list, on_progress: Callable[[ImportProgress], None] | None,
+                    tree: bool = False) -> tuple[ImportedMessage, ...]:
+    """The messages, checked; `tree` (version 3): each names its parent, an earlier message, else each follows the
+    one before it."""
     parsed = []
     for i, message in enumerate(messages):
-        parsed.append(_parse_message(message, f"messages[{i}]"))
+        where = f"messages[{i}]"
+        parent = _parent(message, i, where) if tree else (i - 1 if i else None)
+        parsed.append(_parse_message(message, where, parent))
         if on_progress is not None and (i + 1) % PROGRESS_EVERY == 0:
             on_progress(ImportProgress("checking", i + 1, len(messages)))
     if on_progress is not None:
@@ -187,7 +209,14 @@ def _parse_messages(messages: list, on_progress: Callable[[ImportProgress], None
     return tuple(parsed)
 
 
-def _parse_message(data: Any, where: str) -> ImportedMessage:
+def _parent(data: Any, index: int, where: str) -> int | None:
+    parent = data.get("parent") if isinstance(data, dict) else None
+    if parent is not None and not is_whole(parent, 0, index - 1):
+        raise StorageError(f'{where}: "parent" must be the index of an earlier message or null, not {quoted(parent)}')
+    return parent
+
+
+def _parse_message(data: Any, where: str, parent: int | None = None) -> ImportedMessage:
     if not isinstance(data, dict):
         raise StorageError(f"{where} must be an object")
     role = data.get("role")
@@ -204,6 +233,7 @@ def _parse_message(data: Any, where: str) -> ImportedMessage:
         stopped=stopped,
         spans=validate_spans(data.get("spans"), len(text), f"{where}.spans"),
         finish_reason=_optional_str(data, "finish_reason", where),
+        parent=parent,
     )
 
 

@@ -7,6 +7,7 @@ records hold only ints, floats, strings, datetimes and tuples, so they can be pa
 
 from __future__ import annotations
 
+import html
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Mapping
@@ -27,11 +28,17 @@ class ConversationInfo:
     updated_at: datetime
     message_count: int = 0
     in_history: bool = True  # its replies may feed the history drafter (imported chats: once opened)
+    pinned: bool = False  # listed at the top (0007)
+    folder_id: int | None = None  # the sidebar folder it is in, None for none (0007)
 
 
 @dataclass(frozen=True)
 class MessageInfo:
-    """One message; `spans` is None when the origin of the text is unknown (user messages, imports)."""
+    """One message; `spans` is None when the origin of the text is unknown (user messages, imports).
+
+    A node of its chat's tree (0007): `parent_id` is the message it follows (None for a chat's first), `position`
+    its depth, and `siblings` the ids of the messages that share its parent, itself included, oldest first (an
+    edited message's or a regenerated reply's alternatives: the `‹ i/n ›` under it); () where it was not read."""
 
     id: int
     conversation_id: int
@@ -42,6 +49,8 @@ class MessageInfo:
     stopped: bool = False
     spans: tuple[Span, ...] | None = None
     finish_reason: str | None = None
+    parent_id: int | None = None
+    siblings: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,21 @@ class RunInfo:
     exactness: str | None = None  # what the reply promised against plain decoding (RunRecord.exactness)
     prefill_s: float = 0.0  # reading the prompt up to the first token (RunRecord.prefill_s)
     sources: tuple = ()  # what the reply was given of the chat's documents (RunRecord.sources)
+    temperature: float = 0.0  # 0: greedy; above: sampled (a regenerated reply samples: its footer says so)
+    target: str = ""  # the model that wrote it
+    prompt_tokens: int = 0  # what it read: the prompt, and a continued reply's earlier tokens
+    parts: int = 1  # the runs that wrote its message: more than one when the reply was continued (this is the last)
+
+
+@dataclass(frozen=True)
+class StoredReply:
+    """A reply as continuing it needs it (Store.stored_reply): the message, its token ids under the model that wrote
+    them (None: not stored: a reply from before 0007, an import, a remote engine's) and its runs, oldest first (the
+    reply's, then one per continuation)."""
+
+    message: MessageInfo
+    token_ids: tuple[int, ...] | None
+    runs: tuple[RunInfo, ...] = ()
 
 
 RUN_SOURCES = ("chat", "race", "bench", "api")  # api: `specchat serve`
@@ -299,3 +323,37 @@ class ComparisonInfo:
     identical: bool | None
     settings: dict
     tracks: tuple[TrackRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class FolderInfo:
+    """A folder of chats in the sidebar (0007), with how many chats it holds."""
+
+    id: int
+    name: str
+    created_at: datetime
+    chat_count: int = 0
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    """One result of searching the history (ChatList.search): a message whose text matches, or (`message_id` None)
+    a chat whose title matches. `snippet` is plain text: the words around the match in the message ("…" where cut),
+    or the title; `marks` are the [start, end) ranges of the matched words in it."""
+
+    conversation_id: int
+    title: str
+    message_id: int | None
+    role: str | None
+    snippet: str
+    marks: tuple[tuple[int, int], ...] = ()
+
+    def snippet_html(self, before: str = "<b>", after: str = "</b>") -> str:
+        """The snippet as HTML for a rich-text view: every character of it escaped (a message may hold `<script>`
+        or `&`), the matched words between `before` and `after` (the caller's own markup, not escaped)."""
+        parts, at = [], 0
+        for start, end in self.marks:
+            parts += [html.escape(self.snippet[at:start]), before, html.escape(self.snippet[start:end]), after]
+            at = end
+        parts.append(html.escape(self.snippet[at:]))
+        return "".join(parts)

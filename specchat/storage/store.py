@@ -8,34 +8,36 @@ SQLite's WAL mode and the busy timeout (db.py) serialise their writes.
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from sqlalchemy import delete, exc as sa_exc, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..core.errors import StorageError, quoted
-from ..core.run_kind import shown_speedup
 from ..core.vocabulary import INTERRUPTED, STREAMING
-from . import document_shelf, exchange, import_rows
+from ..documents.document import Document
+from . import branch_slice, chat_list, chat_tree, document_shelf, exchange, import_rows
+from .document_records import DocumentInfo
 from .db import CASEFOLD_FUNCTION, Database, default_database_path, open_database, translate_errors
-from .records import (ROLES, ComparisonInfo, ConversationInfo, GroupStats, MessageInfo, RunAggregate, RunFilter,
-                      RunInfo, RunRecord, RunRow, TrackRecord)
+from .records import ROLES, ConversationInfo, MessageInfo, RunInfo, RunRecord, StoredReply
+from .rows import get_row as _get
+from .run_queries import RunQueries
 from .run_values import add_run as _add_run, run_changes as _run_changes, run_values as _run_values
-from .tables import AppSession, Calibration, Comparison, ComparisonTrack, Conversation, GenerationRun, Message, utcnow
-
-GROUPINGS = ("app_session", "pair", "conversation", "category")  # what run_groups can sum by
-_TRACK_COLUMNS = frozenset(c.key for c in ComparisonTrack.__table__.columns
-                           if c.key not in ("id", "comparison_id", "position"))
+from .tables import AppSession, Calibration, Conversation, GenerationRun, Message, utcnow
 
 
-class Store:
+
+class Store(RunQueries):
     """Conversations, messages, statistics, calibrations and (`documents`) attached files, on an open Database."""
 
     def __init__(self, database: Database):
         self.database = database
         self.documents = document_shelf.DocumentShelf(self._reading, self._writing)
+        self.chat_list = chat_list.ChatList(self._reading, self._writing)  # pins, folders, search
+        self.tree = chat_tree.ChatTree(self._reading, self._writing)  # branches: show, delete, fork
 
     @classmethod
     def open(cls, path: Path | None = None) -> Store:
@@ -111,40 +113,56 @@ class Store:
             return result.rowcount > 0
 
     def list_conversations(self, search: str | None = None) -> list[ConversationInfo]:
-        """All conversations, most recently updated first; `search` matches titles and message text, any case."""
+        """All conversations, pinned first, then most recently updated first; `search` matches titles and message
+        text, any case (a scan of every message: the sidebar's search is chat_list.search, over the FTS5 index)."""
         count = (select(func.count(Message.id)).where(Message.conversation_id == Conversation.id)
                  .correlate(Conversation).scalar_subquery())
-        query = select(Conversation, count).order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+        # columns, not ORM objects, which cost most of the time for ten thousand chats (the sidebar's refresh)
+        query = (select(*Conversation.__table__.columns, count.label("message_count"))
+                 .order_by(Conversation.pinned.desc(), Conversation.updated_at.desc(), Conversation.id.desc()))
         needle = (search or "").strip()
         if needle:
             query = query.where(_matches(needle))
         with self._reading() as session:
-            return [_conversation_info(row, n) for row, n in session.execute(query)]
+            return [_conversation_info(row, row.message_count) for row in session.execute(query)]
 
     # --- messages -------------------------------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: str, text: str, stopped: bool = False,
-                    spans: list | None = None, finish_reason: str | None = None) -> MessageInfo:
-        """Append a message at the next position; the conversation moves to the top of the list.
-
-        For a streamed reply, add it (empty text) when generation starts and update_message as it grows.
+                    spans: list | None = None, finish_reason: str | None = None,
+                    sibling_of: int | None = None) -> MessageInfo:
+        """Add a message after the end of the branch on screen, or beside `sibling_of` (an edit, a regenerated
+        reply: the same parent); it becomes the end of the branch on screen, and the chat moves to the top of the
+        list. For a streamed reply, add it (empty text) when generation starts and update_message as it grows.
         """
         _check_role(role)
         _check_text(text)
         with self._writing() as session:
-            conversation = _get(session, Conversation, conversation_id, "conversation")
-            position = session.scalar(select(func.coalesce(func.max(Message.position) + 1, 0))
-                                      .where(Message.conversation_id == conversation_id))
-            row = Message(conversation_id=conversation_id, position=position, role=role, text=text,
-                          stopped=bool(stopped), spans=_spans_column(spans, text), finish_reason=finish_reason)
-            session.add(row)
-            conversation.updated_at = utcnow()
-            session.flush()
-            return _message_info(row)
+            row, siblings = _add_message(session, conversation_id, sibling_of, role=role, text=text,
+                                         stopped=bool(stopped), spans=_spans_column(spans, text),
+                                         finish_reason=finish_reason)
+            return _message_info(row, siblings)
+
+    def ask(self, conversation_id: int, text: str, documents: Sequence[tuple[Document, int | None]] = (),
+            sibling_of: int | None = None) -> tuple[MessageInfo, list[DocumentInfo]]:
+        """Adds the user's message as add_message does, with `documents` attached to it (each with its token count
+        under the model, if known), in one transaction: all of it is stored, or nothing (StorageError). Returns the
+        message and its documents as stored."""
+        _check_text(text)
+        for document, tokens in documents:
+            document_shelf.check_attachment(document, tokens)
+        if len(documents) > document_shelf.MAX_DOCUMENTS_PER_MESSAGE:
+            raise StorageError(f"a message holds at most {document_shelf.MAX_DOCUMENTS_PER_MESSAGE} documents")
+        with self._writing() as session:
+            row, siblings = _add_message(session, conversation_id, sibling_of, role="user", text=text)
+            attached = [document_shelf.add_document(session, row.id, conversation_id, document, tokens, utcnow())
+                        for document, tokens in documents]
+            return _message_info(row, siblings), [document_shelf.document_info(d) for d in attached]
 
     def update_message(self, message_id: int, text: str | None = None, spans: list | None = None,
-                       stopped: bool | None = None, finish_reason: str | None = None) -> MessageInfo:
-        """Change the given fields (None leaves a field as it is).
+                       stopped: bool | None = None, finish_reason: str | None = None,
+                       token_ids: Sequence[int] | None = None) -> MessageInfo:
+        """Change the given fields (None leaves a field as it is); token_ids: a reply's, saved with its text.
 
         The GUI saves a partial reply this way while it streams, so that nothing is lost if the app is killed.
         """
@@ -159,22 +177,41 @@ class Store:
                 row.stopped = bool(stopped)
             if finish_reason is not None:
                 row.finish_reason = finish_reason
+            if token_ids is not None:
+                row.token_ids = _token_ids_column(token_ids)
             session.get(Conversation, row.conversation_id).updated_at = utcnow()
             session.flush()
-            return _message_info(row)
+            siblings = session.scalars(select(Message.id).where(Message.conversation_id == row.conversation_id,
+                                                                Message.parent_id.is_(row.parent_id)
+                                                                if row.parent_id is None else
+                                                                Message.parent_id == row.parent_id)
+                                       .order_by(Message.id)).all()
+            return _message_info(row, tuple(siblings))
 
     def save_partial_reply(self, message_id: int, text: str, spans: list, run_id: int | None = None,
-                           stats: dict[str, Any] | None = None) -> None:
-        """A streaming reply so far and its run's statistics so far, in one transaction (the GUI, once a second):
-        a kill then loses at most the last second of both."""
+                           stats: dict[str, Any] | None = None, token_ids: Sequence[int] | None = None) -> None:
+        """A streaming reply so far (its text, spans and token ids: None leaves them) and its run's statistics so
+        far, in one transaction (the GUI, once a second): a kill then loses at most the last second of them all."""
         _check_text(text)
         values = _run_changes(RunRecord.figures(stats or {}))
         with self._writing() as session:
             row = _get(session, Message, message_id, "message")
             row.text, row.spans = text, _spans_column(spans, text)
+            if token_ids is not None:
+                row.token_ids = _token_ids_column(token_ids)
             if run_id is not None and values:
                 _get(session, GenerationRun, run_id, "generation run")
                 session.execute(update(GenerationRun).where(GenerationRun.id == run_id).values(**values))
+
+    def stored_reply(self, message_id: int) -> StoredReply:
+        """The reply `message_id` with its token ids and its runs, oldest first, in one read (continuing it)."""
+        with self._reading() as session:
+            row = _get(session, Message, message_id, "message")
+            runs = session.scalars(select(GenerationRun).where(GenerationRun.message_id == message_id)
+                                   .order_by(GenerationRun.id)).all()
+            ids = row.token_ids  # anything but a list of token ids (a damaged file) reads as none kept
+            ids = tuple(ids) if isinstance(ids, list) and all(type(t) is int and t >= 0 for t in ids) else None
+            return StoredReply(_message_info(row), ids, tuple(_run_info(run, i + 1) for i, run in enumerate(runs)))
 
     def recover_interrupted(self) -> int:
         """At startup: replies and runs still marked as streaming were cut short by a crash or a kill. They are
@@ -186,22 +223,10 @@ class Store:
                             .values(finish_reason=INTERRUPTED))
             return replies
 
-    def delete_messages_from(self, conversation_id: int, position: int) -> int:
-        """Delete the messages at `position` and after (regenerate, edit-and-resend); returns how many went."""
-        with self._writing() as session:
-            conversation = _get(session, Conversation, conversation_id, "conversation")
-            result = session.execute(delete(Message).where(Message.conversation_id == conversation_id,
-                                                           Message.position >= position))
-            conversation.updated_at = utcnow()
-            return result.rowcount
-
     def messages(self, conversation_id: int) -> list[MessageInfo]:
-        """The conversation's messages in order."""
+        """The branch on screen, from the chat's first message down (chat_tree.py), each with its siblings."""
         with self._reading() as session:
-            _get(session, Conversation, conversation_id, "conversation")
-            rows = session.scalars(select(Message).where(Message.conversation_id == conversation_id)
-                                   .order_by(Message.position))
-            return [_message_info(row) for row in rows]
+            return _shown_branch(session, _get(session, Conversation, conversation_id, "conversation"))
 
     # --- generation runs and statistics ---------------------------------------------------------------------
 
@@ -236,124 +261,6 @@ class Store:
                                   .order_by(GenerationRun.id.desc()).limit(1)).first()
             return None if row is None else _run_info(row)
 
-    def conversation_stats(self, conversation_id: int) -> RunAggregate:
-        return self._aggregate(GenerationRun.conversation_id == conversation_id)
-
-    def app_session_stats(self, app_session_id: int) -> RunAggregate:
-        return self._aggregate(GenerationRun.app_session_id == app_session_id)
-
-    def overall_stats(self) -> RunAggregate:
-        return self._aggregate()
-
-    def _aggregate(self, *criteria) -> RunAggregate:
-        """Sum the runs matching `criteria` in SQL (one row back, however many runs there are); the mean speedup is
-        over the runs with one whose drafts made enough of them for it (run_kind.shown_speedup), as the dashboard's."""
-        r = GenerationRun
-        query = select(func.count(r.id), *(func.coalesce(func.sum(c), 0) for c in (
-            r.new_tokens, r.draft_proposed, r.draft_accepted, r.target_passes, r.wall_s)))
-        measured = select(r.speedup, r.new_tokens, r.draft_accepted).where(*criteria, r.speedup.is_not(None))
-        with self._reading() as session:
-            runs, new_tokens, proposed, accepted, passes, wall_s = session.execute(query.where(*criteria)).one()
-            ratios = [ratio for row in session.execute(measured) if (ratio := shown_speedup(*row)) is not None]
-        return RunAggregate(
-            runs=runs, new_tokens=new_tokens, draft_proposed=proposed, draft_accepted=accepted,
-            target_passes=passes, wall_s=float(wall_s),
-            mean_alpha=accepted / proposed if proposed else 0.0,
-            tau=new_tokens / passes if passes else 0.0,
-            tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
-            mean_speedup=sum(ratios) / len(ratios) if ratios else None,
-        )
-
-    def runs(self, where: RunFilter = RunFilter()) -> list[RunRow]:
-        """The runs matching `where`, oldest first, with their conversation's title (for the dashboard)."""
-        r = GenerationRun
-        query = (select(r, Conversation.title).outerjoin(Conversation, Conversation.id == r.conversation_id)
-                 .where(*_run_criteria(where)).order_by(r.created_at, r.id))
-        with self._reading() as session:
-            return [_run_row(row, title) for row, title in session.execute(query)]
-
-    def run_groups(self, by: str, where: RunFilter = RunFilter()) -> list[GroupStats]:
-        """Runs summed per app session, model pair and drafter, conversation or benchmark category (newest first)."""
-        if by not in GROUPINGS:
-            raise StorageError(f"runs can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
-        groups: dict[str, list[RunRow]] = {}
-        labels: dict[str, str] = {}
-        for row in self.runs(where):
-            key, label = _group_of(row, by)
-            if key is None:
-                continue
-            groups.setdefault(key, []).append(row)
-            labels[key] = label
-        result = [_group_stats(key, labels[key], rows) for key, rows in groups.items()]
-        return sorted(result, key=lambda g: (g.last_at is not None, g.last_at), reverse=True)
-
-    def run_choices(self) -> dict[str, list]:
-        """The distinct targets, (target, draft) pairs, drafters and sources, for the dashboard's filters."""
-        r = GenerationRun
-        with self._reading() as session:
-            pairs = session.execute(select(r.target, r.draft).distinct().order_by(r.target, r.draft)).all()
-            drafters = session.scalars(select(r.drafter).distinct().order_by(r.drafter)).all()
-            sources = session.scalars(select(r.source).distinct().order_by(r.source)).all()
-        return {"pairs": [(t, d) for t, d in pairs], "drafters": list(drafters), "sources": list(sources)}
-
-    # --- comparisons ----------------------------------------------------------------------------------------
-
-    def save_comparison(self, comparison: dict[str, Any], tracks: list[dict[str, Any]],
-                        runs: list[RunRecord | Mapping[str, Any]] | None = None) -> int:
-        """Save a race: `comparison` has prompt, target, draft, settings, greedy, identical (and app_session_id);
-        `tracks` are comparison_tracks columns, in pane order; `runs[i]` (optional) is track i's generation run,
-        stored with source "race" so the dashboard counts it. All or nothing."""
-        if not tracks:
-            raise StorageError("a comparison needs at least one track")
-        try:
-            with self._writing() as session:
-                row = Comparison(**{key: comparison.get(key) for key in (
-                    "prompt", "target", "draft", "greedy", "identical", "app_session_id")},
-                    settings=dict(comparison.get("settings") or {}))
-                session.add(row)
-                session.flush()
-                for position, track in enumerate(tracks):
-                    session.add(ComparisonTrack(comparison_id=row.id, position=position, **{
-                        key: _plain_json(value) for key, value in track.items() if key in _TRACK_COLUMNS}))
-                for run in runs or []:
-                    _add_run(session, {**_run_values(run), "source": "race", "comparison_id": row.id})
-                session.flush()
-                return row.id
-        except sa_exc.IntegrityError as error:
-            raise StorageError(f"the comparison could not be saved: {error.orig}") from error
-
-    def list_comparisons(self, limit: int | None = None) -> list[ComparisonInfo]:
-        """Saved comparisons, newest first, without their tracks' tokens (drafters listed)."""
-        query = select(Comparison).order_by(Comparison.created_at.desc(), Comparison.id.desc())
-        if limit:
-            query = query.limit(limit)
-        with self._reading() as session:
-            rows = session.scalars(query).all()
-            drafters: dict[int, list[str]] = {}
-            if rows:
-                for comparison_id, drafter in session.execute(
-                        select(ComparisonTrack.comparison_id, ComparisonTrack.drafter)
-                        .where(ComparisonTrack.comparison_id.in_([row.id for row in rows]))
-                        .order_by(ComparisonTrack.comparison_id, ComparisonTrack.position)):
-                    drafters.setdefault(comparison_id, []).append(drafter)
-            return [_comparison_info(row, tuple(drafters.get(row.id, ()))) for row in rows]
-
-    def comparison(self, comparison_id: int) -> ComparisonInfo:
-        """A saved comparison with its tracks, ready to replay."""
-        with self._reading() as session:
-            row = _get(session, Comparison, comparison_id, "comparison")
-            tracks = session.scalars(select(ComparisonTrack).where(ComparisonTrack.comparison_id == comparison_id)
-                                     .order_by(ComparisonTrack.position)).all()
-            records = tuple(_track_record(track) for track in tracks)
-            return _comparison_info(row, tuple(t.drafter for t in records), records)
-
-    def delete_comparison(self, comparison_id: int) -> bool:
-        """Delete it, its tracks and its runs (they were measurements of this comparison only)."""
-        with self._writing() as session:
-            session.execute(delete(GenerationRun).where(GenerationRun.comparison_id == comparison_id))
-            result = session.execute(delete(Comparison).where(Comparison.id == comparison_id))
-            return result.rowcount > 0
-
     # --- calibrations ---------------------------------------------------------------------------------------
 
     def save_calibration(self, target: str, device: str, dtype: str, tokens_per_s: float) -> None:
@@ -379,9 +286,14 @@ class Store:
         return exchange.to_markdown(conversation, messages)
 
     def export_json(self, conversation_id: int) -> dict:
-        """The conversation in the versioned exchange format (json.dump it to save a file)."""
-        conversation, messages, _ = self.chat(conversation_id)
-        return exchange.to_json(conversation, messages, self.documents.for_export(conversation_id))
+        """The conversation in the versioned exchange format, every branch (json.dump it to save a file)."""
+        with self._reading() as session:
+            row = _get(session, Conversation, conversation_id, "conversation")
+            messages = [_message_info(m) for m in session.scalars(
+                select(Message).where(Message.conversation_id == conversation_id).order_by(Message.id))]
+            conversation = _conversation_info(row, len(messages))
+            shown = chat_tree.shown_leaf({m.id: m.parent_id for m in messages}, row.leaf_id)
+        return exchange.to_json(conversation, messages, self.documents.for_export(conversation_id), shown)
 
     def import_json(self, data: dict | str | bytes,
                     on_progress: Callable[[exchange.ImportProgress], None] | None = None) -> ConversationInfo:
@@ -401,7 +313,8 @@ class Store:
                 conversation.created_at = parsed.created_at
             session.add(conversation)
             session.flush()
-            import_rows.insert_messages(session, conversation.id, rows, on_progress, documents=parsed.documents)
+            import_rows.insert_messages(session, conversation, rows, on_progress, documents=parsed.documents,
+                                        shown=parsed.shown)
             return _conversation_info(conversation, len(rows))
 
     def include_in_history(self, conversation_id: int) -> list[str]:
@@ -425,28 +338,79 @@ class Store:
                 .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit)).all()
             return list(reversed(rows))
 
-    def chat(self, conversation_id: int) -> tuple[ConversationInfo, list[MessageInfo], dict[int, RunInfo]]:
-        """A conversation, its messages in order and the latest run of each reply (by message id), read in one
-        transaction: opening a chat is one read however many replies it has, and an export never mixes two
-        states."""
+    def chat(self, conversation_id: int, last: int | None = None,
+             since: int = 0) -> tuple[ConversationInfo, list[MessageInfo], dict[int, RunInfo]]:
+        """A conversation, the branch on screen (its messages from the first down, each with its siblings) and the
+        latest run of each of them (by message id), read in one transaction: opening a chat is one read however
+        long it is, and an export never mixes two states. `last`: only the branch's last `last` messages, none at a
+        depth (position) below `since` (a long chat opened at its end: earlier() reads the rest as it is needed);
+        None: every message."""
         with self._reading() as session:
             row = _get(session, Conversation, conversation_id, "conversation")
-            rows = session.scalars(select(Message).where(Message.conversation_id == conversation_id)
-                                   .order_by(Message.position)).all()
+            info = _conversation_info(row, _message_count(session, conversation_id))
+            if last is not None:
+                leaf = branch_slice.shown_leaf_id(session, row)
+                return (info,) + _branch_part(session, conversation_id,
+                                              [] if leaf is None else branch_slice.path_up(session, leaf, last, since))
+            messages = _shown_branch(session, row)
+            shown = {m.id for m in messages}
             runs = session.scalars(select(GenerationRun).join(Message, Message.id == GenerationRun.message_id)
                                    .where(Message.conversation_id == conversation_id).order_by(GenerationRun.id))
-            return (_conversation_info(row, len(rows)), [_message_info(m) for m in rows],
-                    {run.message_id: _run_info(run) for run in runs})
+            return info, messages, _latest_runs(runs, shown)
+
+    def earlier(self, conversation_id: int, message_id: int,
+                count: int) -> tuple[list[MessageInfo], dict[int, RunInfo]]:
+        """The `count` messages before `message_id` on its branch (fewer near the chat's start), first to last, each
+        with its siblings, and the latest run of each: more of a chat opened at its end (chat(last=...)), read as
+        the user scrolls up. StorageError when the message is not in the chat (deleted from another window)."""
+        with self._reading() as session:
+            message = _get(session, Message, message_id, "message")
+            if message.conversation_id != conversation_id:
+                raise StorageError(f"message {message_id} is not in conversation {conversation_id}")
+            ids = [] if message.parent_id is None else branch_slice.path_up(session, message.parent_id, count)
+            return _branch_part(session, conversation_id, ids)
+
+    def on_branch_above(self, message_id: int, candidates: Sequence[int]) -> set[int]:
+        """Which of the messages `candidates` lie on the branch above `message_id` (a chat opened at its end: which
+        of its documents' messages are on the branch on screen, before what was read)."""
+        with self._reading() as session:
+            return branch_slice.on_branch_above(session, message_id, candidates)
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
 
-def _get(session: Session, model: type, row_id: int, what: str):
-    """The row with this id, or a StorageError (it may have been deleted from another window)."""
-    row = session.get(model, row_id)
-    if row is None:
-        raise StorageError(f"{what} {row_id} does not exist")
-    return row
+
+def _add_message(session: Session, conversation_id: int, sibling_of: int | None, **columns) -> tuple[Message, tuple]:
+    """Inserts a message after the end of the branch on screen, or beside `sibling_of`, which it makes the end of
+    the branch on screen; returns its row (flushed) and its siblings' ids, its own last."""
+    conversation = _get(session, Conversation, conversation_id, "conversation")
+    tree = chat_tree.skeleton(session, conversation_id)
+    if sibling_of is not None and sibling_of not in tree:
+        raise StorageError(f"message {sibling_of} is not in conversation {conversation_id}")
+    parent_id = tree[sibling_of] if sibling_of is not None else chat_tree.shown_leaf(tree, conversation.leaf_id)
+    row = Message(conversation_id=conversation_id, parent_id=parent_id,
+                  position=len(chat_tree.path_to(tree, parent_id)), **columns)
+    session.add(row)
+    session.flush()
+    conversation.leaf_id, conversation.updated_at = row.id, utcnow()
+    return row, tuple(m for m, p in tree.items() if p == parent_id) + (row.id,)
+
+
+def _shown_branch(session: Session, conversation: Conversation) -> list[MessageInfo]:
+    """The messages of the branch on screen, first to last, each with its siblings (the ids sharing its parent)."""
+    tree = chat_tree.skeleton(session, conversation.id)
+    path = chat_tree.path_to(tree, chat_tree.shown_leaf(tree, conversation.leaf_id))
+    rows = {row.id: row for row in session.scalars(select(Message).where(Message.id.in_(path)))} if path else {}
+    family = chat_tree.children(tree)
+    return [_message_info(rows[m], tuple(family[tree[m]])) for m in path]
+
+
+def _branch_part(session: Session, conversation_id: int,
+                 ids: list[int]) -> tuple[list[MessageInfo], dict[int, RunInfo]]:
+    """The messages `ids` of a branch (in that order), each with its siblings, and the latest run of each."""
+    messages = [_message_info(row, siblings) for row, siblings in branch_slice.rows_with_siblings(session,
+                                                                                                  conversation_id, ids)]
+    return messages, _latest_runs(branch_slice.runs_of(session, ids), set(ids))
 
 
 def _message_count(session: Session, conversation_id: int) -> int:
@@ -493,105 +457,44 @@ def _spans_column(spans: Any, text: str) -> list[list] | None:
 def _conversation_info(row: Conversation, message_count: int) -> ConversationInfo:
     return ConversationInfo(id=row.id, title=row.title, system_prompt=row.system_prompt,
                             created_at=row.created_at, updated_at=row.updated_at, message_count=message_count,
-                            in_history=bool(row.in_history))
+                            in_history=bool(row.in_history), pinned=bool(row.pinned), folder_id=row.folder_id)
 
 
-def _message_info(row: Message) -> MessageInfo:
+def _message_info(row: Message, siblings: tuple[int, ...] = ()) -> MessageInfo:
     spans = None if row.spans is None else tuple((s, e, o) for s, e, o in row.spans)
     return MessageInfo(id=row.id, conversation_id=row.conversation_id, position=row.position, role=row.role,
                        text=row.text, created_at=row.created_at, stopped=row.stopped, spans=spans,
-                       finish_reason=row.finish_reason)
+                       finish_reason=row.finish_reason, parent_id=row.parent_id, siblings=siblings)
 
 
-def _run_info(row: GenerationRun) -> RunInfo:
+def _latest_runs(runs, messages: set[int]) -> dict[int, RunInfo]:
+    """The latest of the runs (oldest first) of each message among `messages`, with how many runs it has."""
+    latest: dict[int, RunInfo] = {}
+    for run in runs:
+        if run.message_id in messages:
+            latest[run.message_id] = _run_info(run, latest[run.message_id].parts + 1 if run.message_id in latest else 1)
+    return latest
+
+
+def _token_ids_column(token_ids: Sequence[int]) -> list[int]:
+    """A reply's token ids as stored: a JSON list of token ids (StorageError for anything else)."""
+    if isinstance(token_ids, (str, bytes)) or any(isinstance(t, bool) or not isinstance(t, Integral) or t < 0
+                                                   for t in token_ids):
+        raise StorageError("a reply's token ids must be a list of non-negative integers")
+    return [int(t) for t in token_ids]
+
+
+def _run_info(row: GenerationRun, parts: int = 1) -> RunInfo:
     return RunInfo(id=row.id, message_id=row.message_id, drafter=row.drafter, k=row.k, adaptive=row.adaptive,
                    new_tokens=row.new_tokens, target_passes=row.target_passes, draft_proposed=row.draft_proposed,
                    draft_accepted=row.draft_accepted, tokens_per_s=row.tokens_per_s, speedup=row.speedup,
                    speedup_basis=row.speedup_basis, finish_reason=row.finish_reason, exactness=row.exactness,
-                   prefill_s=row.prefill_s, sources=tuple(tuple(s) for s in row.sources or ()))
+                   prefill_s=row.prefill_s, sources=tuple(tuple(s) for s in row.sources or ()),
+                   temperature=row.temperature, target=row.target, prompt_tokens=row.prompt_tokens, parts=parts)
 
 
-def _plain_json(value: Any) -> Any:
-    """Tuples (as records and engine results hold them) become lists, so that what is stored reads back equal."""
-    if isinstance(value, (list, tuple)):
-        return [_plain_json(item) for item in value]
-    return value
 
 
-def _run_criteria(where: RunFilter) -> list:
-    r = GenerationRun
-    criteria = []
-    if where.since is not None:
-        criteria.append(r.created_at >= where.since)
-    if where.until is not None:
-        criteria.append(r.created_at < where.until)
-    if where.target is not None:
-        criteria.append(r.target == where.target)
-    if where.draft is not None:
-        criteria.append(r.draft.is_(None) if where.draft == "" else r.draft == where.draft)
-    if where.drafter is not None:
-        criteria.append(r.drafter == where.drafter)
-    if where.source is not None:
-        criteria.append(r.source == where.source)
-    return criteria
 
 
-def _run_row(row: GenerationRun, title: str | None) -> RunRow:
-    """A stored run as the dashboard reads it: with no speedup where it drafted too little for one to mean anything
-    (run_kind.shown_speedup; older races stored one for a lane that drafted nothing), so no mean or chart counts it."""
-    speedup = shown_speedup(row.speedup, row.new_tokens, row.draft_accepted)
-    basis = row.speedup_basis if speedup is not None else None
-    return RunRow(
-        id=row.id, created_at=row.created_at, source=row.source, target=row.target, draft=row.draft,
-        drafter=row.drafter, k=row.k, adaptive=row.adaptive, conversation_id=row.conversation_id,
-        conversation_title=title, app_session_id=row.app_session_id, comparison_id=row.comparison_id,
-        category=row.category, new_tokens=row.new_tokens, target_passes=row.target_passes,
-        draft_proposed=row.draft_proposed, draft_accepted=row.draft_accepted, wall_s=row.wall_s,
-        tokens_per_s=row.tokens_per_s, speedup=speedup, speedup_basis=basis,
-        proposed_by_position=tuple(int(x) for x in row.proposed_by_position or ()),
-        accepted_by_position=tuple(int(x) for x in row.accepted_by_position or ()))
 
-
-def _group_of(row: RunRow, by: str) -> tuple[str | None, str]:
-    if by == "app_session":
-        if row.app_session_id is None:
-            return None, ""
-        return f"session:{row.app_session_id}", f"Session {row.app_session_id}"
-    if by == "pair":
-        return f"pair:{row.pair}|{row.drafter}", f"{row.pair} · {row.drafter}"
-    if by == "conversation":
-        if row.conversation_id is None:
-            return None, ""
-        return f"chat:{row.conversation_id}", row.conversation_title or f"Chat {row.conversation_id} (deleted)"
-    if row.category is None:
-        return None, ""
-    return f"category:{row.category}|{row.drafter}", f"{row.category} · {row.drafter}"
-
-
-def _group_stats(key: str, label: str, rows: list[RunRow]) -> GroupStats:
-    return GroupStats(key=key, label=label, aggregate=RunAggregate.of(rows), first_at=rows[0].created_at,
-                      last_at=rows[-1].created_at,
-                      proposed_by_position=_sum_lists(r.proposed_by_position for r in rows),
-                      accepted_by_position=_sum_lists(r.accepted_by_position for r in rows))
-
-
-def _sum_lists(lists) -> tuple[int, ...]:
-    total: list[int] = []
-    for values in lists:
-        total += [0] * (len(values) - len(total))
-        for i, value in enumerate(values):
-            total[i] += value
-    return tuple(total)
-
-
-def _comparison_info(row: Comparison, drafters: tuple[str, ...], tracks: tuple = ()) -> ComparisonInfo:
-    return ComparisonInfo(id=row.id, created_at=row.created_at, prompt=row.prompt, target=row.target,
-                          draft=row.draft, drafters=drafters, greedy=row.greedy, identical=row.identical,
-                          settings=dict(row.settings or {}), tracks=tracks)
-
-
-def _track_record(row: ComparisonTrack) -> TrackRecord:
-    return TrackRecord(position=row.position, drafter=row.drafter, text=row.text, finish_reason=row.finish_reason,
-                       token_ids=tuple(row.token_ids), token_spans=tuple((a, b) for a, b in row.token_spans),
-                       token_origins=tuple(row.token_origins), token_times=tuple(row.token_times),
-                       stats=dict(row.stats or {}))

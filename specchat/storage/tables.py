@@ -2,8 +2,8 @@
 
 Alembic migrations (migrations/versions) are the source of truth for the file on disk; these classes must match
 the head revision (a test compares them). Change the schema by adding a revision, then update the models. The full-text
-index over document passages (FTS_TABLE, 0006) is a virtual table the models cannot describe: in_orm_schema leaves it
-and its shadow tables out of the comparison.
+indexes over document passages (FTS_TABLE, 0006) and messages (MESSAGES_FTS_TABLE, 0007) are virtual tables the
+models cannot describe: in_orm_schema leaves them and their shadow tables out of the comparison.
 """
 
 from __future__ import annotations
@@ -85,11 +85,29 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     # 0004: its replies may feed the history drafter (an imported chat: once opened)
     in_history: Mapped[bool] = mapped_column(Boolean, default=True, server_default=ONE)
+    # 0007: the last message of the branch on screen (None: the newest leaf; not a foreign key, 0007 says why)
+    leaf_id: Mapped[int | None] = mapped_column(Integer)
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=ZERO)
+    folder_id: Mapped[int | None] = mapped_column(ForeignKey("folders.id", ondelete="SET NULL"), index=True)
+
+
+class Folder(Base):
+    """A folder of chats in the sidebar (0007); deleting it leaves its chats outside any folder."""
+
+    __tablename__ = "folders"
+    __table_args__ = (UniqueConstraint("name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Message(Base):
+    """One message: a node of its chat's tree (0007). `position` is its depth (0 for the chat's first message);
+    siblings, an edited message or a regenerated reply, share a parent."""
+
     __tablename__ = "messages"
-    __table_args__ = (UniqueConstraint("conversation_id", "position"),)
+    __table_args__ = (Index("ix_messages_conversation_id_position", "conversation_id", "position"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
@@ -100,6 +118,9 @@ class Message(Base):
     stopped: Mapped[bool] = mapped_column(Boolean, default=False, server_default=ZERO)
     spans: Mapped[list | None] = mapped_column(JSONText)
     finish_reason: Mapped[str | None] = mapped_column(String)  # 0002
+    # 0007: what it follows (None: the chat's first message), and a reply's token ids under its run's target
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), index=True)
+    token_ids: Mapped[list | None] = mapped_column(JSONText)
 
 
 class AppSession(Base):
@@ -247,9 +268,12 @@ class DocumentPassage(Base):
 
 
 FTS_TABLE = "document_passages_fts"  # FTS5, external content on document_passages, kept in step by triggers (0006)
+MESSAGES_FTS_TABLE = "messages_fts"  # FTS5, external content on messages' text, kept in step by triggers (0007)
+FTS_TABLES = (FTS_TABLE, MESSAGES_FTS_TABLE)
 
 
 def in_orm_schema(name: str | None, type_: str, parent_names: dict) -> bool:
     """Alembic's include_name: False for the full-text index and its shadow tables (FTS_TABLE_data, _idx, ...), which
     FTS5 makes and the models do not describe, so that comparing the models with the file leaves them out."""
-    return not (type_ == "table" and name is not None and (name == FTS_TABLE or name.startswith(FTS_TABLE + "_")))
+    return not (type_ == "table" and name is not None
+                and any(name == fts or name.startswith(fts + "_") for fts in FTS_TABLES))

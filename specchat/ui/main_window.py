@@ -7,11 +7,12 @@ import time
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSplitter, QVBoxLayout,
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QMainWindow, QProgressBar, QPushButton,
+                               QSplitter, QVBoxLayout,
                                QWidget)
 
 from ..chats import OpenChat, ReplyBegan, ReplyEnded, ReplySpans, StepBatch
+from ..chats.continuation import can_continue
 from ..chats.reply_controller import StreamingReply
 from ..core.errors import SpecchatError, StorageError
 from ..engine.decoding.events import GenerationResult
@@ -19,14 +20,16 @@ from .api_server import ApiServerSwitch
 from .attachments import Attachments, attached_to
 from .banner import ErrorBanner
 from .chat_files import ChatFiles
+from .chat_pages import ChatPages
 from .composer import Composer
 from .plain import ElidedLabel
 from .remote_target import RemoteTargetSwitch
 from .reply_workers import GenerationWorker
 from .session import ChatSession
 from .settings import SettingsDialog
+from .sidebar import Sidebar
 from .theme import current_theme
-from .transcript import MessageView, Transcript, code_blocks
+from .transcript import MessageView, Transcript, branch_of, code_blocks
 
 
 class MainWindow(QMainWindow):
@@ -48,9 +51,10 @@ class MainWindow(QMainWindow):
         self.conversation_id: int | None = None
         self.chat: OpenChat | None = None
         self._cancel: threading.Event | None = None  # how to stop the reply streaming now, if any
-        # The message being edited, as (its conversation, its position): sending replaces it and what followed,
-        # in that conversation only; opening another chat or starting a new one ends the edit.
-        self._editing: tuple[int, int] | None = None
+        self._waiting: int | None = None  # the chat whose message, sent while the model loaded, awaits its reply
+        # The message being edited, as (its conversation, its position, its id): sending adds a sibling of it (a
+        # branch), in that conversation only; opening another chat or starting a new one ends the edit.
+        self._editing: tuple[int, int, int] | None = None
         self.race_window = None
         self.dashboard = None
         self._build()
@@ -74,7 +78,9 @@ class MainWindow(QMainWindow):
         """The window's widgets: the chat list beside the chat (its bar, banner, transcript and composer), and the
         status bar's model and chat figures."""
         self.splitter = QSplitter()
-        self.splitter.addWidget(self._build_sidebar())
+        self.sidebar = Sidebar(self)  # New chat, New folder, the search box, the chats and folders, the hits
+        self.search, self.conversation_list = self.sidebar.search, self.sidebar.lists
+        self.splitter.addWidget(self.sidebar)
         self.splitter.addWidget(self._build_chat())
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([240, 760])
@@ -90,28 +96,6 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.load_progress)
         self.statusBar().addPermanentWidget(self.session_label)
         self._build_actions()
-
-    def _build_sidebar(self) -> QWidget:
-        """The chat list with its search box and the New chat button."""
-        self.search = QLineEdit(placeholderText="Search chats…", clearButtonEnabled=True)
-        self.search.textChanged.connect(self.refresh_conversations)
-        new_button = QPushButton("+  New chat")
-        new_button.clicked.connect(self.new_conversation)
-        self.conversation_list = QListWidget()
-        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.conversation_list.setUniformItemSizes(True)
-        self.conversation_list.setStyleSheet("QListWidget::item { padding: 6px 4px; }")
-        self.conversation_list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.conversation_list.customContextMenuRequested.connect(self._conversation_menu)
-        self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
-        sidebar = QWidget()
-        side = QVBoxLayout(sidebar)
-        side.setContentsMargins(8, 8, 4, 8)
-        side.addWidget(new_button)
-        side.addWidget(self.search)
-        side.addWidget(self.conversation_list, 1)
-        return sidebar
 
     def _build_chat_bar(self) -> QHBoxLayout:
         """The bar above the chat: the drafts' legend and options, the system prompt, the race and statistics."""
@@ -149,6 +133,10 @@ class MainWindow(QMainWindow):
         self.banner = ErrorBanner()
         self.transcript = Transcript()
         self.transcript.action_requested.connect(self._on_transcript_action)
+        # A long chat's transcript draws what is near its view; these give it the rest, reading older messages
+        self.pages = ChatPages(lambda: self.chat, self._view, lambda: next(
+            (m.message_id for m in self.transcript.messages[:1]), None), self._show_error)
+        self.transcript.pager.pages = self.pages
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
         self.send_button = QPushButton("Send")
@@ -191,6 +179,8 @@ class MainWindow(QMainWindow):
         action("&Search chats", "Ctrl+F", lambda: self.search.setFocus(), chat_menu)
         action("S&top reply", "Esc", self.stop, chat_menu)
         action("&Regenerate last reply", "Ctrl+R", self.regenerate, chat_menu)
+        action("Pre&vious version", "Alt+Left", lambda: self._flip_last("previous"), chat_menu)
+        action("Ne&xt version", "Alt+Right", lambda: self._flip_last("next"), chat_menu)
         chat_menu.addSeparator()
         action("Export as &Markdown…", "Ctrl+Shift+M", lambda: self._export("md"), chat_menu)
         action("Export as &JSON…", "Ctrl+Shift+J", lambda: self._export("json"), chat_menu)
@@ -216,17 +206,8 @@ class MainWindow(QMainWindow):
     # -- conversations --------------------------------------------------------------------------------------------
 
     def refresh_conversations(self) -> None:
-        current = self.conversation_id
-        self.conversation_list.blockSignals(True)
-        self.conversation_list.clear()
-        for info in self.conversations.find(self.search.text().strip() or None):
-            item = QListWidgetItem(info.title)
-            item.setData(Qt.ItemDataRole.UserRole, info.id)
-            item.setToolTip(info.title)
-            self.conversation_list.addItem(item)
-            if info.id == current:
-                self.conversation_list.setCurrentItem(item)
-        self.conversation_list.blockSignals(False)
+        """Reads the chat list again (the sidebar's tree, and its hits while searching), the open chat selected."""
+        self.sidebar.refresh()
 
     def new_conversation(self) -> None:
         if self._busy():
@@ -234,7 +215,7 @@ class MainWindow(QMainWindow):
         self._end_edit()
         self.conversation_id = None
         self.chat = None
-        self.conversation_list.clearSelection()
+        self.sidebar.select(None)
         self.transcript.set_messages([])
         self.attachments.chat_changed()
         self.composer.setFocus()
@@ -266,43 +247,17 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Editing ended: sending now adds a new message.", 5000)
 
     def _views(self) -> list[MessageView]:
-        """What the transcript shows of the open chat: its messages with their spans (and the rejected proposals
-        seen this session) and footers, all from memory."""
+        """What the transcript is given of the open chat: its messages from the first one drawn (a chat just opened:
+        its last screen; the transcript asks self.pages for the others as its view nears them)."""
+        return self.pages.shown()
+
+    def _view(self, m) -> MessageView:
+        """How the transcript shows the open chat's message `m`: with its spans (and the rejected proposals seen
+        this session) and footer, all from memory."""
         chat, rejected = self.chat, self.replies.rejected
-        return [MessageView(m.id, m.role, m.text, ReplySpans.from_json(m.spans, rejected.get(m.id)), m.stopped,
-                            chat.footers.get(m.id, ""), **attached_to(chat, m.id)) for m in chat.messages]
-
-    def _on_conversation_selected(self, item, _previous=None) -> None:
-        if item is None or self._busy():
-            return
-        self.open_conversation(item.data(Qt.ItemDataRole.UserRole))
-
-    def _conversation_menu(self, point) -> None:
-        item = self.conversation_list.itemAt(point)
-        if item is None:
-            return
-        conversation_id = item.data(Qt.ItemDataRole.UserRole)
-        menu = QMenu(self)
-        menu.addAction("Rename…", lambda: self.rename_conversation(conversation_id, item.text()))
-        menu.addAction("Delete…", lambda: self.delete_conversation(conversation_id, item.text()))
-        menu.exec(self.conversation_list.mapToGlobal(point))
-
-    def rename_conversation(self, conversation_id: int, title: str) -> None:
-        new_title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=title)
-        if ok and new_title.strip():
-            self.conversations.rename(conversation_id, new_title.strip())
-            self.refresh_conversations()
-
-    def delete_conversation(self, conversation_id: int, title: str, confirm: bool = True) -> None:
-        if self.active and self.active.conversation_id == conversation_id:
-            return
-        if confirm and QMessageBox.question(self, "Delete chat", f"Delete “{title}” and all its messages?"
-                                            ) != QMessageBox.StandardButton.Yes:
-            return
-        self.conversations.delete(conversation_id)
-        if self.conversation_id == conversation_id:
-            self.new_conversation()
-        self.refresh_conversations()
+        return MessageView(m.id, m.role, m.text, ReplySpans.from_json(m.spans, rejected.get(m.id)), m.stopped,
+                           chat.footers.get(m.id, ""), **attached_to(chat, m.id), branch=branch_of(m),
+                           continuable=m is chat.messages[-1] and can_continue(m))
 
     def edit_system_prompt(self) -> None:
         if self.conversation_id is None:
@@ -324,8 +279,9 @@ class MainWindow(QMainWindow):
         text = self.composer.toPlainText().strip()
         if not text or self._busy():
             return
-        if not self.session.ready:
-            self.statusBar().showMessage("The model is still loading; your message stays in the box.", 4000)
+        if not self.session.ready and not self.session.loading:
+            self.statusBar().showMessage("No model is loaded (Settings chooses one); your message stays in the box.",
+                                         5000)
             return
         if self.session.device_busy():
             self.statusBar().showMessage("A race or benchmark is using the model; your message stays in the box "
@@ -339,11 +295,10 @@ class MainWindow(QMainWindow):
                 made = self.conversations.start(text)
                 self.conversation_id, self.chat = made.id, OpenChat.of(made)
             chat = self._open_chat()
-            if self._editing is not None and self._editing[0] == chat.conversation_id:
-                self.conversations.delete_messages_from(chat.conversation_id, self._editing[1])
-                chat.cut_from(self._editing[1])
+            edited = chat.message(self._editing[2]) if self._editing and self._editing[0] == chat.conversation_id \
+                else None
+            self.conversations.ask(chat, text, self.attachments.documents(), instead_of=edited)
             self._editing = None
-            self.conversations.ask(chat, text, self.attachments.documents())
         except StorageError as error:  # the message is not saved: it stays in the box (its chips too), to send again
             self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "
                              "when the database is free.")
@@ -353,14 +308,21 @@ class MainWindow(QMainWindow):
         self.attachments.sent()
         self.refresh_conversations()
         self.transcript.show_messages(self._views())  # the message just sent, drawn after what is shown
+        if self.session.loading:  # saved now; its reply starts when the model is ready (_on_model_status)
+            self._waiting = self.conversation_id
+            self.transcript.show_pending("The model is still loading: this reply starts as soon as it is ready.")
+            return
         self._start_reply()
 
-    def _start_reply(self) -> None:
-        """Starts the reply to the open chat: ReplyController.start fits its prompt once and writes its rows, the
-        window draws its start, and its job goes to the model thread, whose batches of steps come back to _on_steps;
-        says why when it cannot start."""
+    def _start_reply(self, sample_at: float | None = None, continuing: int | None = None) -> None:
+        """Starts the reply to the open chat (or goes on with its last reply, `continuing`: ReplyController's
+        continue_reply): ReplyController.start fits its prompt once and writes its rows, the window draws its start,
+        and its job goes to the model thread, whose batches of steps come back to _on_steps; says why when it
+        cannot start."""
         try:
-            began = self.replies.start(self._open_chat(), self.session.reply_engine())
+            began = (self.replies.start(self._open_chat(), self.session.reply_engine(), sample_at=sample_at)
+                     if continuing is None else
+                     self.replies.continue_reply(self._open_chat(), self.session.reply_engine(), continuing))
         except StorageError as error:
             self._show_error(f"The reply could not start: {error}")
             return
@@ -377,7 +339,8 @@ class MainWindow(QMainWindow):
 
     def _on_reply_began(self, began: ReplyBegan) -> None:
         """The reply's rows are on disk: its region opens at the end of the chat, and the window streams."""
-        self.transcript.begin_reply(began.note, tuple(source.label for source in began.sources), began.message_id)
+        self.transcript.begin_reply(began.note, tuple(source.label for source in began.sources), began.message_id,
+                                    began.text, began.spans)
         if began.note:
             self.statusBar().showMessage(began.note, 15000)
         self._set_generating(True)
@@ -412,9 +375,12 @@ class MainWindow(QMainWindow):
             self.session.stats_changed.emit()  # (this window's figures among them)
         self._end_reply()
         if self.conversation_id == ended.conversation_id:
+            stored = self.chat.message(ended.message_id) if self.chat is not None else None
             self.transcript.end_reply(MessageView(ended.message_id, "assistant", ended.text, ended.spans,
                                                   ended.stopped, ended.footer, **attached_to(self.chat,
-                                                                                             ended.message_id)))
+                                                                                             ended.message_id),
+                                                  branch=branch_of(stored) if stored else (1, 1),
+                                                  continuable=can_continue(stored)))
         if ended.problem:
             self._show_error(ended.problem)
         if not ended.runs_changed:  # (when it changed, stats_changed has refreshed the figures already)
@@ -435,18 +401,22 @@ class MainWindow(QMainWindow):
             self._cancel.set()
 
     def regenerate(self) -> None:
-        """Replaces the chat's last reply with a new one (answers its last message when it has no reply). The chat
+        """Adds another reply beside the chat's last one (a branch: the last stays, one flip away), sampled when the
+        chat decodes greedily (Settings: Regenerate at); answers the last message when it has no reply. The chat
         is read afresh first (its system prompt may have changed), before the reply writes anything."""
         if self._busy() or self.conversation_id is None or not self.session.ready:
             return
         chat = self.chat = self.conversations.open(self.conversation_id)
         last = chat.last_reply()
-        if last is not None:
-            self.conversations.delete_messages_from(chat.conversation_id, last.position)
-            chat.cut_from(last.position)
+        try:
+            if last is not None:
+                self.conversations.branch_before(chat, last)
+        except StorageError as error:
+            self._show_error(f"The reply could not be regenerated: {error}")
+            return
         self.transcript.show_messages(self._views())
         if chat.messages:
-            self._start_reply()
+            self._start_reply(sample_at=self.session.settings.regenerate_temperature)
 
     def _on_transcript_action(self, action: str, message_id: int) -> None:
         chat = self.chat if self.chat is not None and self.chat.conversation_id == self.conversation_id else None
@@ -454,6 +424,11 @@ class MainWindow(QMainWindow):
                                                                                                 message_id)
         if action == "regenerate":
             self.regenerate()
+        elif action == "continue":
+            if not self._busy() and self.session.ready:
+                self._start_reply(continuing=message_id)
+        elif action in ("previous", "next", "fork"):
+            self._branch_action(action, message_id)
         elif action.startswith(("document:", "source:")):
             self.attachments.open_link(action, message_id)
         elif message is None:
@@ -469,9 +444,35 @@ class MainWindow(QMainWindow):
                 self.statusBar().showMessage(f"Copied code block {index + 1}.", 2000)
         elif action == "edit" and not self._busy():
             self.composer.setPlainText(message.text)
-            self._editing = (self.conversation_id, message.position)
+            self._editing = (self.conversation_id, message.position, message.id)
             self.composer.setFocus()
-            self.statusBar().showMessage("Editing: sending replaces this message and everything after it.", 5000)
+            self.statusBar().showMessage("Editing: sending adds your new version beside this one (‹ › flips "
+                                         "between them).", 5000)
+
+    def _flip_last(self, action: str) -> None:
+        """Alt+Left and Alt+Right: ‹ or › on the last message on screen that has other versions."""
+        chat = self.chat if self.chat is not None and self.chat.conversation_id == self.conversation_id else None
+        branched = [m for m in chat.messages if len(m.siblings) > 1] if chat is not None else []
+        if branched:
+            self._branch_action(action, branched[-1].id)
+
+    def _branch_action(self, action: str, message_id: int) -> None:
+        """‹ and › flip the message to its sibling before or after, and show what followed it; "fork" makes a new
+        chat of the branch down to the message and opens it."""
+        if self._busy() or self.conversation_id is None:
+            return
+        try:
+            if action == "fork":
+                made = self.conversations.fork(self.conversation_id, message_id)
+                self.open_conversation(made.id)
+                self.refresh_conversations()
+                self.statusBar().showMessage(f"Branched into a new chat: “{made.title}”.", 5000)
+                return
+            self.chat = self.conversations.flip(self._open_chat(), message_id, -1 if action == "previous" else 1)
+        except StorageError as error:
+            self._show_error(f"That branch could not be shown: {error}")
+            return
+        self.transcript.show_messages(self._views())
 
     # -- race and dashboard ---------------------------------------------------------------------------------------
 
@@ -517,13 +518,29 @@ class MainWindow(QMainWindow):
     def _on_model_status(self) -> None:
         self.model_label.set_full_text(self.session.status_text())
         self.load_progress.setVisible(self.session.loading)
-        self.send_button.setEnabled(self.session.ready and self.active is None)
+        self.send_button.setEnabled((self.session.ready or self.session.loading) and self.active is None)
+        self._answer_waiting()
         if self.session.error:
             self._show_error(self.session.error)
             self.session.error = None
         if self.session.note:
             self.banner.show_note(self.session.note)  # information, in the banner's calm style
             self.session.note = None
+
+    def _answer_waiting(self) -> None:
+        """A message sent while the model loaded gets its reply once the model is ready, if its chat is still open
+        and nothing else runs; a model that failed to load leaves it saved, and the chat says so."""
+        waiting = self._waiting
+        if waiting is None or self.session.loading:
+            return
+        self._waiting = None
+        if waiting != self.conversation_id or self._busy():
+            return
+        if not self.session.ready:
+            self.transcript.show_pending("The model could not be loaded: your message is saved. Regenerate "
+                                         "(Ctrl+R) answers it once a model is loaded.")
+            return
+        self._start_reply()
 
     def _refresh_session_stats(self) -> None:
         self.session_label.set_full_text(self.session.stats_text(self.conversation_id))
@@ -535,7 +552,7 @@ class MainWindow(QMainWindow):
         self.conversation_list.setEnabled(not generating)  # the reply belongs to the open chat
         self.send_button.setVisible(not generating)
         self.stop_button.setVisible(generating)
-        self.send_button.setEnabled(self.session.ready and not generating)
+        self.send_button.setEnabled((self.session.ready or self.session.loading) and not generating)
 
     def _busy(self) -> bool:
         return self.active is not None

@@ -23,8 +23,8 @@ def frames(job: ReplyJob, cancel: threading.Event,
            frame_s: float = FRAME_S) -> Generator[StepBatch, None, GenerationResult | None]:
     """Streams the reply `job` describes in batches of steps (StepBatch), at most one batch every frame_s, and
     returns the reply's result (None: the stream ended without one). The job's prompt_ids are streamed as they
-    are (LocalChatEngine.stream_ids: the chat fitted them once, before the reply started); None: the engine makes
-    its prompt from the messages (a remote engine). Each batch carries a copy of the statistics as of its last
+    are (LocalChatEngine.stream_ids: the chat fitted them once, before the reply started), with a continued
+    reply's tokens after them (`continuing`); None: the engine makes its prompt from the messages (a remote engine). Each batch carries a copy of the statistics as of its last
     step, taken here while the engine waits: the events share the generation's one running GenerationStats.
 
     Why batches, and one layer of them: on llama.cpp a step is short, and a queued signal per step would wake the
@@ -35,9 +35,12 @@ def frames(job: ReplyJob, cancel: threading.Event,
     window hears of it."""
     batch: list = []
     sent = 0.0  # the first step goes at once, so the reply starts showing as soon as it can
+    if job.before is not None:
+        job.before()  # a branch's siblings, read first by its drafting
     engine = job.make_engine()
     events = (engine.stream(job.messages, job.system, job.config, cancel) if job.prompt_ids is None
-              else engine.stream_ids(job.prompt_ids, job.config, cancel))
+              else engine.stream_ids(job.prompt_ids, job.config, cancel, continuing=job.continuing)
+              if job.continuing else engine.stream_ids(job.prompt_ids, job.config, cancel))
     for event in events:
         batch.append(event)
         now = time.perf_counter()

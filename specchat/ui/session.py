@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Callable, Generator
+from typing import Callable, Generator, Sequence
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
@@ -123,7 +123,8 @@ class ChatSession(QObject):
         if self.remote is not None:
             return self.remote.reply_engine(self.settings)
         make_engine = self.engine_maker()
-        return ReplyEngine(self.run_context(), make_engine, self.engines.fitter(), self.remember_reply)
+        return ReplyEngine(self.run_context(), make_engine, self.engines.fitter(), self.remember_reply,
+                           self.read_first)
 
     def _history_for(self, drafter: str) -> SuffixIndex | None:
         return self.history if self.settings.draft_from_history and drafter in LOOKUP_DRAFTERS else None
@@ -149,6 +150,13 @@ class ChatSession(QObject):
         """On the model thread, as a reply ends: its tokens join the past replies the lookup drafters read."""
         if self.history is not None and self.settings.draft_from_history and len(result.token_ids) >= 2:
             self.history.add(result.token_ids)
+
+    def read_first(self, replies: Sequence[str]) -> None:
+        """On the model thread, before a branch's reply: the replies beside it (its siblings, ReplyController)
+        become the newest of the past replies, which the history drafter reads first on a tie, so that a
+        regenerated or re-asked reply copies from its earlier versions. Nothing without the index."""
+        if self.history is not None and self.settings.draft_from_history and self.pair is not None:
+            self.history.extend(_tokenized(self.pair.target.tokenizer, list(replies)))
 
     def include_in_history(self, conversation_id: int) -> None:
         """A chat was opened: an imported one now feeds the history drafter too (its replies join the index)."""

@@ -54,6 +54,7 @@ class AppSettings:
     k: int = 5
     adaptive_k: bool = True
     temperature: float = 0.0
+    regenerate_temperature: float = 0.7  # Regenerate under greedy decoding samples at this, so a new reply differs
     top_p: float = 1.0
     top_k: int = 0
     max_new_tokens: int = 512
@@ -257,6 +258,10 @@ class SettingsDialog(QDialog):
         self.adaptive = QCheckBox("Adapt K to the acceptance rate")
         self.adaptive.setChecked(settings.adaptive_k)
         self.temperature = _double(0.0, 2.0, 0.05, settings.temperature)
+        self.regenerate_temperature = _double(0.05, 2.0, 0.05, settings.regenerate_temperature)
+        self.regenerate_temperature.setToolTip("Under greedy decoding (temperature 0) Regenerate would give the same "
+                                               "reply again: it samples at this temperature instead, and the new "
+                                               "reply's footer says so.")
         self.top_p = _double(0.05, 1.0, 0.05, settings.top_p)
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1000)
@@ -314,6 +319,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.adaptive)
         form.addRow("", self.from_history)
         form.addRow("Temperature", self.temperature)
+        form.addRow("Regenerate at", self.regenerate_temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Top-k", self.top_k)
         form.addRow("Max new tokens", self.max_new)
@@ -425,7 +431,9 @@ class SettingsDialog(QDialog):
     def settings(self) -> AppSettings:
         return AppSettings(target=self.target.text() or "embedded", draft=self.draft.text(),
                            drafter=self.drafter.currentData(), k=self.k.value(), adaptive_k=self.adaptive.isChecked(),
-                           temperature=self.temperature.value(), top_p=self.top_p.value(), top_k=self.top_k.value(),
+                           temperature=self.temperature.value(),
+                           regenerate_temperature=self.regenerate_temperature.value(), top_p=self.top_p.value(),
+                           top_k=self.top_k.value(),
                            max_new_tokens=self.max_new.value(), device=self.device.currentText(),
                            packed_weights=self.packed.isChecked(), draft_from_history=self.from_history.isChecked(),
                            precision=self.precision.currentData(), exactness=self.exactness.currentData(),

@@ -11,11 +11,12 @@ from PySide6.QtGui import QFont, QImage, QTextBlockFormat, QTextCharFormat, QTex
 from PySide6.QtWidgets import QTextBrowser, QToolTip
 
 from ..chats.reply_spans import ReplySpans
-from ..core.vocabulary import DRAFT_ORIGIN, INFERRED_ORIGIN, origin_name
+from ..core.vocabulary import DRAFT_ORIGIN, INFERRED_ORIGIN, TARGET_ORIGIN, origin_name
 from ..engine.decoding.events import StepEvent
 from .code_style import character_positions, style_code_blocks
 from .spans import align_rendered, runs
 from .theme import current_theme
+from .transcript_pages import Pager
 
 ORIGIN_PROPERTY = QTextFormat.Property.UserProperty + 1  # "draft", "target" or "rejected" on character formats
 DRAFT_TIP = "Drafted and accepted: the target verified this token in a batch instead of generating it"
@@ -27,7 +28,8 @@ CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 # Model output is untrusted text: Markdown only, never HTML (no styles, no tags), and no resource is ever loaded
 # for it (Transcript.loadResource), so an image reference cannot read a local file.
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
-APP_LINK = re.compile(r"(copy|edit|regenerate|copy-code:\d+|document:\d+|source:\d+)/(-1|\d+)")
+APP_LINK = re.compile(r"(copy|edit|regenerate|continue|fork|previous|next|copy-code:\d+|document:\d+|source:\d+)"
+                      r"/(-1|\d+)")
 
 
 @dataclass
@@ -43,6 +45,14 @@ class MessageView:
     documents: tuple[tuple[int, str], ...] = ()  # a user message's attached documents: (document id, chip text)
     sources: tuple[str, ...] = ()  # what a reply was given of the chat's documents, as labels ("report.pdf, p. 3")
     copied: dict = field(default_factory=dict)  # a reply's draft spans (start, end) found in a document: "from …"
+    branch: tuple[int, int] = (1, 1)  # which of its siblings it is, of how many: `‹ i/n ›` under it when n > 1
+    continuable: bool = False  # the chat's last reply, cut short: a Continue link under it (chats/continuation.py)
+
+
+def branch_of(message) -> tuple[int, int]:
+    """Which of its siblings a stored message (MessageInfo) is, 1-based, and of how many: its `‹ i/n ›`."""
+    siblings = message.siblings or (message.id,)
+    return (siblings.index(message.id) + 1 if message.id in siblings else 1), len(siblings)
 
 
 class InertDocument(QTextDocument):
@@ -58,7 +68,8 @@ class InertDocument(QTextDocument):
 class Transcript(QTextBrowser):
     """One QTextDocument holds the whole conversation; the streaming reply is the region at its end."""
 
-    # ("copy" | "copy-code:N" | "edit" | "regenerate" | "document:ID" | "source:N", message id)
+    # ("copy" | "copy-code:N" | "edit" | "regenerate" | "continue" | "fork" | "previous" | "next" | "document:ID" |
+    #  "source:N", message id)
     action_requested = Signal(str, int)
 
     def __init__(self, parent=None):
@@ -75,6 +86,9 @@ class Transcript(QTextBrowser):
         self.messages: list[MessageView] = []
         self._starts: list[int] = []  # where each shown message's drawing begins in the document
         self._streaming = False  # a reply region is open at the end of the document
+        self._pending: int | None = None  # where a "the reply starts when…" line begins (show_pending), if shown
+        self._reply_at: int | None = None  # where the streaming region begins (begin_reply), while it is open
+        self.pager = Pager(self)  # a long chat: draws the messages near the view a page at a time
         self.document().setDocumentMargin(18)
         # The app's own links carry this session's secret: a reply that writes "specchat:regenerate/1" itself makes
         # a link that does nothing when clicked.
@@ -83,15 +97,21 @@ class Transcript(QTextBrowser):
     # -- whole transcript -----------------------------------------------------------------------------------------
 
     def set_messages(self, messages: list[MessageView]) -> None:
-        """Draws the whole chat `messages` (another chat opened; the welcome text for none)."""
-        self.messages = list(messages)
+        """Draws the chat `messages` (another chat opened; the welcome text for none): its last screen, and the
+        messages before it as the view nears them (transcript_pages.py), from `pager.pages` or `messages`."""
+        self.messages = self.pager.reset(list(messages))
         self._render_all()
 
     def show_messages(self, messages: list[MessageView]) -> None:
         """Shows the chat `messages`, drawing only what changed: the messages already shown first, unchanged, stay
         as drawn, and the others are drawn after them (a message just sent, a reply removed to regenerate it, an
-        edit). The whole chat is drawn when a reply ends (end_reply) or another chat opens (set_messages)."""
-        messages = list(messages)
+        edit, a reply that ended: end_reply). Another chat opened is drawn anew (set_messages), from its last screen."""
+        self._drop_pending()
+        given = list(messages)
+        messages = self.pager.aligned(given)  # from the first message drawn
+        if messages is None:  # what is drawn is not among them, or the chat's end is not drawn: drawn anew
+            self.set_messages(given)
+            return
         kept = next((i for i, (old, new) in enumerate(zip(self.messages, messages)) if old != new),
                     min(len(self.messages), len(messages)))
         if len(self.messages) != len(messages):  # a reply that becomes, or stops being, the last: its Regenerate link
@@ -104,6 +124,7 @@ class Transcript(QTextBrowser):
         if kept == 0:
             self.clear()  # the welcome text, or another chat's first message
             self._starts = []
+            self.pager.begin_document()
         elif kept < len(self._starts):
             cursor = QTextCursor(self.document())
             cursor.setPosition(self._starts[kept])
@@ -120,31 +141,45 @@ class Transcript(QTextBrowser):
         self._render_all()
 
     def _render_all(self) -> None:
+        self._pending = None
         self.clear()
         self._starts = []
         self._streaming = False
         if not self.messages:
             self._insert_welcome()
+        self.pager.begin_document()
+        editing = QTextCursor(self.document())
+        editing.beginEditBlock()  # one layout for the whole drawing, not one for each piece of each message
         for i, message in enumerate(self.messages):
-            self._append_message(message, is_last=i == len(self.messages) - 1)
+            self._append_message(message, is_last=i == len(self.messages) - 1 and self.pager.at_end())
+        editing.endEditBlock()
         self.moveCursor(QTextCursor.MoveOperation.End)
 
     def _append_message(self, message: MessageView, is_last: bool) -> None:
         cursor = self._end_cursor()
         self._starts.append(cursor.position())
+        self._draw_message(cursor, message, is_last)
+
+    def _draw_message(self, cursor: QTextCursor, message: MessageView, is_last: bool) -> None:
+        """Draws `message` at `cursor`, after what is before it: its header, its text, its links and footer (with
+        Regenerate when it is the chat's last)."""
         self._insert_header(cursor, "You" if message.role == "user" else "Assistant")
         if message.role == "user":
             self._insert_user_text(cursor, message.text)
             self._insert_links(cursor, message.message_id, "", [(text, f"document:{document_id}")
                                                                  for document_id, text in message.documents])
-            self._insert_footer(cursor, message, links=[("Edit & resend", "edit"), ("Copy", "copy")])
+            self._insert_footer(cursor, message, links=[("Edit & resend", "edit"), ("Copy", "copy"),
+                                                        ("Branch into new chat", "fork")])
         else:
             self._insert_markdown(cursor, message.text, message.spans, message.copied)
             self._insert_sources(cursor, message.message_id, message.sources)
             links = [("Copy", "copy")] + [(f"Copy code {i + 1}", f"copy-code:{i}")
                                           for i in range(len(CODE_BLOCK.findall(message.text)))]
+            links.append(("Branch into new chat", "fork"))
             if is_last:
                 links.append(("Regenerate", "regenerate"))
+            if message.continuable:
+                links.append(("Continue", "continue"))
             self._insert_footer(cursor, message, links, stopped=message.stopped)
 
     def _insert_welcome(self) -> None:
@@ -161,13 +196,47 @@ class Transcript(QTextBrowser):
 
     # -- streaming ------------------------------------------------------------------------------------------------
 
-    def begin_reply(self, note: str = "", sources: tuple[str, ...] = (), message_id: int | None = None) -> None:
+    def show_pending(self, note: str) -> None:
+        """A muted line at the end, where the next reply will appear, saying why it has not begun (the model is
+        still loading); gone when the reply begins or the chat is drawn again."""
+        self._drop_pending()
+        if not self.pager.at_end():
+            self.set_messages(self.pager.last_screen())
+        cursor = self._end_cursor()
+        self._pending = cursor.position()
+        muted = QTextCharFormat()
+        muted.setForeground(current_theme().muted_text)
+        muted.setFontItalic(True)
+        block = QTextBlockFormat()
+        block.setTopMargin(10)
+        cursor.insertBlock(block, muted)
+        cursor.insertText(f"⏳ {note}", muted)
+        self._scroll_to_end()
+
+    def _drop_pending(self) -> None:
+        if self._pending is not None and self._pending <= self.document().characterCount():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(self._pending)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+        self._pending = None
+
+    def begin_reply(self, note: str = "", sources: tuple[str, ...] = (), message_id: int | None = None,
+                    text: str = "", spans: ReplySpans | None = None) -> None:
         """Opens the streaming region; `note`, if any, is a muted line above it (e.g. what the prompt left out), and
         `sources` (the labels of what reply `message_id` is given of the chat's documents) a line of links under its
-        header, until the reply ends and has them under its text."""
+        header, until the reply ends and has them under its text. A continued reply (its text so far, `text` with
+        its `spans`) leaves its place at the end of the chat and opens the region with that text, which the
+        streamed text follows."""
+        if not self.pager.at_end():  # the user had scrolled far up: the chat's end is drawn again
+            self.set_messages(self.pager.last_screen())
+        if text and self.messages and self.messages[-1].message_id == message_id:
+            self.show_messages(self.messages[:-1])
+        self._drop_pending()
         if not self.messages:
             self.clear()
         cursor = self._end_cursor()
+        self._reply_at = cursor.position()
         if note:
             muted = QTextCharFormat()
             muted.setForeground(current_theme().muted_text)
@@ -177,6 +246,12 @@ class Transcript(QTextBrowser):
         self._insert_header(cursor, "Assistant")
         self._insert_sources(cursor, message_id, sources)
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        theme, at = current_theme(), 0
+        for start, end, origin in (spans.spans if spans is not None and text else ()):
+            cursor.insertText(text[at:max(start, at)], self._origin_format(TARGET_ORIGIN, theme))
+            cursor.insertText(text[max(start, at):end], self._origin_format(origin, theme))
+            at = max(at, end)
+        cursor.insertText(text[at:], self._origin_format(TARGET_ORIGIN, theme))
         self._streaming = True
 
     def append_stream(self, event: StepEvent) -> None:
@@ -193,9 +268,18 @@ class Transcript(QTextBrowser):
         self._scroll_to_end()
 
     def end_reply(self, message: MessageView) -> None:
-        """Replaces the streamed plain text with the rendered reply (Markdown, highlighting kept)."""
-        self.messages.append(message)
-        self._render_all()
+        """Replaces the streamed plain text with the rendered reply (Markdown, highlighting kept): the reply's region
+        is drawn anew, what is before it stays as drawn."""
+        if self._streaming and self._reply_at is not None and self._reply_at <= self.document().characterCount():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(self._reply_at)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            self._streaming, self._reply_at = False, None
+            self.show_messages(self.messages + [message])
+        else:
+            self.messages.append(message)
+            self._render_all()
         self._scroll_to_end()
 
     # -- pieces ---------------------------------------------------------------------------------------------------
@@ -320,6 +404,7 @@ class Transcript(QTextBrowser):
         muted.setForeground(current_theme().muted_text)
         muted.setFontPointSize(max(self.font().pointSizeF() - 1.5, 7))
         cursor.insertBlock(block, muted)
+        self._insert_branch_arrows(cursor, message, muted)
         parts = []
         if stopped:
             parts.append("⏹ stopped")
@@ -336,6 +421,29 @@ class Transcript(QTextBrowser):
             if i < len(links) - 1:
                 cursor.insertText(" · ", muted)
         cursor.setCharFormat(QTextCharFormat())
+
+    def _insert_branch_arrows(self, cursor: QTextCursor, message: MessageView, muted: QTextCharFormat) -> None:
+        """`‹ i/n ›` for a message with siblings (its edits, or its regenerated replies): each arrow a link that
+        flips to the sibling before or after, the one at either end in the muted colour and inert."""
+        index, count = message.branch
+        if count <= 1 or message.message_id is None:
+            return
+        plain = QTextCharFormat(muted)
+        plain.setFontPointSize(self.font().pointSizeF())  # the arrows at the text's size: easy to see and to hit
+        plain.setFontWeight(QFont.Weight.DemiBold)
+        arrows = (("\u2039", "previous", index > 1, "Show the previous version"),
+                  ("\u203a", "next", index < count, "Show the next version"))
+        for place, (arrow, action, live, tip) in enumerate(arrows):
+            look = QTextCharFormat(plain)
+            if live:
+                look.setAnchor(True)
+                look.setAnchorHref(f"specchat:{action}/{message.message_id}?key={self._link_key}")
+                look.setForeground(self.palette().link())
+                look.setToolTip(tip)
+            cursor.insertText(f"\u00a0{arrow}\u00a0", look)  # no-break spaces: a wider place to click
+            if place == 0:
+                cursor.insertText(f"{index}/{count}", plain)
+        cursor.insertText("   ", muted)
 
     def _insert_sources(self, cursor: QTextCursor, message_id: int | None, sources: tuple[str, ...]) -> None:
         """The line "Sources: report.pdf, p. 3 · report.pdf, p. 4", each a link to what the reply was given."""
@@ -400,6 +508,22 @@ class Transcript(QTextBrowser):
     def draft_positions(self, origin: str = DRAFT_ORIGIN) -> list[int]:
         """Document positions whose character format marks an accepted draft token, or `origin` (for tests)."""
         return draft_positions(self.document(), origin)
+
+    def scroll_to_message(self, message_id: int) -> bool:
+        """Scrolls so that the shown message `message_id` (its header) is at the top, a line of what came before it
+        above (a search hit opened); one not drawn is drawn first (transcript_pages.Pager.scroll_to). Returns False,
+        scrolling nothing, when it is not in the chat on screen."""
+        index = next((i for i, m in enumerate(self.messages) if m.message_id == message_id), None)
+        if index is None or index >= len(self._starts):
+            return self.pager.scroll_to(message_id)  # drawn around it, once at hand (a long chat: read up to it)
+        self._scroll_to_drawn(index)
+        return True
+
+    def _scroll_to_drawn(self, index: int) -> None:
+        """Scrolls so that the drawn message `index` (its header) is at the top, a line of what is above it."""
+        block = self.document().findBlock(self._starts[index] + 1)  # the header: the block after the one before
+        top = self.document().documentLayout().blockBoundingRect(block).top()
+        self.verticalScrollBar().setValue(max(0, int(top) - self.fontMetrics().lineSpacing()))
 
 
 def draft_positions(document, origin: str = DRAFT_ORIGIN) -> list[int]:

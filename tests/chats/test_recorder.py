@@ -178,8 +178,9 @@ def test_conversations_title_and_regenerate(store):
     conversations.add_user_message(chat.id, "What is the sea?")
     store.add_message(chat.id, "assistant", "Water.")
     assert conversations.last_question(chat.id) == "What is the sea?"
-    assert conversations.remove_last_reply(chat.id) and not conversations.remove_last_reply(chat.id)
-    assert [m.role for m in conversations.messages(chat.id)] == ["user"]
+    opened = conversations.open(chat.id)
+    conversations.branch_before(opened, opened.last_reply())  # Regenerate: the reply stays, one flip away
+    assert [m.role for m in conversations.messages(chat.id)] == ["user"] and opened.last_reply() is None
     asked = conversations.messages(chat.id)[0]
     assert conversations.message(chat.id, asked.id) == asked and conversations.message(None, asked.id) is None
     conversations.set_system_prompt(chat.id, "Be brief.")

@@ -1,5 +1,6 @@
 """A real specchat window (offscreen) streaming an endless reply into the database at argv[1]; prints SAVED once the
-partial reply is on disk, then runs until it is killed. Used by test_kill.py, which kills it with SIGKILL."""
+partial reply is on disk, then runs until it is killed. Used by test_kill.py, which kills it with SIGKILL. With
+argv[2] "regenerate", it opens the newest chat and regenerates its last reply (a new branch) instead of asking."""
 
 import os
 import sys
@@ -48,13 +49,17 @@ def main() -> None:
     session = ChatSession(store, settings, pair=ModelPair(loaded, loaded))
     session.plain_tokens_per_s = 100.0
     window = MainWindow(session)
-    window.composer.setPlainText("The quick brown fox")
-    window.send()
+    if sys.argv[2:] == ["regenerate"]:
+        window.open_conversation(store.list_conversations()[0].id)
+        window.regenerate()
+    else:
+        window.composer.setPlainText("The quick brown fox")
+        window.send()
 
     def report_when_saved() -> None:
         replies = [m for m in store.messages(window.conversation_id) if m.role == "assistant"]
-        if replies and len(replies[0].text) > 20:
-            print("SAVED", len(replies[0].text), flush=True)
+        if replies and len(replies[-1].text) > 20:
+            print("SAVED", len(replies[-1].text), flush=True)
             timer.stop()
 
     timer = QTimer(interval=100, timeout=report_when_saved)

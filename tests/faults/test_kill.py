@@ -13,10 +13,12 @@ from specchat.storage import Store, open_database
 CHILD = Path(__file__).resolve().parent / "app_mid_reply.py"
 
 
-def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
-    path = tmp_path / "specchat.db"
+def killed_mid_reply(path, tmp_path, *mode: str) -> int:
+    """Runs the app on the database at `path` until a partial reply is on disk, streams a little longer, and kills
+    it with SIGKILL; returns the length of the reply saved when it said so."""
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "SPECCHAT_DATA_DIR": str(tmp_path)}
-    child = subprocess.Popen([sys.executable, str(CHILD), str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen([sys.executable, str(CHILD), str(path), *mode], stdout=subprocess.PIPE, text=True,
+                             env=env)
     try:
         ready, _, _ = select.select([child.stdout], [], [], 180)  # a hung child fails the test, not the run
         line = child.stdout.readline() if ready else "no line within 180 s"  # SAVED <length>: a save is on disk
@@ -27,6 +29,12 @@ def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
+    return saved
+
+
+def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
+    path = tmp_path / "specchat.db"
+    saved = killed_mid_reply(path, tmp_path)
 
     store = Store(open_database(path))  # the next start: opens, migrates nothing, integrity intact
     try:
@@ -46,5 +54,33 @@ def test_a_kill_mid_reply_keeps_the_question_and_the_reply_so_far(tmp_path):
         (_, reply) = store.messages(conversation.id)
         assert reply.finish_reason == store.run_for_message(reply.id).finish_reason == "interrupted"
         assert store.recover_interrupted() == 0
+    finally:
+        store.close()
+
+
+def test_a_kill_mid_branch_keeps_every_branch(tmp_path):
+    """A reply regenerated (a new branch) when the app is killed: the tree is whole afterwards, every earlier
+    version one flip away, and it survives a restart and an export/import round trip."""
+    path = tmp_path / "specchat.db"
+    store = Store(open_database(path))
+    chat = store.create_conversation("Fox")
+    first = store.add_message(chat.id, "user", "The quick brown fox")
+    store.add_message(chat.id, "assistant", "jumps over the lazy dog.")
+    edited = store.add_message(chat.id, "user", "The slow red fox", sibling_of=first.id)
+    answer = store.add_message(chat.id, "assistant", "naps in the sun.")
+    store.close()
+    killed_mid_reply(path, tmp_path, "regenerate")
+
+    store = Store(open_database(path))  # the next start
+    try:
+        assert store.recover_interrupted() == 1
+        question, reply = store.messages(chat.id)
+        assert question.id == edited.id and question.siblings == (first.id, edited.id)
+        assert reply.siblings == (answer.id, reply.id) and reply.finish_reason == "interrupted" and reply.text
+        assert store.conversation(chat.id).message_count == 5
+        store.tree.show_branch(chat.id, first.id)
+        assert [m.text for m in store.messages(chat.id)] == ["The quick brown fox", "jumps over the lazy dog."]
+        copy = store.import_json(store.export_json(chat.id))
+        assert store.export_json(copy.id)["messages"] == store.export_json(chat.id)["messages"]
     finally:
         store.close()

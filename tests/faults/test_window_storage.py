@@ -81,14 +81,14 @@ def test_a_failure_after_the_engine_failed_still_frees_the_window(qtbot, make_wi
 
 def test_a_message_the_database_refuses_stays_in_the_box(qtbot, make_window, store, monkeypatch):
     window = make_window()
-    original = store.add_message
-    calls = failing_writes(monkeypatch, store, "add_message", "database is locked")
+    original = store.ask  # the user's message and its documents, in one write
+    calls = failing_writes(monkeypatch, store, "ask", "database is locked")
     window.composer.setPlainText("Please remember this")
     window.send()
     assert calls and usable(window)
     assert window.composer.toPlainText() == "Please remember this"  # nothing typed is lost
     assert "could not be saved" in window.banner.label.text() and "locked" in window.banner.label.text()
-    monkeypatch.setattr(store, "add_message", original)  # the lock is gone: the same message goes through
+    monkeypatch.setattr(store, "ask", original)  # the lock is gone: the same message goes through
     send(qtbot, window, window.composer.toPlainText())
     assert [m.text for m in store.messages(window.conversation_id) if m.role == "user"] == ["Please remember this"]
     assert window.banner.isHidden()  # the refusal is over

@@ -175,7 +175,7 @@ def test_the_index_follows_deleted_messages_and_chats(store, chat):
     store.documents.attach(first.id, HANDBOOK)
     notes = store.documents.attach(later.id, make_document([BACKUPS], name="notes.txt", kind="text"))
     assert len(fts_rows(store, "backups")) == 2
-    store.delete_messages_from(conversation.id, 2)  # the later message, and its notes with it
+    store.tree.delete(conversation.id, later.id)  # the later message, and its notes with it
     assert [d.message_id for d in store.documents.of_chat(conversation.id)] == [first.id]
     assert len(fts_rows(store, "backups")) == 1
     with pytest.raises(StorageError):
@@ -205,7 +205,7 @@ def test_export_and_import_carry_the_documents(store, chat):
     notes = make_document([LUNCH, BACKUPS], name="notes.txt", kind="text")
     store.documents.attach(later.id, notes)
     exported = json.loads(json.dumps(store.export_json(conversation.id)))
-    assert exported["version"] == 2
+    assert exported["version"] == 3
     assert [(d["message"], d["name"]) for d in exported["documents"]] == [(0, "handbook.pdf"), (2, "notes.txt")]
     assert exported["documents"][0]["passages"][2] == [HANDBOOK.passages[2].start, HANDBOOK.passages[2].end, 3]
 
@@ -234,8 +234,8 @@ def test_a_version_1_export_still_imports(store):
     assert [m.text for m in store.messages(imported.id)] == ["hi", "hello"]
     assert store.documents.of_chat(imported.id) == []
     upgraded = store.export_json(imported.id)
-    assert (upgraded["version"], upgraded["documents"]) == (2, [])
-    assert upgraded["messages"] == version_1["messages"]
+    assert (upgraded["version"], upgraded["documents"], upgraded["shown"]) == (3, [], 1)
+    assert upgraded["messages"] == [dict(m, parent=i - 1 if i else None) for i, m in enumerate(version_1["messages"])]
 
 
 def exported_with_document() -> dict:

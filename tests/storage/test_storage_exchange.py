@@ -32,12 +32,13 @@ def test_export_json_format(store, chat):
     data = store.export_json(chat.id)
     json.dumps(data)  # serialisable as is
     assert (data["format"], data["version"], data["title"], data["system_prompt"]) == \
-        ("specchat-conversation", 2, "Grammar help", "Be brief.")
-    assert data["documents"] == []
+        ("specchat-conversation", 3, "Grammar help", "Be brief.")
+    assert data["documents"] == [] and data["shown"] == 3
+    assert [m["parent"] for m in data["messages"]] == [None, 0, 1, 2]
     assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user", "assistant"]
     assert data["messages"][1]["spans"] == [[0, 6, "target"], [6, 12, "draft"]]
     assert data["messages"][3]["stopped"] is True and data["messages"][3]["finish_reason"] == "cancelled"
-    assert set(data["messages"][0]) == {"role", "text", "created_at", "stopped", "spans", "finish_reason"}
+    assert set(data["messages"][0]) == {"role", "text", "created_at", "stopped", "spans", "finish_reason", "parent"}
 
 
 def test_json_round_trip(store, chat):
@@ -55,7 +56,13 @@ def test_json_round_trip(store, chat):
     ("{not json", "not valid JSON"),
     ([1, 2], "specchat-conversation"),
     ({"format": "something-else", "version": 1}, "specchat-conversation"),
-    ({"format": "specchat-conversation", "version": 3, "title": "t", "messages": []}, "version 3"),
+    ({"format": "specchat-conversation", "version": 4, "title": "t", "messages": []}, "version 4"),
+    ({"format": "specchat-conversation", "version": 3, "title": "t",
+      "messages": [{"role": "user", "text": "x", "parent": 0}]}, "earlier message"),
+    ({"format": "specchat-conversation", "version": 3, "title": "t",
+      "messages": [{"role": "user", "text": "x"}, {"role": "user", "text": "y", "parent": True}]}, "parent"),
+    ({"format": "specchat-conversation", "version": 3, "title": "t", "shown": 1,
+      "messages": [{"role": "user", "text": "x"}]}, "shown"),
     ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": "hi"}, "messages"),
     ({"format": "specchat-conversation", "version": 1, "title": "", "messages": []}, "title"),
     ({"format": "specchat-conversation", "version": 1, "title": "t", "messages": [{"role": "wizard", "text": "x"}]},

@@ -55,10 +55,12 @@ def test_search_titles_and_message_text_in_any_case(store):
 
 def test_messages_positions_and_delete_from(store):
     chat = store.create_conversation()
+    added = []
     for i, role in enumerate(["user", "assistant", "user", "assistant"]):
-        message = store.add_message(chat.id, role, f"m{i}")
-        assert isinstance(message, MessageInfo) and message.position == i
-    assert store.delete_messages_from(chat.id, 2) == 2
+        added.append(store.add_message(chat.id, role, f"m{i}"))
+        assert isinstance(added[-1], MessageInfo) and added[-1].position == i
+        assert added[-1].parent_id == (added[-2].id if i else None) and added[-1].siblings == (added[-1].id,)
+    assert store.tree.delete(chat.id, added[2].id) == 2  # the message and what followed it
     assert [m.text for m in store.messages(chat.id)] == ["m0", "m1"]
     assert store.add_message(chat.id, "user", "again").position == 2
     with pytest.raises(StorageError, match="role"):

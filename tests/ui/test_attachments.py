@@ -18,6 +18,7 @@ from specchat.core.errors import StorageError
 from specchat.engine.loading.load import LoadedModel
 from specchat.engine.loading.pair import ModelPair
 from specchat.models.sources import ModelSource
+from specchat.storage import document_shelf
 from specchat.ui import attachments as attachments_module
 from specchat.ui.context_meter import DEBOUNCE_MS
 from specchat.ui.document_viewer import DocumentViewer
@@ -112,7 +113,7 @@ def test_a_dropped_text_file_is_sent_with_the_message_stored_and_read_by_the_rep
     assert chip_texts(window) == [f"notes.txt · {tokens:,} tokens"]
     began = []
     start = window.replies.start
-    window.replies.start = lambda chat, engine, seed=None: began.append(start(chat, engine, seed)) or began[-1]
+    window.replies.start = lambda chat, engine, **options: began.append(start(chat, engine, **options)) or began[-1]
     send_and_wait(qtbot, window, "When does the library open?")
 
     assert chip_texts(window) == [] and window.attachments.tray.chip_area.isHidden()
@@ -244,15 +245,15 @@ def test_a_refused_save_keeps_the_message_and_its_chips(qtbot, make_window, stor
     window = make_window()
     drop_on_window(qtbot, window, [notes])
 
-    def full_disk(message_id, document, tokens=None):
+    def full_disk(*args):  # inside the write transaction, after the message's row is in
         raise StorageError("the disk is full")
 
-    monkeypatch.setattr(store.documents, "attach", full_disk)
+    monkeypatch.setattr(document_shelf, "add_document", full_disk)
     window.composer.setPlainText("Keep me")
     window.send()
     assert window.composer.toPlainText() == "Keep me" and len(chip_texts(window)) == 1
     assert "could not be saved" in window.banner.label.text()
-    assert store.messages(window.conversation_id) == []  # the message was taken back with its documents
+    assert store.messages(window.conversation_id) == []  # one transaction: the message went back with its documents
 
 
 def test_removing_a_chip_leaves_its_document_out(qtbot, make_window, notes, tmp_path):

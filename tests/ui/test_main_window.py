@@ -1,7 +1,7 @@
 """The window with a tiny model: streaming with highlighted spans, stop, regenerate, reopen, stats on disk."""
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, QUrl
 
 from specchat.chats.reply_spans import ReplySpans
 from specchat.ui.transcript import MessageView, Transcript
@@ -61,7 +61,7 @@ def test_reopening_restores_the_highlighting(qtbot, make_window):
     text_before = window.transcript.toPlainText()
     window.new_conversation()
     assert window.transcript.draft_positions() == []
-    window.open_conversation(window.conversation_list.item(0).data(256))
+    window.open_conversation(window.sidebar.model.index(0, 0).data(256))  # the chat list's first row
     assert window.transcript.toPlainText() == text_before
     assert window.transcript.draft_positions() == before and before
 
@@ -84,16 +84,60 @@ def test_stop_keeps_the_partial_reply(qtbot, make_window, store):
     assert "stopped" in window.transcript.toPlainText()
 
 
-def test_regenerate_replaces_the_last_reply(qtbot, make_window, store):
+def app_links(transcript, action: str) -> list[tuple[str, str]]:
+    """The transcript's links for `action` ("previous", "fork", ...): (their text, their href), in order."""
+    found, block = [], transcript.document().begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().anchorHref().startswith(f"specchat:{action}/"):
+                found.append((fragment.text(), fragment.charFormat().anchorHref()))
+            iterator += 1
+        block = block.next()
+    return found
+
+
+def test_regenerate_samples_a_sibling_and_the_arrows_flip_between_them(qtbot, make_window, store):
     window = make_window()
     send(qtbot, window, "The quick brown fox")
     first = store.messages(window.conversation_id)[-1]
+    assert app_links(window.transcript, "previous") == [] and "1/2" not in window.transcript.toPlainText()
     with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
         window.regenerate()
     messages = store.messages(window.conversation_id)
-    assert [m.role for m in messages] == ["user", "assistant"]
-    assert messages[-1].text == first.text  # greedy: the same reply again
+    assert [m.role for m in messages] == ["user", "assistant"] and messages[-1].siblings == (first.id, messages[-1].id)
+    assert messages[-1].text != first.text  # sampled at Settings' "Regenerate at", not the greedy reply again
     assert store.conversation_stats(window.conversation_id).runs == 2
+    shown = window.transcript.toPlainText()
+    assert "‹ 2/2 ›" in shown and "sampled at T 0.70" in shown
+    [(arrow, href)] = app_links(window.transcript, "previous")
+    window.transcript.anchorClicked.emit(QUrl(href))  # ‹: the first reply, greedy, is back on screen
+    assert first.text[:20] in window.transcript.toPlainText() and "‹ 1/2 ›" in window.transcript.toPlainText()
+    assert [m.id for m in store.messages(window.conversation_id)] == [messages[0].id, first.id]
+    window.open_conversation(window.conversation_id)  # the flip is kept
+    assert "‹ 1/2 ›" in window.transcript.toPlainText()
+    window._flip_last("next")  # Alt+Right
+    assert "‹ 2/2 ›" in window.transcript.toPlainText() and window.chat.messages[-1].id == messages[-1].id
+
+
+def test_edit_and_resend_keeps_the_old_branch_and_fork_makes_a_chat(qtbot, make_window, store):
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    original = store.messages(window.conversation_id)
+    window._on_transcript_action("edit", original[0].id)
+    send(qtbot, window, "The lazy dog")
+    edited = store.messages(window.conversation_id)
+    assert [m.text for m in edited][:1] == ["The lazy dog"] and edited[0].siblings == (original[0].id, edited[0].id)
+    assert store.conversation(window.conversation_id).message_count == 4  # nothing was deleted
+    window._on_transcript_action("previous", edited[0].id)
+    assert [m.id for m in window.chat.messages] == [m.id for m in original]
+    [_, (label, href)] = app_links(window.transcript, "fork")  # the reply's "Branch into new chat"
+    source = window.conversation_id
+    window.transcript.anchorClicked.emit(QUrl(href))
+    assert window.conversation_id != source and label == "Branch into new chat"
+    assert [m.text for m in store.messages(window.conversation_id)] == [m.text for m in original]
+    assert store.conversation(source).message_count == 4
 
 
 def test_event_loop_stays_responsive_while_generating(qtbot, make_window):
@@ -470,3 +514,31 @@ def test_only_the_newest_model_load_is_taken(qtbot, make_window, tiny_pair, stor
     assert session.pair is newer and session.plain_tokens_per_s == 50.0  # the stored baseline, at once
     session._on_load_failed("the older load failed", generation=1)
     assert session.pair is newer and session.error is None
+
+
+def test_a_message_sent_while_the_model_loads_is_saved_and_answered_when_ready(qtbot, make_window, store):
+    window = make_window()
+    window.session.loading = True  # as while ChatSession loads a pair: not ready, status_changed on each change
+    window.session.status_changed.emit()
+    assert window.send_button.isEnabled()
+    window.composer.setPlainText("The quick brown fox")
+    window.send()
+    assert [m.role for m in store.messages(window.conversation_id)] == ["user"]  # saved at once
+    assert window.composer.toPlainText() == "" and window.active is None
+    assert "starts as soon as it is ready" in window.transcript.toPlainText()
+    with qtbot.waitSignal(window.reply_finished, timeout=STREAM_TIMEOUT):
+        window.session.loading = False
+        window.session.status_changed.emit()
+    assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"]
+    assert "starts as soon as it is ready" not in window.transcript.toPlainText()
+
+
+def test_a_model_that_fails_while_a_message_waits_keeps_it_and_says_so(qtbot, make_window, store):
+    window = make_window()
+    window.session.loading = True
+    window.composer.setPlainText("hello")
+    window.send()
+    window.session.loading, window.session.pair = False, None  # the load failed: no pair
+    window.session.status_changed.emit()
+    assert [m.text for m in store.messages(window.conversation_id)] == ["hello"] and window.active is None
+    assert "could not be loaded: your message is saved" in window.transcript.toPlainText()

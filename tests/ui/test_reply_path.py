@@ -1,6 +1,7 @@
 """A chat reply's path from Enter to its rows, counted on the real Store (SQLite in a temporary folder) and the real
-transcript, on the tiny model: each reply fits its prompt once, the whole chat is drawn once (as the reply ends),
-nothing the reply wrote is read back (its footer included), and opening a chat is one read and no write."""
+transcript, on the tiny model: each reply fits its prompt once, only what changed is drawn (the reply once more as
+it ends, not the whole chat: issue 46), nothing the reply wrote is read back (its footer included), and opening a
+chat is one read and no write."""
 
 import re
 from collections import Counter
@@ -11,7 +12,7 @@ from store_calls import count_calls
 STREAM_TIMEOUT = 120000  # generous: a loaded CI machine is slow, and a hang still fails
 READS = ("messages", "chat", "conversation", "run_for_message")  # what would read a chat's rows back
 WRITES = ("add_message", "update_message", "save_partial_reply", "record_run", "update_run", "delete_run",
-          "delete_messages_from", "include_in_history")
+          "include_in_history", "ask")
 
 
 @pytest.fixture
@@ -78,12 +79,13 @@ def test_a_reply_fits_once_draws_the_chat_once_and_reads_nothing_back(qtbot, mak
         calls, fitted, drawing = reply(qtbot, window, text, counted, fits, log)
         assert fitted == [earlier + 1]  # one prompt fitted, of the chat's messages with the one just sent
         assert not any(calls[name] for name in READS)  # nothing written is read back: no messages, no footer
-        assert calls["add_message"] == 2 and calls["record_run"] == 1  # the message, the placeholder and its run
+        assert calls["ask"] == 1 and calls["add_message"] == 1  # the message (with its documents), the placeholder
+        assert calls["record_run"] == 1  # and its run
         assert calls["update_message"] == 1 and calls["update_run"] == 1  # the finished reply and its run
         assert calls["include_in_history"] == 0 and calls["delete_run"] == 0
         # drawn: the message just sent (and the earlier reply, whose Regenerate link goes), then, once the reply
-        # has ended, the whole chat once
-        assert drawing == ["one"] * (2 if earlier else 1) + ["|", "all"] + ["one"] * (earlier + 2)
+        # has ended, the reply alone in place of its streamed text (what is before it stays as drawn)
+        assert drawing == ["one"] * (2 if earlier else 1) + ["|", "one"]
 
     messages = store.messages(window.conversation_id)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -107,7 +109,7 @@ def test_regenerating_reads_the_chat_once_before_it_writes(qtbot, make_window, s
         window.regenerate()
     assert counted[0] == "chat" and counted.count("chat") == 1  # read once, first (a system prompt may have changed)
     assert not any(counted.count(name) for name in ("messages", "conversation", "run_for_message"))
-    assert fits == [1] and log.count("all") == 1  # one fit; drawn whole once, as the new reply ended
+    assert fits == [1] and log == ["|", "one"]  # one fit; the new reply drawn once as it ended, nothing else
     assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"]
 
 

@@ -176,6 +176,9 @@ class GenerationResult:
     finish_reason: str  # "eos", "stop", "length", "context" or "cancelled"
     stats: GenerationStats
     seed: int
+    # where this generation's text begins in `text`: a continued reply's (SpeculativeEngine.stream's `continuing`)
+    # earlier text comes first, decoded from its tokens; token_ids, origins and spans are the new tokens'
+    text_start: int = 0
 
     def to_dict(self) -> dict:
         return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ...core.vocabulary import EOS, LENGTH, STOP, Origin
 from .detokenize import IncrementalDetokenizer
@@ -24,11 +25,20 @@ class Reply:
 
     With stop strings set, text that could still turn into a stop string is held back, together with the tokens
     that produced it, so that listeners never see text that is later cut off.
+
+    A reply that goes on from one cut short (`before`: its tokens, already shown) starts with their text: `text` is
+    the whole reply's, `text_start` where the new tokens' text begins in it, and the new tokens' spans and emissions
+    are in the whole text's offsets; token_ids, origins and spans hold the new tokens only, and max_new_tokens
+    counts them alone. Decoding the earlier tokens first gives the first new token its context (a leading space, the
+    rest of a character that the cut split).
     """
 
     def __init__(self, tokenizer, eos_token_ids: set[int], stop_strings: tuple[str, ...], max_new_tokens: int,
-                 length_reason: str = LENGTH):
+                 length_reason: str = LENGTH, before: Sequence[int] = ()):
         self._detok = IncrementalDetokenizer(tokenizer)
+        for token in before:
+            self._detok.push(int(token))
+        self.text_start = len(self._detok.text)
         self._eos = eos_token_ids
         self._stops = tuple(s for s in stop_strings if s)
         self._longest_stop = max((len(s) for s in self._stops), default=0)
@@ -39,7 +49,7 @@ class Reply:
         self.spans: list[tuple[int, int]] = []
         self.finish_reason: str | None = None
         self._released = 0  # tokens handed to listeners so far
-        self._released_chars = 0
+        self._released_chars = self.text_start
 
     @property
     def text(self) -> str:

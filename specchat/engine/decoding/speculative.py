@@ -116,30 +116,37 @@ class SpeculativeEngine:
         rows = getattr(self.runner, "max_pass_rows", None)
         return rows - 1 if rows else 1 << 30
 
-    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig) -> GenerationResult:
+    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig,
+                 continuing: Sequence[int] = ()) -> GenerationResult:
         """The whole reply to `prompt_ids` under `config` at once (the last StepEvent's result), for callers that
-        need no stream: measurements, the self-test, divergence checks."""
-        for event in self.stream(prompt_ids, config):
+        need no stream: measurements, the self-test, divergence checks; `continuing` as in stream."""
+        for event in self.stream(prompt_ids, config, continuing=continuing):
             if event.result is not None:
                 return event.result
         raise RuntimeError("generation ended without a result")  # unreachable: stream always ends with one
 
     @torch.inference_mode()
-    def stream(self, prompt_ids: Sequence[int], config: GenerationConfig,
-               cancel: threading.Event | None = None) -> Iterator[StepEvent]:
+    def stream(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None = None,
+               continuing: Sequence[int] = ()) -> Iterator[StepEvent]:
         """Yields one StepEvent per target pass; the last one has finish_reason and result set. While it runs, the
-        model's one-time measurements wait (one_time)."""
-        with self.one_time.reply() if self.one_time is not None else contextlib.nullcontext():
-            yield from self._stream(prompt_ids, config, cancel)
+        model's one-time measurements wait (one_time).
 
-    def _stream(self, prompt_ids: Sequence[int], config: GenerationConfig,
-                cancel: threading.Event | None) -> Iterator[StepEvent]:
-        prompt = self._checked_prompt(prompt_ids)
+        `continuing`: the tokens of a reply to `prompt_ids` that was cut short (Stop, the token limit), to go on
+        with. They are read after the prompt as the reply's own steps read them (_read_reply), and the reply goes
+        on from its last token: up to config.max_new_tokens new tokens, only those emitted, with their spans in the
+        whole reply's text, which the result's text is (Reply's `before`). A greedy reply so continued is, token
+        for token, the reply that was never cut, where passes are bit-identical to one-token passes."""
+        with self.one_time.reply() if self.one_time is not None else contextlib.nullcontext():
+            yield from self._stream(prompt_ids, config, cancel, [int(t) for t in continuing])
+
+    def _stream(self, prompt_ids: Sequence[int], config: GenerationConfig, cancel: threading.Event | None,
+                written: list[int]) -> Iterator[StepEvent]:
+        prompt = self._checked_prompt([*prompt_ids, *written])
         seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
         sampler = Sampler(config.sampling, seed, self.device)
         room = self.context_window - len(prompt)
         reply = Reply(self.tokenizer, self.eos_token_ids, config.stop_strings, min(config.max_new_tokens, room),
-                      length_reason=CONTEXT if room < config.max_new_tokens else LENGTH)
+                      length_reason=CONTEXT if room < config.max_new_tokens else LENGTH, before=written)
         stats = GenerationStats(prompt_tokens=len(prompt))
         policy = self._policy(config, sampler.greedy)
         run = Profile()  # the generation's phases (prefill, event); its elapsed time is the wall time
@@ -147,7 +154,8 @@ class SpeculativeEngine:
             # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
             # rolled back).
             cache = self.runner.new_cache(len(prompt) + reply.max_new_tokens + min(config.k_max, self.max_draft) + 1)
-            first = self._prefill(prompt, cache, sampler, cancel)
+            first, features = self._prefill(prompt, cache, sampler, cancel, len(written),
+                                            min(config.k_max, self.max_draft) + 1)
         stats.prefill_s = run.seconds["prefill"]
         stats.prompt_reused = getattr(self.runner, "reused_tokens", 0)
         stats.prompt_restored = getattr(self.runner, "restored_tokens", 0)
@@ -156,7 +164,7 @@ class SpeculativeEngine:
             yield self._event(reply.finish(CANCELLED), (), stats, reply, seed, finished=True)
             return
         stats.target_passes = 1
-        self._begin_drafting(prompt, first, sampler)
+        self._begin_drafting(prompt, first, sampler, features)
         context = prompt + [first]
         emission = reply.append([first], [Origin.TARGET])
         rejected: tuple[int, ...] = ()
@@ -197,22 +205,51 @@ class SpeculativeEngine:
                     self.step_costs.curve = curve
         return self._curve_known
 
-    def _prefill(self, prompt: list[int], cache, sampler: Sampler, cancel: threading.Event | None) -> int | None:
-        """The prompt's pass and the first token; None when `cancel` was set between the prompt's chunks."""
+    def _prefill(self, prompt: list[int], cache, sampler: Sampler, cancel: threading.Event | None, written: int = 0,
+                 pass_rows: int = 1) -> tuple[int | None, torch.Tensor | None]:
+        """The prompt's pass and the first token, with the target's hidden states of the positions read (for a
+        drafter that keeps them; None otherwise); no token when `cancel` was set between the prompt's chunks. The
+        last `written` tokens of `prompt` are a reply being continued: read after the rest as its steps read them
+        (_read_reply, in passes of at most pass_rows)."""
+        head = prompt[:len(prompt) - written]
         try:
-            logits = self.runner.forward(torch.tensor([prompt], device=self.device), cache, keep=1, prefill=True,
-                                         hidden_rows=len(prompt) if self._reads_context else 1, cancel=cancel)[0]
+            logits = self.runner.forward(torch.tensor([head], device=self.device), cache, keep=1, prefill=True,
+                                         hidden_rows=len(head) if self._reads_context else 1, cancel=cancel)[0]
+            features = self.runner.features if self._keeps_features else None
+            if written:
+                logits, features = self._read_reply(prompt[len(head):], cache, cancel, pass_rows, features)
         except PrefillCancelled:
-            return None
-        return sampler.next_token(logits)
+            return None, None
+        return sampler.next_token(logits), features
 
-    def _begin_drafting(self, prompt: list[int], first: int, sampler: Sampler) -> None:
+    def _read_reply(self, tokens: list[int], cache, cancel: threading.Event | None, pass_rows: int,
+                    features: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A continued reply's own tokens read after its prompt, in passes of at most `pass_rows` tokens on the
+        decoding passes' kernels, as its verification steps read them: where a pass of that many rows gives each
+        row the numbers of one-token passes (llama.cpp's bit-identical kernels: max_pass_rows), each position holds
+        the numbers the reply's own steps gave it, so the reply goes on as if never cut. (A prefill would read them
+        on the prompt's kernels, whose rounding differs.) Returns the last position's logits and the hidden states
+        so far, the prompt's first (`features`; None: not kept). PrefillCancelled when `cancel` is set between
+        passes."""
+        kept = [features] if features is not None else []
+        logits = None
+        for start in range(0, len(tokens), pass_rows):
+            if cancel is not None and cancel.is_set():
+                raise PrefillCancelled
+            chunk = tokens[start:start + pass_rows]
+            logits = self.runner.forward(self._stage.tokens(chunk).view(1, -1), cache,
+                                         keep=len(chunk) if features is not None else 1)
+            if features is not None:
+                kept.append(self.runner.features)
+        return logits[-1], torch.cat(kept) if kept else None
+
+    def _begin_drafting(self, prompt: list[int], first: int, sampler: Sampler,
+                        features: torch.Tensor | None) -> None:
         """Before the first proposal: a drafter with state per generation begins one, and one that reads the
-        target's hidden states gets the prefill's."""
+        target's hidden states gets those of the positions read (`features`)."""
         if self._begins:
             self.drafter.begin(prompt, sampler, self.vocab_size)
         if self._keeps_features:  # row i produced token i + 1 of the context
-            features = self.runner.features
             self.drafter.accept_target_states(features, (prompt[1:] + [first])[-len(features):])
 
     def _step(self, context: list[int], cache, sampler: Sampler, policy: DraftLengthPolicy, reply: Reply,
@@ -343,7 +380,8 @@ class SpeculativeEngine:
         if finished:
             result = GenerationResult(text=reply.text, token_ids=tuple(reply.token_ids),
                                       origins=tuple(reply.origins), spans=tuple(reply.spans),
-                                      finish_reason=reply.finish_reason, stats=stats.copy(), seed=seed)
+                                      finish_reason=reply.finish_reason, stats=stats.copy(), seed=seed,
+                                      text_start=reply.text_start)
         return StepEvent(
             token_ids=tuple(emission.token_ids), origins=tuple(emission.origins),
             spans=tuple(emission.spans), text_delta=emission.text_delta, text_offset=emission.text_offset,
