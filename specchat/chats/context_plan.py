@@ -145,7 +145,7 @@ class ContextMeter:
                         "question will be read.")
         if self.left_out_messages:
             many = self.left_out_messages > 1
-            said.append(f"The {self.left_out_messages} oldest message{'s' if many else ''} will be left out "
+            said.append(f"The {self.left_out_messages:,} oldest message{'s' if many else ''} will be left out "
                         "(they stay saved).")
         return " ".join(said)
 

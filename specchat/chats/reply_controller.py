@@ -218,7 +218,7 @@ def left_out_note(left_out: int, as_passages: Sequence[str] = ()) -> str:
                     "window holds: the model reads the passages that best match the question.")
     if left_out:
         many = left_out > 1
-        said.append(f"The {left_out} oldest message{'s' if many else ''} of this chat {'are' if many else 'is'} left "
+        said.append(f"The {left_out:,} oldest message{'s' if many else ''} of this chat {'are' if many else 'is'} left "
                     "out of what the model reads: the chat is longer than its context window. They stay saved.")
     return " ".join(said)
 

@@ -46,8 +46,9 @@ class RunBook:
         """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one. Returns
         the record written (what the reply's footer says: footer_text), so nobody reads it back."""
         stats = result.stats
-        if RunKind.parse(context.drafter).is_plain and stats.wall_s > 0:
-            # a plain reply is itself a fresh measurement of the baseline
+        sampled = context.config.sampling.temperature > 0
+        if RunKind.parse(context.drafter).is_plain and stats.wall_s > 0 and not sampled:
+            # a plain greedy reply is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
@@ -57,6 +58,8 @@ class RunBook:
         speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
         if not drafted_enough(stats.new_tokens, stats.draft_accepted):
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
+        if sampled:
+            speedup = None  # the baseline is greedy plain decoding: sampling's own cost would count as the drafter's
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
             speedup=speedup, speedup_basis="calibrated" if speedup else None,

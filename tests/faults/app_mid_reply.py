@@ -1,6 +1,6 @@
 """A real specchat window (offscreen) streaming an endless reply into the database at argv[1]; prints SAVED once the
-partial reply is on disk, then runs until it is killed. Used by test_kill.py, which kills it with SIGKILL. With
-argv[2] "regenerate", it opens the newest chat and regenerates its last reply (a new branch) instead of asking."""
+partial reply is on disk, then runs until it is killed. Used by test_kill.py, which kills it with SIGKILL: the reply
+is the newest chat's last one regenerated (a new branch, sampled)."""
 
 import os
 import sys
@@ -49,12 +49,8 @@ def main() -> None:
     session = ChatSession(store, settings, pair=ModelPair(loaded, loaded))
     session.plain_tokens_per_s = 100.0
     window = MainWindow(session)
-    if sys.argv[2:] == ["regenerate"]:
-        window.open_conversation(store.list_conversations()[0].id)
-        window.regenerate()
-    else:
-        window.composer.setPlainText("The quick brown fox")
-        window.send()
+    window.open_conversation(store.list_conversations()[0].id)
+    window.regenerate()
 
     def report_when_saved() -> None:
         replies = [m for m in store.messages(window.conversation_id) if m.role == "assistant"]

@@ -113,6 +113,8 @@ def test_export_carries_the_tree_and_imports_back(store, branched):
     assert exported["shown"] == 1
     imported = store.import_json(json.dumps(exported))
     assert texts(store, imported.id) == ["q1", "a1"] and imported.message_count == 5
+    hits = store.chat_list.search("a1b")  # the import's rows are in the full-text index too
+    assert {hit.conversation_id for hit in hits if hit.message_id is not None} == {chat.id, imported.id}
     assert store.export_json(imported.id)["messages"] == exported["messages"]
     store.tree.show_branch(imported.id, store.messages(imported.id)[0].siblings[1])
     assert texts(store, imported.id) == ["q2", "a2"]

@@ -111,6 +111,7 @@ def test_regenerate_samples_a_sibling_and_the_arrows_flip_between_them(qtbot, ma
     assert store.conversation_stats(window.conversation_id).runs == 2
     shown = window.transcript.toPlainText()
     assert "‹ 2/2 ›" in shown and "sampled at T 0.70" in shown
+    assert "× vs plain" not in shown  # the baseline is greedy: a sample's ratio against it would not be the drafter's
     [(arrow, href)] = app_links(window.transcript, "previous")
     window.transcript.anchorClicked.emit(QUrl(href))  # ‹: the first reply, greedy, is back on screen
     assert first.text[:20] in window.transcript.toPlainText() and "‹ 1/2 ›" in window.transcript.toPlainText()
