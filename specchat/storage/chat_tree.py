@@ -15,7 +15,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Callable
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from ..core.errors import StorageError
@@ -75,6 +75,34 @@ def newest_leaf_under(tree: Skeleton, message_id: int) -> int:
     return subtree(tree, message_id)[-1]
 
 
+def message_in(session: Session, conversation_id: int, message_id: int) -> Message:
+    """The message's row, checked to be one of the chat's (StorageError if not: it may have been deleted from
+    another window)."""
+    row = session.get(Message, message_id)
+    if row is None or row.conversation_id != conversation_id:
+        raise StorageError(f"message {message_id} is not in conversation {conversation_id}")
+    return row
+
+
+def leaf_of(session: Session, conversation: Conversation) -> int | None:
+    """shown_leaf without the skeleton: the chat's leaf_id while it is one of its messages, else its newest."""
+    leaf = session.get(Message, conversation.leaf_id) if conversation.leaf_id is not None else None
+    if leaf is not None and leaf.conversation_id == conversation.id:
+        return leaf.id
+    return session.scalar(select(func.max(Message.id)).where(Message.conversation_id == conversation.id))
+
+
+def children_of(session: Session, conversation_id: int, parents: list[int | None]) -> list[int]:
+    """The ids of the chat's messages that follow any of `parents` (None: the chat's first messages), oldest first:
+    an indexed read (messages.parent_id)."""
+    known = [p for p in parents if p is not None]
+    follows = [Message.parent_id.in_(known)] if known else []
+    if None in parents:
+        follows.append(Message.parent_id.is_(None))
+    return list(session.scalars(select(Message.id).where(Message.conversation_id == conversation_id, or_(*follows))
+                                .order_by(Message.id))) if follows else []
+
+
 class ChatTree:
     """The tree operations of a Store (store.tree): show a branch, delete a message and what followed it, fork a
     branch into a new chat. Each is one short transaction."""
@@ -93,11 +121,13 @@ class ChatTree:
         """The replies beside reply `message_id`, oldest first: those that answer the same message (it was
         regenerated), and those that answer the message's siblings (it answers an edited message). What a branch's
         drafting reads first: a new version of a reply repeats much of the old."""
-        with self._reading() as session:
-            _, tree = _chat_skeleton(session, conversation_id, message_id)
-            parent = tree[message_id]
-            asked = {m for m, p in tree.items() if parent is not None and p == tree[parent] and m != parent}
-            beside = [m for m, p in tree.items() if m != message_id and (p == parent or p in asked)]
+        with self._reading() as session:  # indexed reads only: a reply in a long chat starts without a stall
+            parent = message_in(session, conversation_id, message_id).parent_id
+            asked = [parent]
+            if parent is not None:
+                asked += children_of(session, conversation_id, [message_in(session, conversation_id,
+                                                                           parent).parent_id])
+            beside = [m for m in children_of(session, conversation_id, list(set(asked))) if m != message_id]
             if not beside:
                 return []
             return list(session.scalars(select(Message.text).where(
@@ -107,8 +137,10 @@ class ChatTree:
         """Ends the branch on screen at `message_id` exactly (before a regenerated reply: the next message added
         follows it, beside the replies it already has)."""
         with self._writing() as session:
-            conversation, _ = _chat_skeleton(session, conversation_id, message_id)
-            conversation.leaf_id = message_id
+            conversation = session.get(Conversation, conversation_id)
+            if conversation is None:
+                raise StorageError(f"conversation {conversation_id} does not exist")
+            conversation.leaf_id = message_in(session, conversation_id, message_id).id
 
     def delete(self, conversation_id: int, message_id: int) -> int:
         """Deletes the message and everything that followed it (its subtree; its documents with it). When the branch
