@@ -7,9 +7,10 @@ The rules, in order of what is never left out:
 - the documents stay: whole when they all fit beside the question and the reply's room, else as the passages that
   best match the question (each labelled with its source and page), filling their share of the window;
 - the chat's earlier turns fill what is left, newest first. Old turns are left out in blocks: the first kept turn
-  is the first user turn past a multiple of half the window, counted from the chat's start, so the prompt's
-  start (and the cached state of reading it) stays the same for many turns, and moves only when the chat outgrows
-  it again.
+  is the first user turn past a multiple of half the window, counted from the first turn the plan is given (the
+  chat's start, or in a chat far longer than the window an anchor a multiple of 256 turns back: chats/plan_start.py),
+  so the prompt's start (and the cached state of reading it) stays the same for many turns, and moves only when the
+  chat outgrows it again.
 
 A document belongs to the message it was attached to and is read there, before that message's text, so a follow-up
 reads the same prefix as the turn before it. A document whose message was left out moves to the first kept turn.
@@ -274,9 +275,9 @@ def _earlier_tokens(turns: Sequence[Message], count: Callable[[str], int]) -> in
 def _first_kept_turn(turns: Sequence[Message], count: Callable[[str], int], room: int, window: int) -> int:
     """The index of the first turn the prompt keeps (0: all; len(turns) - 1: only the question). Candidates are the
     block starts: the first user turn once the tokens before it have passed another multiple of window /
-    BLOCK_SHARE, counted from the chat's start. That depends only on the turns before it, which never change, so
-    the start stays put as the chat grows, until the kept part outgrows `room` again; the earliest candidate whose
-    kept part fits is taken."""
+    BLOCK_SHARE, counted from the first of `turns` (the chat's start, or its anchor: plan_start.py). That depends
+    only on the turns before it, which never change, so the start stays put as the chat grows, until the kept part
+    outgrows `room` again; the earliest candidate whose kept part fits is taken."""
     earlier = [count(m.content) + MESSAGE_OVERHEAD for m in turns[:-1]]
     total = sum(earlier)
     if total <= room:
