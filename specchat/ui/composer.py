@@ -8,17 +8,20 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, Qt, QUrl, Signal
 from PySide6.QtWidgets import QPlainTextEdit
 
-MAX_FILES_AT_ONCE = 20  # files one paste or drop attaches; more is a mistake (a whole folder selected)
+MAX_FILES_AT_ONCE = 20  # files one message takes; more in one drop are refused, and the tray says how many
+MAX_DROPPED_URLS = 100_000  # a drop naming more is hostile or broken: it is neither attached nor pasted
 MAX_PATH_CHARS = 4096  # a pasted text longer than this is text, not a path (PATH_MAX on Linux)
 
 
 def dropped_files(mime: QMimeData) -> list[str]:
-    """The local files named by `mime`'s URLs (a file manager's drag or copy), at most MAX_FILES_AT_ONCE; [] when
-    it names none, or anything that is not a local file (a web link is pasted as text)."""
+    """The local files named by `mime`'s URLs (a file manager's drag or copy), all of them: the window attaches what
+    a message takes and says how many it left (Attachments.attach_files), rather than pasting 21 paths as text. []
+    when it names none, anything that is not a local file (a web link is pasted as text), or more than
+    MAX_DROPPED_URLS."""
     if not mime.hasUrls():
         return []
     urls = mime.urls()
-    if not urls or len(urls) > MAX_FILES_AT_ONCE or not all(url.isLocalFile() for url in urls):
+    if not urls or len(urls) > MAX_DROPPED_URLS or not all(url.isLocalFile() for url in urls):
         return []
     return [url.toLocalFile() for url in urls]
 

@@ -379,7 +379,7 @@ def test_only_one_existing_file_path_is_taken_from_a_paste(tmp_path, qapp):
     web = QMimeData()
     web.setUrls([QUrl("https://example.com/report.pdf")])
     assert dropped_files(web) == [] and dropped_files(file_urls([path])) == [str(path)]
-    assert dropped_files(file_urls([path] * 21)) == []  # more than a message takes: a mistake, not attached
+    assert dropped_files(file_urls([path] * 21)) == [str(path)] * 21  # handed over: the window refuses the extra
 
 
 def test_a_draft_copied_from_a_document_names_its_page_when_hovered(qtbot):
@@ -408,3 +408,17 @@ def test_a_draft_copied_from_a_document_names_its_page_when_hovered(qtbot):
     assert cursor.charFormat().toolTip().endswith("\nfrom contract.pdf, p. 2")
     cursor.setPosition(body.index("Good") + 2)
     assert "contract.pdf" not in cursor.charFormat().toolTip()
+
+
+def test_a_drop_of_more_files_than_a_message_takes_attaches_twenty_and_says_so(qtbot, make_window, tmp_path):
+    window = make_window()
+    window.composer.setPlainText("Compare these")
+    paths = []
+    for index in range(22):
+        paths.append(tmp_path / f"note-{index:02}.txt")
+        paths[-1].write_text(f"Note {index}: the meeting moved to room {index}.", encoding="utf-8")
+    paste(window, file_urls(paths))  # a paste of 22 files into the composer, as a file manager's copy gives it
+    wait_for_reads(qtbot, window)
+    assert len(chip_texts(window)) == 20 and window.composer.toPlainText() == "Compare these"  # no paths pasted
+    assert window.attachments.tray.problem.label.text() == ("A message takes at most 20 documents: 2 of these were "
+                                                            "not attached.")
