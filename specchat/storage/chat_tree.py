@@ -15,7 +15,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Callable
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from ..core.errors import StorageError
@@ -50,14 +50,6 @@ def path_to(tree: Skeleton, message_id: int | None) -> list[int]:
     return path
 
 
-def children(tree: Skeleton) -> dict[int | None, list[int]]:
-    """Each message's children (None: the chat's first messages), oldest first."""
-    found: dict[int | None, list[int]] = {}
-    for message_id, parent in tree.items():
-        found.setdefault(parent, []).append(message_id)
-    return found
-
-
 def subtree(tree: Skeleton, message_id: int) -> list[int]:
     """`message_id` and every message that follows it, oldest first (one pass: a child is newer than its parent)."""
     under = [message_id]
@@ -82,14 +74,6 @@ def message_in(session: Session, conversation_id: int, message_id: int) -> Messa
     if row is None or row.conversation_id != conversation_id:
         raise StorageError(f"message {message_id} is not in conversation {conversation_id}")
     return row
-
-
-def leaf_of(session: Session, conversation: Conversation) -> int | None:
-    """shown_leaf without the skeleton: the chat's leaf_id while it is one of its messages, else its newest."""
-    leaf = session.get(Message, conversation.leaf_id) if conversation.leaf_id is not None else None
-    if leaf is not None and leaf.conversation_id == conversation.id:
-        return leaf.id
-    return session.scalar(select(func.max(Message.id)).where(Message.conversation_id == conversation.id))
 
 
 def children_of(session: Session, conversation_id: int, parents: list[int | None]) -> list[int]:

@@ -226,7 +226,7 @@ class Store(RunQueries):
     def messages(self, conversation_id: int) -> list[MessageInfo]:
         """The branch on screen, from the chat's first message down (chat_tree.py), each with its siblings."""
         with self._reading() as session:
-            return _shown_branch(session, _get(session, Conversation, conversation_id, "conversation"))
+            return _shown_branch(session, _get(session, Conversation, conversation_id, "conversation"))[0]
 
     # --- generation runs and statistics ---------------------------------------------------------------------
 
@@ -348,15 +348,7 @@ class Store(RunQueries):
         with self._reading() as session:
             row = _get(session, Conversation, conversation_id, "conversation")
             info = _conversation_info(row, _message_count(session, conversation_id))
-            if last is not None:
-                leaf = branch_slice.shown_leaf_id(session, row)
-                return (info,) + _branch_part(session, conversation_id,
-                                              [] if leaf is None else branch_slice.path_up(session, leaf, last, since))
-            messages = _shown_branch(session, row)
-            shown = {m.id for m in messages}
-            runs = session.scalars(select(GenerationRun).join(Message, Message.id == GenerationRun.message_id)
-                                   .where(Message.conversation_id == conversation_id).order_by(GenerationRun.id))
-            return info, messages, _latest_runs(runs, shown)
+            return (info,) + _shown_branch(session, row, info.message_count if last is None else last, since)
 
     def earlier(self, conversation_id: int, message_id: int,
                 count: int) -> tuple[list[MessageInfo], dict[int, RunInfo]]:
@@ -388,7 +380,7 @@ def _add_message(session: Session, conversation_id: int, sibling_of: int | None,
     if sibling_of is not None:
         parent_id = chat_tree.message_in(session, conversation_id, sibling_of).parent_id
     else:
-        parent_id = chat_tree.leaf_of(session, conversation)
+        parent_id = branch_slice.shown_leaf_id(session, conversation)
     parent = chat_tree.message_in(session, conversation_id, parent_id) if parent_id is not None else None
     row = Message(conversation_id=conversation_id, parent_id=parent_id,
                   position=parent.position + 1 if parent is not None else 0, **columns)
@@ -398,13 +390,15 @@ def _add_message(session: Session, conversation_id: int, sibling_of: int | None,
     return row, tuple(chat_tree.children_of(session, conversation_id, [parent_id]))
 
 
-def _shown_branch(session: Session, conversation: Conversation) -> list[MessageInfo]:
-    """The messages of the branch on screen, first to last, each with its siblings (the ids sharing its parent)."""
-    tree = chat_tree.skeleton(session, conversation.id)
-    path = chat_tree.path_to(tree, chat_tree.shown_leaf(tree, conversation.leaf_id))
-    rows = {row.id: row for row in session.scalars(select(Message).where(Message.id.in_(path)))} if path else {}
-    family = chat_tree.children(tree)
-    return [_message_info(rows[m], tuple(family[tree[m]])) for m in path]
+def _shown_branch(session: Session, conversation: Conversation, last: int | None = None,
+                  since: int = 0) -> tuple[list[MessageInfo], dict[int, RunInfo]]:
+    """The branch on screen, first to last, each message with its siblings (the ids sharing its parent), and the
+    latest run of each: its last `last` messages (None: all), none at a depth below `since`. Read up the parent
+    links from its end (branch_slice.py), never the chat's whole skeleton."""
+    leaf = branch_slice.shown_leaf_id(session, conversation)
+    count = _message_count(session, conversation.id) if last is None else last
+    return _branch_part(session, conversation.id,
+                        [] if leaf is None else branch_slice.path_up(session, leaf, count, since))
 
 
 def _branch_part(session: Session, conversation_id: int,
