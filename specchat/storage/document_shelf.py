@@ -60,7 +60,7 @@ class DocumentShelf:
             if attached >= MAX_DOCUMENTS_PER_MESSAGE:
                 raise StorageError(f"a message holds at most {MAX_DOCUMENTS_PER_MESSAGE} documents")
             row = add_document(session, message.id, message.conversation_id, document, tokens, utcnow())
-            return _info(row)
+            return document_info(row)
 
     def of_chat(self, conversation_id: int) -> list[DocumentInfo]:
         """The chat's documents in the order of their messages (and, on one message, as attached)."""
@@ -107,11 +107,6 @@ def check_attachment(document: Document, tokens: int | None) -> None:
     a sane whole number: checked before the write transaction begins."""
     check_document(document)
     _check_tokens(tokens)
-
-
-def document_info(row: AttachedDocument) -> DocumentInfo:
-    """A stored document's record (without its text)."""
-    return _info(row)
 
 
 def documents_of_messages(session: Session, message_ids: Sequence[int]) -> list[tuple[int, DocumentInfo, Document]]:
@@ -177,7 +172,8 @@ def _document_row(session: Session, document_id: int) -> AttachedDocument:
     return row
 
 
-def _info(row: AttachedDocument) -> DocumentInfo:
+def document_info(row: AttachedDocument) -> DocumentInfo:
+    """A stored document's record (without its text)."""
     return DocumentInfo(*(getattr(row, column.key) for column in _INFO_COLUMNS))
 
 
