@@ -109,3 +109,27 @@ def test_stopping_at_exit_frees_a_model_held_only_by_what_it_owes(background, mo
     exiting.start()
     exiting.join(10)
     assert not exiting.is_alive() and stopped == [True]
+
+
+def test_a_task_owed_anew_while_its_name_runs_replaces_it_and_runs_next(background):
+    """A reading ahead (state_shelf.owe_read_ahead) is owed again after every reply: the newest replaces one still
+    owed, and one owed while the older runs is not dropped when the older ends."""
+    work, ran, running, release = OneTimeWork(), [], threading.Event(), threading.Event()
+
+    def older(check) -> None:
+        running.set()
+        release.wait(5)
+        ran.append("older")
+
+    work.owe("read ahead", lambda check: ran.append("oldest"))
+    work.owe("read ahead", older, replace=True)  # replaces the oldest, not yet run
+    assert running.wait(5)
+    work.owe("read ahead", lambda check: ran.append("newest"), replace=True)
+    release.set()
+    assert wait_for(lambda: ran == ["older", "newest"]) and not work.owed()
+    with work.reply():  # nothing runs beside a reply, so it is still owed when dropped
+        work.owe("read ahead", lambda check: ran.append("dropped"))
+        work.drop("read ahead")
+    time.sleep(0.2)
+    assert ran == ["older", "newest"]
+    work.stop()

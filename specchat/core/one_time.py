@@ -62,14 +62,18 @@ class OneTimeWork:
         self._changed = threading.Condition(self._lock)
         _ALIVE.add(self)
 
-    def owe(self, name: str, task: Task) -> None:
-        """Adds a measurement (once per name) and starts the background worker that runs it when idle; with
-        SPECCHAT_MEASURE_NOW=1 (the tests: no thread measuring beside them), runs it here and now instead."""
+    def owe(self, name: str, task: Task, replace: bool = False) -> None:
+        """Adds a measurement (once per name; `replace`: this task replaces one of the same name still owed) and
+        starts the background worker that runs it when idle; with SPECCHAT_MEASURE_NOW=1 (the tests: no thread
+        measuring beside them), runs it here and now instead."""
         now = os.environ.get(MEASURE_NOW_ENV) == "1"
         with self._lock:
             if self._stopped:
                 return
-            self._pending.setdefault(name, task)
+            if replace:
+                self._pending[name] = task
+            else:
+                self._pending.setdefault(name, task)
             # Owed by the running measurement itself (its passes keep a prompt's state: state_shelf.py): the loop
             # running it runs this next; settling here would wait for the caller forever.
             nested = self._running_in == threading.get_ident()
@@ -96,6 +100,11 @@ class OneTimeWork:
     def owes(self, name: str) -> bool:
         with self._lock:
             return name in self._pending
+
+    def drop(self, name: str) -> None:
+        """Owes `name` no longer (a one-shot command ends before a reading ahead could serve anything)."""
+        with self._lock:
+            self._pending.pop(name, None)
 
     def owed(self) -> list[str]:
         """The names of the measurements still owed."""
@@ -164,7 +173,7 @@ class OneTimeWork:
         finally:
             with self._changed:
                 self._running = self._running_in = None
-                if done:
+                if done and self._pending.get(name) is task:  # not a task that replaced it meanwhile
                     self._pending.pop(name, None)
                 self._changed.notify_all()
 

@@ -208,9 +208,10 @@ def test_a_prefill_reuses_the_previous_generations_prefix_with_the_same_reply(na
     engine = native_pair.engine("pld")
     engine.generate(first, config)
     reused = engine.generate(follow_up, config)
-    # the first turn's whole chunks were kept (prompt_reader.py: never a position that a decoding pass made)
-    kept, chunk = engine.runner.reused_tokens, prompt_reader.CHUNK
-    assert kept % chunk == 0 and kept >= (len(first) - 1) // chunk * chunk > 0
+    # the first turn's whole passes were kept (prompt_reader.py: never a position that a decoding pass made)
+    shared = prompt_reader.common_prefix(first[:-1], follow_up, len(follow_up))
+    turn_ends = native_pair.target.native.turn_end_ids
+    assert engine.runner.reused_tokens >= prompt_reader.whole_passes(follow_up, shared, turn_ends) > 0
     fresh = native_pair.engine("none").generate(follow_up, config)
     assert reused.token_ids == fresh.token_ids
 

@@ -290,7 +290,8 @@ def test_chat_a_after_chat_b_is_restored_from_the_shelf_bit_for_bit(native_pair,
     first, follow_up = chats_a_b_then_a(native_pair, runner)
     restored = read_then_decode(runner, follow_up)
     shared = common_prefix(first[:-1], follow_up, len(follow_up) - 1)
-    assert runner.restored_tokens == runner.reused_tokens == shared // prompt_reader.CHUNK * prompt_reader.CHUNK > 0
+    whole = prompt_reader.whole_passes(follow_up, shared, native.turn_end_ids)  # up to the first turn's question
+    assert runner.restored_tokens == runner.reused_tokens == whole > 0
     fresh = fresh_reply(native, follow_up, monkeypatch)
     assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
 
@@ -319,3 +320,88 @@ def test_a_reply_says_how_much_of_its_prompt_came_from_the_shelf(native_pair, fr
     again = engine.generate(ids(native_pair, document(3) + " Which room opens at one o'clock?"), config).stats
     assert again.prompt_restored == again.prompt_reused >= prompt_reader.CHUNK
     assert again.to_dict()["prompt_restored"] == again.prompt_restored
+
+
+def test_passes_end_with_each_turn_so_a_continued_read_cuts_as_a_fresh_one(monkeypatch):
+    monkeypatch.setattr(prompt_reader, "CHUNK", 4)
+    ends = frozenset({9})  # the turn-ending token
+    tokens = [1, 2, 9, 3, 4, 5, 6, 7, 8, 9, 5]
+    cuts = [0]
+    while cuts[-1] < len(tokens):
+        cuts.append(prompt_reader.pass_end(tokens, cuts[-1], ends))
+    assert cuts == [0, 3, 7, 10, 14]  # after each turn's end, and CHUNK positions into a turn
+    assert prompt_reader.whole_passes(tokens, 9, ends) == 7  # the pass 7-10 is not whole within 9 positions
+    assert prompt_reader.whole_passes(tokens, 10, ends) == 10
+    assert prompt_reader.whole_passes(tokens[:10] + [4, 4, 4, 4, 4], 12, ends) == 10  # the next turn's pass is cut
+    assert prompt_reader.whole_passes([9, 9], 2, ends) == 2
+
+
+def a_turn_that_ends(pair) -> tuple[str, object]:
+    """A question about a document whose greedy reply ends its turn (EOS) within 48 tokens, and that reply."""
+    from specchat.core.vocabulary import EOS
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    question = document(5) + " Which room keeps books on music? Answer with the room's number only."
+    first = pair.engine("none").generate(ids(pair, question), GenerationConfig(max_new_tokens=48))
+    assert first.finish_reason == EOS and len(ids(pair, question)) >= state_shelf.MIN_SHELVED
+    return question, first
+
+
+@pytest.mark.model
+def test_a_follow_up_reads_only_its_new_message_once_the_reply_is_read_ahead(native_pair, fresh_shelves,
+                                                                             monkeypatch):
+    """The reply's turn is read in the model's idle time (here at once: SPECCHAT_MEASURE_NOW=1), so the follow-up,
+    on the same engine, in another runner (after another chat) and after a restart (from disk), reads only its new
+    message, and gives bit for bit what a fresh read gives."""
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    native = native_pair.target.native
+    question, first = a_turn_that_ends(native_pair)
+    follow_up = ids(native_pair, question, first.text, "And when does it open?")
+    read_ahead = ids(native_pair, question) + list(first.token_ids)  # the prompt, the reply and its <|im_end|>
+    assert follow_up[:len(read_ahead)] == read_ahead
+    again = native_pair.engine("none").generate(follow_up, GenerationConfig(max_new_tokens=8))
+    assert again.stats.prompt_reused == len(read_ahead)
+    fresh = fresh_reply(native, follow_up, monkeypatch)
+    assert list(again.token_ids) == fresh[1]
+    for restart in (False, True):
+        if restart:
+            fresh_shelves()  # a new process: the same folder, an empty memory tier
+        runner = native.runner()
+        restored = read_then_decode(runner, follow_up)
+        assert runner.restored_tokens >= len(read_ahead)  # the follow-up's own state, kept too, holds more
+        assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
+
+
+@pytest.mark.model
+def test_a_reply_that_starts_stops_a_read_ahead_and_the_newest_one_is_owed(native_pair, fresh_shelves, monkeypatch):
+    from specchat.core import one_time
+
+    monkeypatch.setenv(one_time.MEASURE_NOW_ENV, "0")  # owed, not run: the test runs it
+    native, tokenizer = native_pair.target.native, native_pair.target.tokenizer
+    runner = native.runner()
+    prompt = ids(native_pair, document(6) + " Which room keeps books on law?")
+    read_then_decode(runner, prompt)
+    reply = tokenizer(document(7), add_special_tokens=False)["input_ids"][:150] + [native.eos_token_id]
+    runner.read_ahead(prompt + reply[:40])
+    runner.read_ahead(prompt + reply)  # the newest turn replaces the one still owed
+    task = native.one_time._pending[state_shelf.READ_AHEAD]
+    checks = []
+
+    def a_reply_starts_after_the_first_pass() -> None:
+        checks.append(1)
+        raise Interrupted
+
+    with pytest.raises(Interrupted):
+        task(a_reply_starts_after_the_first_pass)
+    assert checks == [1] and state_shelf.READ_AHEAD in native.one_time.owed()
+    task(lambda: None)  # the next idle spell: it goes on from the passes it read
+    follow_up = prompt + reply + tokenizer("\n<|im_start|>user\nAnd when?<|im_end|>\n<|im_start|>assistant\n",
+                                           add_special_tokens=False)["input_ids"]
+    other = native.runner()
+    restored = read_then_decode(other, follow_up)
+    assert other.restored_tokens == len(prompt) + len(reply)
+    fresh = fresh_reply(native, follow_up, monkeypatch)
+    assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
+    native.one_time.drop(state_shelf.READ_AHEAD)
+    assert state_shelf.READ_AHEAD not in native.one_time.owed()

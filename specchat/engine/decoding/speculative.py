@@ -26,9 +26,9 @@ import torch
 
 from ...core.errors import PrefillCancelled, PromptError
 from ...core.one_time import OneTimeWork
-from ...core.vocabulary import CANCELLED, CONTEXT, LENGTH, Origin
+from ...core.vocabulary import CANCELLED, CONTEXT, EOS, LENGTH, Origin
 from ..backends.torch.host_syncs import HostToDevice
-from ..backends.torch.runners import TargetRunner, runner_for
+from ..backends.torch.runners import ReadsAhead, TargetRunner, runner_for
 from ..drafting.base import (Draft, Drafter, FreeProposer, GenerationState, NoDrafter, TargetStateReader,
                              check_capabilities)
 from .adaptive import AcceptanceBook, DraftLengthPolicy, StepCosts
@@ -172,6 +172,8 @@ class SpeculativeEngine:
             if reply.finish_reason is None and cancel is not None and cancel.is_set():
                 emission = _merge(emission, reply.finish(CANCELLED))
             finished = reply.finish_reason is not None
+            if finished and reply.finish_reason == EOS and isinstance(self.runner, ReadsAhead):
+                self.runner.read_ahead(prompt + reply.token_ids)  # the next turn's prompt starts with these
             stats.new_tokens = len(reply.token_ids)
             with run.phase("event"):  # building it, and whatever the consumer did with it
                 stats.wall_s = run.elapsed()

@@ -26,6 +26,7 @@ the fastest kernels with no cap ("same distribution").
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import logging
 import os
@@ -49,7 +50,7 @@ from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends
                       plan_layers, requested_layers)
 from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import PromptReader, StateFormatError, common_prefix, sequence_state
-from .state_shelf import forget_model, read_prompt
+from .state_shelf import forget_model, owe_read_ahead, read_prompt
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,12 @@ class LlamaCppModel:
 
     def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
         return LlamaCppRunner(self, keeps_features)
+
+    @functools.cached_property
+    def turn_end_ids(self) -> frozenset[int]:
+        """The tokens that end a turn (llama.cpp's end-of-generation tokens: `<|im_end|>`, EOS), after each of which
+        the prompt reader ends a pass (prompt_reader.pass_end); 30 ms over a 49,152-token vocabulary."""
+        return frozenset(i for i in range(self.vocab_size) if self.llama.llama_vocab_is_eog(self.vocab, i))
 
     def measure_cost_curve(self) -> CostCurve:
         """The verification cost curve of this file as a target (cost_curve.py), kept per file, build, CPU,
@@ -442,6 +449,13 @@ class LlamaCppRunner:
                                            shape=(outputs, self.model.hidden_size))
             self.features = torch.from_numpy(states[outputs - min(rows, outputs):].copy())
         return torch.from_numpy(logits[outputs - keep:].copy())
+
+    def read_ahead(self, tokens: list[int]) -> None:
+        """After a reply that ended its turn: `tokens` (its prompt, then the reply up to the token that ended it)
+        are read by this runner's prompt reader in the model's idle time and kept on the state shelf
+        (state_shelf.owe_read_ahead), so that the chat's next prompt reads only its new message."""
+        if self._reader is not None and self.uses_reader:
+            owe_read_ahead(self._reader, self.model, tokens)
 
     def _reader_reads(self, tokens: list[int]) -> bool:
         """Whether the prompt reader (prompt_reader.py) reads this prompt: always where replies are bit-identical

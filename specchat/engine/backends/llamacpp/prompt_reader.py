@@ -11,10 +11,13 @@ prompt, and its KV entries are converted to bfloat16 and restored into the decod
 (llama_state_seq_get_data / set_data): every reply then starts from the same KV entries and last logits, and
 decodes on batch-invariant kernels.
 
-A reused prefix gives what a fresh read gives. The reader feeds a prompt in passes that end at multiples of CHUNK
-positions, so a position's entries depend only on the tokens up to the end of its chunk. It keeps the positions of
-whole chunks that the next prompt starts with and reads the rest as a fresh read would. Positions that the decoding
-context produced (a reply's tokens) are never reused: they came from other kernels, and a fresh read would differ.
+A reused prefix gives what a fresh read gives. The reader feeds a prompt in passes fixed by its tokens alone
+(pass_end): a pass ends after a turn-ending token (`<|im_end|>`: llama.cpp's end-of-generation tokens), or CHUNK
+positions after it began; so a position's entries depend only on the tokens up to the end of its pass. It keeps the
+positions of the whole passes that the next prompt starts with and reads the rest as a fresh read would. Positions
+that the decoding context produced (a reply's tokens) are never reused: they came from other kernels, and a fresh
+read would differ. A reply's turn is read by the reader instead, in the model's idle time after it ends
+(LlamaCppRunner.read_ahead); passes end with each turn, so the chat's next prompt then reads only its new message.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from specchat.core.errors import DecodeError, ModelLoadError, PrefillCancelled
 
 log = logging.getLogger(__name__)
 
-CHUNK = 256  # positions per pass, aligned to multiples of it: the fastest size here (docs/performance.md), finer reuse
+CHUNK = 256  # the most positions per pass: the fastest size here (docs/performance.md), finer reuse
+SCHEDULE = "turns"  # how passes are cut (pass_end), in the state shelf's key: states cut otherwise are not reused
 READ_TYPE = 1  # GGML_TYPE_F16: llama.cpp's default cache, with its tiled flash-attention kernel
 DECODE_TYPE = 30  # GGML_TYPE_BF16 (llama_runner.KV_CACHE_TYPE)
 
@@ -56,42 +60,77 @@ class PromptReader:
             raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
         self._batch = self.llama.llama_batch_init(CHUNK, 0, 1)
         self._held: list[int] = []  # the tokens whose positions this context holds, all read by it
-        self._lock = threading.Lock()
+        self._turn_ends = model.turn_end_ids  # a pass ends after one of these (pass_end)
+        self._lock = threading.RLock()  # a read ahead runs in the model's idle time, in another thread
+        # the decoding state handed to the runner (read, decoding_copy), reused: a fresh buffer of a long prompt's
+        # state costs its page faults each time (60 ms for 94 MB here); the model thread's only
+        self._scratch: ctypes.Array | None = None
 
     def reusable(self, tokens: list[int]) -> int:
-        """How many of `tokens`' first positions a read would keep: the whole chunks they share with what is held."""
-        return common_prefix(self._held, tokens, len(tokens)) // CHUNK * CHUNK
+        """How many of `tokens`' first positions a read would keep: the whole passes they share with what is held."""
+        with self._lock:
+            return whole_passes(tokens, common_prefix(self._held, tokens, len(tokens)), self._turn_ends)
 
     def read(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
-        """Reads `tokens` (keeping the whole chunks already held); returns the state of the sequence as a bfloat16
-        cache holds it (a buffer for llama_state_seq_set_data) and how many positions were kept rather than read.
-        No logits: the caller runs the prompt's last token itself. PrefillCancelled when `cancel` is set between
-        passes."""
-        state, kept = self.read_raw(tokens, cancel)
+        """Reads `tokens` (keeping the whole passes already held); returns the state of the sequence as a bfloat16
+        cache holds it (a buffer for llama_state_seq_set_data, valid until this reader's next read: it is reused)
+        and how many positions were kept rather than read. No logits: the caller runs the prompt's last token
+        itself. PrefillCancelled when `cancel` is set between passes."""
+        with self._lock:
+            kept = self._read_passes(tokens, cancel)
+            size = self.llama.llama_state_seq_get_size(self._ctx, 0)
+            state = self._scratch_of(size)
+            if self.llama.llama_state_seq_get_data(self._ctx, state, size, 0) != size:
+                raise DecodeError("llama.cpp could not copy a prompt's KV entries")
         as_decoding_state(state)
         return state, kept
 
+    def decoding_copy(self, raw: ctypes.Array) -> ctypes.Array:
+        """`raw`, a state as read_raw gives it, converted for the decoding context into this reader's reused buffer
+        (valid until its next read): `raw` stays as it is, for the state shelf."""
+        state = self._scratch_of(len(raw))
+        ctypes.memmove(state, raw, len(raw))
+        as_decoding_state(state)
+        return state
+
+    def _scratch_of(self, size: int) -> ctypes.Array:
+        """A view of exactly `size` bytes of the reused buffer, made anew when too small or four times too large."""
+        if self._scratch is None or not size <= len(self._scratch) <= 4 * size:
+            self._scratch = (ctypes.c_uint8 * size)()
+        return (ctypes.c_uint8 * size).from_buffer(self._scratch)
+
     def read_raw(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
-        """As read, but the state as this float16 context holds it: what a later read can continue from (the
-        state shelf keeps it: state_shelf.py)."""
+        """As read, but the state as this float16 context holds it, in a buffer of its own: what a later read can
+        continue from (the state shelf keeps it: state_shelf.py)."""
         with self._lock:
-            kept = self.reusable(tokens)
-            self._drop_from(kept)
-            start = kept
-            while start < len(tokens):
-                if start > kept and cancel is not None and cancel.is_set():
-                    raise PrefillCancelled
-                end = min((start // CHUNK + 1) * CHUNK, len(tokens))
-                self._decode(tokens[start:end], start)
-                self._held.extend(tokens[start:end])
-                start = end
+            kept = self._read_passes(tokens, cancel)
             return self._state(), kept
+
+    def _read_passes(self, tokens: list[int], cancel: threading.Event | None) -> int:
+        """Reads what `tokens` do not share with what is held, pass by pass (pass_end); returns the positions kept.
+        Called with the lock held."""
+        if self._ctx is None:
+            raise PrefillCancelled  # closed (its runner's context grew: the runner makes a new reader)
+        kept = self.reusable(tokens)
+        self._drop_from(kept)
+        start = kept
+        while start < len(tokens):
+            if start > kept and cancel is not None and cancel.is_set():
+                raise PrefillCancelled
+            end = min(pass_end(tokens, start, self._turn_ends), len(tokens))
+            self._decode(tokens[start:end], start)
+            self._held.extend(tokens[start:end])
+            start = end
+        return kept
 
     def restore(self, tokens: list[int] | tuple[int, ...], state: ctypes.Array) -> bool:
         """Makes this context hold `state`, a state that a reader of the same model and settings wrote for `tokens`
-        (read_raw), in place of what it held: the next read keeps its whole chunks that the prompt starts with and
-        drops the rest. False, holding nothing, where it does not fit or llama.cpp refuses it."""
+        (read_raw), in place of what it held: the next read keeps its whole passes that the prompt starts with and
+        drops the rest. False, holding nothing, where it does not fit or llama.cpp refuses it. PrefillCancelled
+        when the reader was closed."""
         with self._lock:
+            if self._ctx is None:
+                raise PrefillCancelled
             self._drop_from(0)
             if len(tokens) > self.n_ctx or self.llama.llama_state_seq_set_data(self._ctx, state, len(state),
                                                                                  0) != len(state):
@@ -126,16 +165,37 @@ class PromptReader:
             del self._held[position:]
 
     def close(self) -> None:
-        if self._ctx is not None:
-            self.llama.llama_free(self._ctx)
-            self.llama.llama_batch_free(self._batch)
-            self._ctx = None
+        """Frees the context, once a pass that another thread runs on it (a read ahead: state_shelf.py) ends."""
+        with self._lock:
+            if self._ctx is not None:
+                self.llama.llama_free(self._ctx)
+                self.llama.llama_batch_free(self._batch)
+                self._ctx = self._scratch = None
 
     def __del__(self):
         try:
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+
+def pass_end(tokens: list[int], start: int, turn_ends: frozenset[int]) -> int:
+    """Where the reader's pass that begins at `start` (where a pass ends) ends: just after the first of the next
+    CHUNK tokens that ends a turn (`turn_ends`), else CHUNK positions on, which may lie beyond `tokens` (a read of
+    them ends that pass early). A function of the tokens alone, so a fresh read and a continued one cut alike."""
+    for offset, token in enumerate(tokens[start:start + CHUNK]):
+        if token in turn_ends:
+            return start + offset + 1
+    return start + CHUNK
+
+
+def whole_passes(tokens: list[int], held: int, turn_ends: frozenset[int]) -> int:
+    """How many of `tokens`' first positions lie in passes that end within their first `held` positions: those a
+    context that read them (and holds `held` of them) keeps for a read of `tokens`."""
+    start = 0
+    while (end := pass_end(tokens, start, turn_ends)) <= held:
+        start = end
+    return start
 
 
 def common_prefix(held: list[int], tokens: list[int], most: int) -> int:

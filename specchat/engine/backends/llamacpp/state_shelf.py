@@ -12,10 +12,13 @@ What is kept is the state as the reader's float16 context holds it, not the bflo
 takes: the reader continues from it, and a fresh read attends over float16 entries that a bfloat16 copy has lost.
 It is converted (prompt_reader.as_decoding_state) each time it is used, as a fresh read's is.
 
-Reuse stays exact for the reason the reader's own does: the reader feeds a prompt in passes that end at multiples
-of CHUNK positions, so the whole chunks a prompt shares with a kept state hold the bytes a fresh read would write,
-and the reader keeps those and reads the rest (a state used for fewer positions than it holds loses its tail, as
-the reader's live context does). A state is only ever loaded under the key it was written with: the model file (its
+Reuse stays exact for the reason the reader's own does: the reader feeds a prompt in passes cut by its tokens alone
+(prompt_reader.pass_end: at each turn's end, and every CHUNK positions within a turn), so the whole passes a prompt
+shares with a kept state hold the bytes a fresh read would write, and the reader keeps those and reads the rest (a
+state used for fewer positions than it holds loses its tail, as the reader's live context does).
+
+A reply that ended its turn is read too, in the model's idle time (owe_read_ahead), and its state kept: the chat's
+next turn, right after, after other chats or after a restart, then reads only its new message. A state is only ever loaded under the key it was written with: the model file (its
 path, size, modification time and a hash of its first bytes), llama.cpp's build and system information, the CPU,
 the weights' layout and placement, the cache types and the chunk size. Every file is checked (magic, key, sizes
 within bounds, a sha256 of the whole) before a byte of it reaches llama.cpp; a damaged one is deleted.
@@ -40,12 +43,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from specchat.core.errors import PrefillCancelled
 from specchat.core.fs import check_disk_space, fingerprint
 from specchat.core.paths import cache_file
 
 from . import prompt_reader
 from .kernels import verdict_key
-from .prompt_reader import DECODE_TYPE, READ_TYPE, as_decoding_state, common_prefix
+from .prompt_reader import DECODE_TYPE, READ_TYPE, common_prefix
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,12 @@ DEFAULT_MEMORY_MIB = 512
 DEFAULT_DISK_MIB = 4096
 MIN_SHELVED = 512  # prompts shorter than this are read again (well under a second) rather than kept
 MIN_SHARED = 64  # the fewest leading tokens a prompt must share with a kept state to use it
+# a prompt that reads fewer new positions than this is not kept anew: the state it starts from serves its chat's
+# next turn nearly as well (a follow-up's message, read again in well under a second), and a reply that ends its
+# turn keeps a state that holds it (owe_read_ahead); not copying 100 MB for it saves the follow-up 60-70 ms
+MIN_NEW = 256
 FORMAT = 1
+READ_AHEAD = "read ahead"  # the one-time task that reads a finished turn (owe_read_ahead)
 MAGIC = b"SPCSTATE"
 HEADER = struct.Struct("<8sI32sIQ")  # magic, format, key (32 hex digits), token count, state bytes
 DIGEST_BYTES = 32  # the file's sha256, at its end
@@ -133,15 +142,21 @@ class StateShelf:
             for name, held in self._disk_entries(key).items():
                 if name not in self._memory and len(held) <= max_held:
                     candidates.append((common_prefix(held, tokens, len(tokens)), False, name))
-            for common, in_memory, name in sorted(candidates, reverse=True):
-                if common < max(at_least, 1):
-                    break
-                entry = self._memory.get(name) if in_memory else self._load(key, name)
-                if entry is not None:
-                    if name in self._memory:
-                        self._memory.move_to_end(name)
-                    return entry
+        for common, in_memory, name in sorted(candidates, reverse=True):
+            if common < max(at_least, 1):
+                break
+            entry = self._touch(name) if in_memory else self._load(key, name)
+            if entry is not None:
+                return entry
         return None
+
+    def _touch(self, name: str) -> ShelvedState | None:
+        """The memory tier's state `name`, marked as just used; None when it has gone meanwhile."""
+        with self._lock:
+            entry = self._memory.get(name)
+            if entry is not None:
+                self._memory.move_to_end(name)
+            return entry
 
     def put(self, key: str, tokens: Sequence[int], state: ctypes.Array, defer: Defer | None = None) -> None:
         """Keeps `state`, which holds the positions of `tokens`, in memory at once, and on disk through `defer`
@@ -254,24 +269,31 @@ class StateShelf:
             return None
 
     def _load(self, key: str, name: str) -> ShelvedState | None:
-        """The state in file `name`, checked whole, then kept in memory and its file marked as just used."""
+        """The state in file `name`, read and checked whole with the lock released (hundreds of MB for a long
+        document: the background writer goes on meanwhile), then kept in memory and its file marked as just used."""
         path = self.folder / name
         try:
             entry = read_state_file(path, key, self.disk_bytes)
         except FileNotFoundError:
-            self._on_disk.pop(name, None)
+            with self._lock:
+                self._on_disk.pop(name, None)
             return None
         except (OSError, DamagedState) as error:
             log.info("a kept prompt state %s was damaged and is deleted: %s", name, error)
-            self._delete(name)
+            with self._lock:
+                self._delete(name)
             return None
         with contextlib.suppress(OSError):
             os.utime(path)
-        if entry.nbytes <= self.memory_bytes:
-            self._memory[name] = entry
-            self._memory_used += entry.nbytes
-            while self._memory_used > self.memory_bytes:  # never the state just kept: it fits
-                self._forget(next(iter(self._memory)))
+        with self._lock:
+            if name in self._memory:  # another thread loaded it meanwhile
+                self._memory.move_to_end(name)
+                return self._memory[name]
+            if entry.nbytes <= self.memory_bytes:
+                self._memory[name] = entry
+                self._memory_used += entry.nbytes
+                while self._memory_used > self.memory_bytes:  # never the state just kept: it fits
+                    self._forget(next(iter(self._memory)))
         return entry
 
     def _delete(self, name: str) -> None:
@@ -433,18 +455,60 @@ def read_prompt(reader, model, tokens: list[int], cancel: threading.Event | None
         return PromptRead(state, kept, 0)
     key = shelf_key(model)
     restored = _restore(reader, shelf, key, tokens)
+    if len(tokens) - reader.reusable(tokens) < MIN_NEW:  # a follow-up's message: the kept state serves it still
+        state, kept = reader.read(tokens, cancel)
+        return PromptRead(state, kept, min(restored, kept))
     raw, kept = reader.read_raw(tokens, cancel)
-    state = (ctypes.c_uint8 * len(raw)).from_buffer_copy(raw)
-    as_decoding_state(state)
+    state = reader.decoding_copy(raw)
     shelf.put(key, tokens, raw, getattr(getattr(model, "one_time", None), "owe", None))
     return PromptRead(state, kept, min(restored, kept))
+
+
+def owe_read_ahead(reader, model, tokens: Sequence[int], shelf: StateShelf | None = None) -> None:
+    """Owes to `model`'s idle time (core/one_time.py) the reading of `tokens` (a prompt, its reply and the token
+    that ended the reply's turn) by `reader` (a PromptReader of `model`), and keeping its state on the shelf
+    (`shelf`, else default_shelf()). Why: a reply's positions come from decoding passes, which a prompt may not
+    reuse (prompt_reader.py), so the chat's next turn used to read the reply again, and the rest of the pass before
+    it, on its first token's path. Read ahead, with passes cut at the turn's end, the next prompt finds everything
+    but its new message read: here, after other chats (the shelf's memory) or after a restart (its files). Nothing
+    is owed for a prompt too short to be kept (MIN_SHELVED); this reading replaces one still owed (the newest turn
+    is the one a follow-up comes after). A reply that starts stops it at its next pass; it goes on at the next
+    idle spell from what it read."""
+    shelf = shelf if shelf is not None else default_shelf()
+    if shelf is None or len(tokens) < MIN_SHELVED:
+        return
+    tokens = list(tokens)
+
+    def read(check: Callable[[], None]) -> None:
+        try:
+            key = shelf_key(model)
+            _restore(reader, shelf, key, tokens)
+            raw, kept = reader.read_raw(tokens, _Between(check))
+        except PrefillCancelled:  # the reader was closed: its runner's context grew, and a new reader reads anew
+            return
+        if kept < len(tokens):
+            shelf.put(key, tokens, raw, model.one_time.owe)
+
+    model.one_time.owe(READ_AHEAD, read, replace=True)
+
+
+class _Between:
+    """A one-time task's check (raising one_time.Interrupted when a reply starts) as the cancel event a reader
+    tests between its passes."""
+
+    def __init__(self, check: Callable[[], None]):
+        self._check = check
+
+    def is_set(self) -> bool:
+        self._check()
+        return False
 
 
 def _restore(reader, shelf: StateShelf, key: str, tokens: list[int]) -> int:
     """Restores into `reader` the kept state that gives it more whole chunks of `tokens` than it holds; returns
     how many positions it gives (0: none did)."""
     held = reader.reusable(tokens)
-    entry = shelf.lookup(key, tokens, at_least=max(MIN_SHARED, held + prompt_reader.CHUNK), max_held=reader.n_ctx)
+    entry = shelf.lookup(key, tokens, at_least=max(MIN_SHARED, held + 1), max_held=reader.n_ctx)
     if entry is None:
         return 0
     if not reader.restore(entry.tokens, entry.state):
@@ -469,7 +533,8 @@ def _key(path: str, size: int, mtime_ns: int, repack: bool, placement: str, chun
     with open(path, "rb") as stream:
         head = hashlib.sha256(stream.read(HEADER_HASHED)).hexdigest()
     return fingerprint(verdict_key(Path(path), repack, placement), size, mtime_ns, head, _system_info(),
-                       f"read={READ_TYPE}", f"decode={DECODE_TYPE}", f"chunk={chunk}", f"format={FORMAT}", digits=32)
+                       f"read={READ_TYPE}", f"decode={DECODE_TYPE}", f"chunk={chunk}",
+                       f"passes={prompt_reader.SCHEDULE}", f"format={FORMAT}", digits=32)
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,7 +26,7 @@ A GGUF file runs on llama.cpp's own kernels through `LlamaCppRunner` (engine/bac
 from __future__ import annotations
 
 import threading
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -54,6 +54,15 @@ class TargetRunner(Protocol):
                 prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor: ...
 
     def rollback(self, cache, keep: int) -> None: ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """A runner that reads a finished turn in the model's idle time, so that the chat's next prompt finds it read
+    (LlamaCppRunner.read_ahead: its prompt reader's positions, not the decoding passes', are the ones a prompt
+    reuses)."""
+
+    def read_ahead(self, tokens: list[int]) -> None: ...
 
 
 def runner_for(model: torch.nn.Module, keeps_features: bool = False, static_cache: bool | None = None,
