@@ -26,12 +26,14 @@ from typing import Callable, Sequence
 from ..core.errors import PromptError
 from ..documents.document import Document, Passage
 from ..documents.ranking import rank_passages
-from ..engine.chat_prompt import Message
+from ..engine.chat_prompt import Message, tokenizer_lock
 
 MESSAGE_OVERHEAD = 8  # tokens a chat template adds around one message (turn markers, role, newlines), a bound
 BLOCK_SHARE = 2  # old turns are left out in blocks of a 1/BLOCK_SHARE of the window
 PASSAGE_NEIGHBOURS = 1  # passages kept on each side of a matching one, so a quote keeps its context
 SEARCH_LIMIT = 12  # best-matching passages asked of the search at most
+COUNTING = "counting tokens…"  # what the meter and a chip say of tokens being counted off the GUI thread
+CHARS_PER_TOKEN_GUESS = 4  # a text not counted yet is taken for a token per this many characters (DeferredCounts)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class ContextMeter:
     window: int
     left_out_messages: int = 0
     as_passages: tuple[str, ...] = ()  # documents too long to read whole: read as their best passages
+    counting: bool = False  # some of its texts are being counted off the GUI thread: their tokens are guessed
 
     @property
     def used(self) -> int:
@@ -125,12 +128,15 @@ class ContextMeter:
         return self.used + self.reply > self.window
 
     def summary(self) -> str:
-        """One line: "1,204 / 8,192 tokens · system 20 · documents 900 · chat 250 · message 34"."""
+        """One line: "1,204 / 8,192 tokens · system 20 · documents 900 · chat 250 · message 34", and "counting
+        tokens…" last while some are being counted (the figures guessed until then)."""
         parts = [f"{self.used:,} / {self.window:,} tokens"]
         for name, value in (("system", self.system), ("documents", self.documents), ("chat", self.chat),
                             ("message", self.message)):
             if value:
                 parts.append(f"{name} {value:,}")
+        if self.counting:
+            parts.append(COUNTING)
         return " · ".join(parts)
 
     def warning(self) -> str:
@@ -163,28 +169,54 @@ class PromptPlan:
 
 class TokenCounter:
     """Counts tokens of text with a model's tokenizer, remembering the counts of the `remember` texts it used last
-    (a chat's turns and documents are counted once, not at every keystroke)."""
+    (a chat's turns and documents are counted once, not at every keystroke). Each count holds the tokenizer's lock
+    (engine.chat_prompt.tokenizer_lock): the GUI thread plans while the background thread counts a document."""
 
     def __init__(self, tokenizer, remember: int = 4096):
         self.tokenizer = tokenizer
         self._known: dict[str, int] = {}
         self._remember = remember
-        self._lock = threading.Lock()  # the GUI thread plans while a background read counts its document
+        self._lock = threading.Lock()  # guards _known, which every thread counting with the tokenizer shares
 
     def __call__(self, text: str) -> int:
+        """The tokens of `text`: remembered, else counted now (waiting for the tokenizer while another thread
+        encodes with it)."""
+        known = self.known(text)
+        if known is None:
+            known = self._counted(text, wait=True)
+        return known
+
+    def known(self, text: str) -> int | None:
+        """The tokens of `text` when they are remembered (0 for no text), else None; never calls the tokenizer."""
         if not text:
             return 0
         with self._lock:
             known = self._known.pop(text, None)
             if known is not None:
                 self._known[text] = known  # the most recently used last: the oldest go first
-        if known is None:
-            known = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            with self._lock:
-                if len(self._known) >= self._remember:
-                    self._known.pop(next(iter(self._known)))
-                self._known[text] = known
         return known
+
+    def count_if_free(self, text: str) -> int | None:
+        """The tokens of `text`: remembered, or counted now when no other thread is encoding with the tokenizer;
+        None when one is (the GUI thread does not wait for a background count)."""
+        known = self.known(text)
+        return known if known is not None else self._counted(text, wait=False)
+
+    def _counted(self, text: str, wait: bool) -> int | None:
+        """`text` counted under the tokenizer's lock and remembered; None when `wait` is False and another thread
+        holds the lock."""
+        lock = tokenizer_lock(self.tokenizer)
+        if not lock.acquire(blocking=wait):
+            return None
+        try:
+            counted = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        finally:
+            lock.release()
+        with self._lock:
+            if len(self._known) >= self._remember:
+                self._known.pop(next(iter(self._known)))
+            self._known[text] = counted
+        return counted
 
 
 _COUNTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -197,6 +229,35 @@ def counter_for(tokenizer) -> TokenCounter:
     if counter is None:
         counter = _COUNTERS[tokenizer] = TokenCounter(tokenizer)
     return counter
+
+
+class DeferredCounts:
+    """The counts of a plan made on the GUI thread (the context meter's), which never waits for the tokenizer:
+    calling it counts a turn or a label (remembered, or counted now when the tokenizer is free); `document` counts
+    a document's text or passages only when they are remembered (a megabyte takes the tokenizer two seconds). Any
+    other text gets a guess (CHARS_PER_TOKEN_GUESS) and is `owed`: to be counted off the GUI thread (by `counter`,
+    which then remembers it) before the plan is made again."""
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+        self._owed: dict[str, None] = {}  # in the order they were asked for, each once
+
+    @property
+    def owed(self) -> list[str]:
+        """The texts guessed at, not counted yet, in the order they were asked for."""
+        return list(self._owed)
+
+    def __call__(self, text: str) -> int:
+        counted = self.counter.count_if_free(text)
+        return counted if counted is not None else self._guess(text)
+
+    def document(self, text: str) -> int:
+        known = self.counter.known(text)
+        return known if known is not None else self._guess(text)
+
+    def _guess(self, text: str) -> int:
+        self._owed[text] = None
+        return -(-len(text) // CHARS_PER_TOKEN_GUESS)
 
 
 def document_block(name: str, text: str) -> str:
@@ -219,26 +280,30 @@ def passages_block(sources: Sequence[Source]) -> str:
 
 def plan_prompt(turns: Sequence[Message], message_ids: Sequence[int | None], documents: Sequence[ChatDocument],
                 system: str | None, count: Callable[[str], int], window: int, max_new_tokens: int,
-                search: Search | None = None) -> PromptPlan:
+                search: Search | None = None, count_documents: Callable[[str], int] | None = None) -> PromptPlan:
     """The plan of the prompt for a reply to `turns` (the chat's messages in order, the last one the question, a
     user message; `message_ids` the id of each, None for one not stored yet) under `system`, with the chat's
     `documents` (each placed at its message; one whose message_id is None goes with the question), `count` the
     model's token counter, for a reply of up to max_new_tokens in a `window` of positions. `search` finds passages
-    when the documents do not fit whole (None: the first passages of each document are used). Never raises: a
-    question that does not fit is said by the meter (`overflows`), and the fitter refuses it."""
+    when the documents do not fit whole (None: the first passages of each document are used). `count_documents`
+    counts the documents' texts, their passages and the passages' block (None: `count`; the meter's
+    DeferredCounts.document, which guesses those not counted yet). Never raises: a question that does not fit is
+    said by the meter (`overflows`), and the fitter refuses it."""
+    count_documents = count_documents or count
     reply = min(max_new_tokens, window // 4)
     budget = window - reply
     system_tokens = count(system) + MESSAGE_OVERHEAD if system else 0
     question_tokens = count(turns[-1].content) + MESSAGE_OVERHEAD if turns else 0
     room = max(0, budget - system_tokens - question_tokens)
-    whole = sum(_document_tokens(d, count) for d in documents)
+    whole = sum(_document_tokens(d, count, count_documents) for d in documents)
     if whole <= room:
         sources = tuple(Source(d.document_id, d.name) for d in documents)
         documents_tokens, as_passages = whole, ()
     else:
         share = room - min(room // 4, _earlier_tokens(turns, count))  # leave the newest turns some room
-        sources = _passages_within(documents, turns[-1].content if turns else "", share, count, search)
-        documents_tokens = count(passages_block(sources)) if sources else 0
+        sources = _passages_within(documents, turns[-1].content if turns else "", share, search,
+                                   count, count_documents)
+        documents_tokens = count_documents(passages_block(sources)) if sources else 0
         as_passages = tuple(d.name for d in documents)
     chat_room = max(0, room - documents_tokens)
     start = _first_kept_turn(turns, count, chat_room, window)
@@ -262,9 +327,11 @@ def plan_in_memory(turns: Sequence[Message], message_ids: Sequence[int | None], 
     return plan
 
 
-def _document_tokens(chat_document: ChatDocument, count: Callable[[str], int]) -> int:
-    """A whole document's tokens in the prompt: its text (as counted where it was read, else now) and its label."""
-    text = chat_document.tokens if chat_document.tokens is not None else count(chat_document.document.text)
+def _document_tokens(chat_document: ChatDocument, count: Callable[[str], int],
+                     count_text: Callable[[str], int]) -> int:
+    """A whole document's tokens in the prompt: its text (as counted where it was read, else by `count_text`) and
+    its label (by `count`)."""
+    text = chat_document.tokens if chat_document.tokens is not None else count_text(chat_document.document.text)
     return text + count(document_block(chat_document.name, "")) + MESSAGE_OVERHEAD
 
 
@@ -294,10 +361,11 @@ def _first_kept_turn(turns: Sequence[Message], count: Callable[[str], int], room
     return len(turns) - 1
 
 
-def _passages_within(documents: Sequence[ChatDocument], question: str, share: int, count: Callable[[str], int],
-                     search: Search | None) -> tuple[Source, ...]:
+def _passages_within(documents: Sequence[ChatDocument], question: str, share: int, search: Search | None,
+                     count: Callable[[str], int], count_text: Callable[[str], int]) -> tuple[Source, ...]:
     """The passages that best match `question`, each with its neighbours, that fit `share` tokens, in document
-    order; without a search (or when it finds nothing), the documents' first passages."""
+    order; without a search (or when it finds nothing), the documents' first passages. A passage's text is counted
+    by `count_text`, its label by `count`."""
     place = {d.document_id: index for index, d in enumerate(documents)}  # in the chat's order
     matches = list(search(question, SEARCH_LIMIT)) if search is not None and question.strip() else []
     wanted: list[tuple[int, int]] = []  # (document's place, passage position), best first
@@ -321,7 +389,7 @@ def _passages_within(documents: Sequence[ChatDocument], question: str, share: in
         source = Source(chat_document.document_id, chat_document.name, passage.page, key[1], passage.text)
         # the passage's text (counted where it was read) and its label, each counted alone: a bound on the whole,
         # since tokens do not merge across the label's edges by more than a few
-        cost = count(source.text) + count(passage_text(replace(source, text=""))) + MESSAGE_OVERHEAD
+        cost = count_text(source.text) + count(passage_text(replace(source, text=""))) + MESSAGE_OVERHEAD
         if spent + cost > share:
             break  # the best ones are in; counting the rest of a long document would cost seconds
         chosen[key], spent = source, spent + cost

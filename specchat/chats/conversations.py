@@ -15,7 +15,9 @@ from ..documents.document import Document
 from ..engine.chat_engine import PromptFitter
 from ..engine.chat_prompt import Message
 from ..storage.records import ConversationInfo, FolderInfo, MessageHit, MessageInfo, RunInfo
-from .context_plan import ChatDocument, PromptPlan, Search, Source, counter_for, plan_prompt, stored_sources
+from .context_plan import (ChatDocument, DeferredCounts, PromptPlan, Search, Source, counter_for, plan_prompt,
+                           stored_sources)
+from .copy_sources import KeptSources
 from .plan_start import first_planned, shifted
 from .run_book import footer_text
 
@@ -58,6 +60,7 @@ class OpenChat:
     sources: dict[int, tuple[Source, ...]] = field(default_factory=dict)  # what each reply was given, by message id
     earlier: int = 0
     read_earlier: ReadEarlier | None = field(default=None, repr=False, compare=False)
+    kept_sources: KeptSources = field(default_factory=KeptSources, repr=False, compare=False)  # copied_sources'
     _positions: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -73,13 +76,16 @@ class OpenChat:
         return [Message(m.role, m.text) for m in self.messages]
 
     def plan(self, prompts: PromptFitter | None, max_new_tokens: int, search: Search | None = None,
-             typed: str | None = None, pending: Sequence[Document] = ()) -> PromptPlan:
+             typed: str | None = None, pending: Sequence[Document] = (),
+             deferred: DeferredCounts | None = None) -> PromptPlan:
         """What the next reply reads (context_plan.plan_prompt): the chat's turns and documents within the window of
         `prompts` (None: a remote engine, which fits its prompt itself: everything is kept). `typed` and `pending`:
         a message being typed and the documents attached to it, not stored yet (the meter under the composer).
         A long chat is planned from its anchor (plan_start.py), the same whether all of it or only its end is held:
-        older messages are read first when the window reaches back past what is held."""
-        count = len if prompts is None else counter_for(prompts.tokenizer)
+        older messages are read first when the window reaches back past what is held. `deferred`: the counts of
+        a plan on the GUI thread (the meter's), which guess what is not counted yet and keep it owed; None: every
+        text counted now."""
+        count = len if prompts is None else deferred or counter_for(prompts.tokenizer)
         window = UNFITTED_WINDOW if prompts is None else prompts.window
         asked = [] if typed is None else [Message("user", typed)]
         start = self._planned_from(count, window, bool(asked))
@@ -91,7 +97,8 @@ class OpenChat:
         if prompts is None:
             plan = plan_prompt(turns, ids, documents, self.system_prompt, len, UNFITTED_WINDOW, max_new_tokens)
         else:
-            plan = plan_prompt(turns, ids, documents, self.system_prompt, count, window, max_new_tokens, search)
+            plan = plan_prompt(turns, ids, documents, self.system_prompt, count, window, max_new_tokens, search,
+                               deferred.document if deferred is not None else None)
         return shifted(plan, self.earlier + start)
 
     def _planned_from(self, count: Callable[[str], int], window: int, typed: bool) -> int:
@@ -154,7 +161,7 @@ class OpenChat:
                         {i: f for i, f in self.footers.items() if i in ids} | below.footers, below.in_history,
                         documents=below.documents, sources={i: s for i, s in self.sources.items() if i in ids}
                         | below.sources, earlier=self.earlier if kept else below.earlier,
-                        read_earlier=below.read_earlier)
+                        read_earlier=below.read_earlier, kept_sources=below.kept_sources)
 
     def cut_from(self, position: int) -> None:
         """Forgets the messages at `position` and after, and their documents: the branch on screen now leaves them
@@ -164,6 +171,15 @@ class OpenChat:
         self.documents = [d for d in self.documents if d.message_id not in gone]
         if position < self.earlier:  # it was not held (nor its documents): what is stored is read again
             self.earlier, self.stale = position, True
+
+    def copied_sources(self, message_id: int) -> dict[tuple[int, int], str]:
+        """Where held reply `message_id`'s accepted drafts were copied from among the chat's documents ((start,
+        end) -> "from report.pdf, p. 3": copy_sources.span_sources), computed once and kept; {} for a message not
+        held or not a reply."""
+        message = self.message(message_id)
+        if message is None or message.role != "assistant":
+            return {}
+        return self.kept_sources.of(message.id, message.text, message.spans, self.documents)
 
     def message(self, message_id: int) -> MessageInfo | None:
         """The held message `message_id`, or None."""
@@ -180,6 +196,7 @@ class Conversations:
 
     def __init__(self, store):
         self.store = store
+        self.kept_sources = KeptSources()  # the copied spans' sources of the replies drawn, kept across reopenings
 
     def find(self, search: str | None = None) -> list[ConversationInfo]:
         """All chats, most recently updated first; a non-empty `search` keeps those whose title or messages
@@ -232,7 +249,8 @@ class Conversations:
                    if m.id in runs and runs[m.id].sources}
         return OpenChat(info.id, info.system_prompt, messages, footers, info.in_history, documents=documents,
                         sources=sources, earlier=earlier,
-                        read_earlier=lambda message_id, count: self.store.earlier(conversation_id, message_id, count))
+                        read_earlier=lambda message_id, count: self.store.earlier(conversation_id, message_id, count),
+                        kept_sources=self.kept_sources)
 
     def search_for(self, conversation_id: int) -> Search:
         """The chat's passage search (FTS5 BM25 over its documents' passages, best first), for the prompt plan."""

@@ -10,11 +10,16 @@ the text anyway (at special tokens), so everything else is tokenized as before. 
 `apply_chat_template(sanitize_control_tokens=True)` does the same in its newest releases; this works with every
 release the project supports, and encodes plain text on a copy of the tokenizer, never by switching the shared
 tokenizer's `split_special_tokens` (another thread may be tokenizing with it).
+
+A tokenizer is shared by threads (the window's GUI thread fits a prompt and measures the context meter while its
+background thread counts a document and the model thread indexes past replies): whoever encodes with it outside a
+reply's decoding holds its one lock (`tokenizer_lock`), so that no two threads use it at once.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -28,6 +33,28 @@ from ..core.text import lone_surrogate
 class Message:
     role: str  # "system", "user" or "assistant"
     content: str
+
+
+_TOKENIZER_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS_MADE = threading.Lock()  # two threads asking for a tokenizer's first lock get the same one
+
+
+def tokenizer_lock(tokenizer) -> threading.RLock:
+    """The one lock of `tokenizer` (made on first use, kept as long as the tokenizer is): held around each encoding
+    with it (and with the plain-text copy of it that `_plain_ids` keeps), so that two threads never encode with it
+    at once. Reentrant: a caller holding it may encode through a function that takes it too."""
+    with _LOCKS_MADE:
+        lock = _TOKENIZER_LOCKS.get(tokenizer)
+        if lock is None:
+            lock = _TOKENIZER_LOCKS[tokenizer] = threading.RLock()
+        return lock
+
+
+def encoded(tokenizer, text, **options) -> list:
+    """`tokenizer(text, add_special_tokens=False, **options)["input_ids"]` under the tokenizer's lock: the ids of
+    a text (a list of texts: a list of id lists)."""
+    with tokenizer_lock(tokenizer):
+        return tokenizer(text, add_special_tokens=False, **options)["input_ids"]
 
 
 def build_prompt_ids(tokenizer, history: Sequence[Message], system: str | None = None) -> list[int]:
@@ -49,7 +76,7 @@ def build_prompt_ids(tokenizer, history: Sequence[Message], system: str | None =
         _check_text(message)
     typed = _typed_special_tokens(tokenizer, messages)
     if typed is None:
-        return tokenizer(_render(tokenizer, messages), add_special_tokens=False)["input_ids"]
+        return encoded(tokenizer, _render(tokenizer, messages))
     return _ids_with_typed_tokens_as_text(tokenizer, messages, typed)
 
 
@@ -94,8 +121,8 @@ def _ids_with_typed_tokens_as_text(tokenizer, messages: list[dict], typed: re.Pa
     marked = [{**m, "content": typed.sub(lambda found: start + found[0] + end, m["content"])} for m in messages]
     pieces = re.split(f"{re.escape(start)}(.*?){re.escape(end)}|{re.escape(start)}|{re.escape(end)}",
                       _render(tokenizer, marked), flags=re.DOTALL)
-    newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
-    ids = tokenizer(pieces[0], add_special_tokens=False)["input_ids"]
+    newline = encoded(tokenizer, "\n")
+    ids = encoded(tokenizer, pieces[0])
     for index, piece in enumerate(pieces[1:], start=1):
         if piece:
             ids += _piece_ids(tokenizer, piece, as_text=index % 2 == 1, newline=newline)
@@ -105,8 +132,7 @@ def _ids_with_typed_tokens_as_text(tokenizer, messages: list[dict], typed: re.Pa
 def _piece_ids(tokenizer, piece: str, as_text: bool, newline: list[int]) -> list[int]:
     """A piece from the middle of a prompt, encoded after a newline that is then taken off again (a SentencePiece
     tokenizer would otherwise mark the piece as the start of a text), or alone when the newline joins with it."""
-    encode = (lambda text: _plain_ids(tokenizer, text)) if as_text else (
-        lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+    encode = (lambda text: _plain_ids(tokenizer, text)) if as_text else (lambda text: encoded(tokenizer, text))
     ids = encode("\n" + piece)
     return ids[len(newline):] if ids[:len(newline)] == newline else encode(piece)
 
@@ -123,18 +149,20 @@ _PLAIN_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _plain_ids(tokenizer, text: str) -> list[int]:
     """`text` encoded with its special tokens as plain characters: on a copy of a fast tokenizer's backend that
-    splits them (made once per tokenizer), or with a Python tokenizer's own split_special_tokens."""
+    splits them (made once per tokenizer), or with a Python tokenizer's own split_special_tokens. Both under the
+    tokenizer's lock: the copy is shared by the threads that share the tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-    plain = _PLAIN_COPIES.get(tokenizer)
-    if plain is None:
-        plain = type(backend).from_str(backend.to_str())
-        plain.encode_special_tokens = True
-        plain.no_truncation()
-        plain.no_padding()
-        _PLAIN_COPIES[tokenizer] = plain
-    return plain.encode(text, add_special_tokens=False).ids
+        return encoded(tokenizer, text, split_special_tokens=True)
+    with tokenizer_lock(tokenizer):
+        plain = _PLAIN_COPIES.get(tokenizer)
+        if plain is None:
+            plain = type(backend).from_str(backend.to_str())
+            plain.encode_special_tokens = True
+            plain.no_truncation()
+            plain.no_padding()
+            _PLAIN_COPIES[tokenizer] = plain
+        return plain.encode(text, add_special_tokens=False).ids
 
 
 def build_fitting_prompt(tokenizer, history: Sequence[Message], system: str | None,

@@ -28,7 +28,7 @@ from ..chats.context_plan import ChatDocument, TokenCounter, plan_in_memory
 from ..chats.run_context import RunContext
 from ..core.errors import PromptError, SpecchatError, StorageError
 from ..engine.chat_engine import EngineCache
-from ..engine.chat_prompt import Message, build_prompt_ids
+from ..engine.chat_prompt import Message, build_prompt_ids, tokenizer_lock
 from ..engine.decoding.events import GenerationResult, StepEvent
 from ..engine.decoding.sampling import SamplingParams
 from ..engine.decoding.speculative import GenerationConfig
@@ -145,7 +145,9 @@ class ServedModel:
         text = request.prompt_text()
         if not text:
             raise ApiError(400, "the prompt is empty", param="prompt")
-        ids = self.pair.target.tokenizer(text, add_special_tokens=True)["input_ids"]
+        tokenizer = self.pair.target.tokenizer
+        with tokenizer_lock(tokenizer):  # the window's meter may be counting with it (engine/chat_prompt.py)
+            ids = tokenizer(text, add_special_tokens=True)["input_ids"]
         return self._fitting(ids, "prompt")
 
     def _fitting(self, ids: list[int], param: str) -> list[int]:

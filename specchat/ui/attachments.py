@@ -9,11 +9,17 @@ Conversations.ask with the message (MainWindow.send), and once it is saved the c
 documents as chips in the transcript, and a reply the sources it was given; clicking either opens the text in a
 DocumentViewer. The context meter under the composer (ui/context_meter.py) measures the next send with the chips.
 Only plain data crosses threads: a path, the cancel event and the tokenizer in, percents and a Document out.
+
+Tokens are counted on the same background thread, never on the GUI thread (a megabyte takes two seconds): a
+document's as it is read; after a model change, each chip's again, the chip saying "counting tokens…" until its
+count is in; and the texts the meter's plan owes (DeferredCounts: a stored document without a count, passages read
+for the first time under this model), the meter guessing them and saying "counting tokens…" until then.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,9 +28,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFileDialog, QToolButton
 
 from ..chats import OpenChat
-from ..chats.context_plan import ContextMeter, counter_for
-from ..chats.copy_sources import span_sources
-from ..chats.reply_spans import ReplySpans
+from ..chats.context_plan import COUNTING, ContextMeter, DeferredCounts, counter_for
 from ..core.errors import DocumentError
 from ..core.formatting import format_size
 from ..documents.formats import KIND_BY_SUFFIX
@@ -35,7 +39,7 @@ from .attachment_tray import AttachmentTray, paperclip_icon
 from .composer import MAX_FILES_AT_ONCE, dropped_files
 from .context_meter import ContextMeterPanel
 from .document_viewer import DocumentViewer
-from .workers import ReportingWorker, log_unexpected
+from .workers import FunctionWorker, ReportingWorker, log_unexpected
 
 MAX_PENDING = MAX_FILES_AT_ONCE  # documents one message may take from the window
 KIND_LABELS = {"text": "Text", "markdown": "Markdown", "code": "Code", "pdf": "PDF", "docx": "Word (DOCX)",
@@ -44,21 +48,24 @@ KIND_LABELS = {"text": "Text", "markdown": "Markdown", "code": "Code", "pdf": "P
 
 @dataclass(frozen=True)
 class Attachment:
-    """A document read for the message being typed, and its tokens under the model loaded when it was read (None:
-    no local model)."""
+    """A document read for the message being typed, and its tokens under the model loaded now (None: no local
+    model, or `counting`: being counted on the background thread after a model change)."""
 
     document: Document
     tokens: int | None = None
+    counting: bool = False
 
 
-def chip_text(document: Document, tokens: int | None = None) -> str:
+def chip_text(document: Document, tokens: int | None = None, counting: bool = False) -> str:
     """What a chip says: "report.pdf · 12 pages · 3,400 tokens" (pages for a format that has them, tokens when
-    counted)."""
+    counted; "counting tokens…" while `counting`)."""
     parts = [document.name]
     if document.pages is not None:
         parts.append(f"{document.pages:,} page{'s' if document.pages != 1 else ''}")
     if tokens is not None:
         parts.append(f"{tokens:,} tokens")
+    elif counting:
+        parts.append(COUNTING)
     return " · ".join(parts)
 
 
@@ -98,13 +105,28 @@ def read_attachment(path: str, cancel: threading.Event, report, tokenizer) -> At
 
 
 def _counted(document: Document, tokenizer) -> int:
-    """The document's tokens under `tokenizer`; its passages are counted too, here on the background thread, so that
-    the meter's plan (which counts them when the document does not fit whole) finds them counted: a megabyte of text
-    took the GUI thread two seconds to count."""
+    """The document's tokens under `tokenizer`, counted with its passages (texts_to_count), here on the background
+    thread."""
     count = counter_for(tokenizer)
-    for passage in document.passages:
-        count(passage.text)
+    for text in texts_to_count(document):
+        count(text)
     return count(document.text)
+
+
+def texts_to_count(document: Document) -> list[str]:
+    """What is counted of a document off the GUI thread: its passages, so that the meter's plan (which counts them
+    when the document does not fit whole) finds them counted, then its text (counted last, remembered longest)."""
+    return [passage.text for passage in document.passages] + [document.text]
+
+
+def count_texts(tokenizer, texts: list[str], cancel: threading.Event) -> None:
+    """Counts `texts` with `tokenizer`'s TokenCounter (on the background thread), which remembers them for the GUI
+    thread's plans; stops at the next text once `cancel` is set."""
+    count = counter_for(tokenizer)
+    for text in texts:
+        if cancel.is_set():
+            return
+        count(text)
 
 
 def attached_to(chat: OpenChat | None, message_id: int | None) -> dict:
@@ -116,10 +138,7 @@ def attached_to(chat: OpenChat | None, message_id: int | None) -> dict:
     documents = tuple((d.document_id, chip_text(d.document)) for d in chat.documents
                       if d.message_id == message_id and d.document_id is not None)
     sources = tuple(source.label for source in chat.sources.get(message_id, ()))
-    message = chat.message(message_id)
-    copied = span_sources(message.text, ReplySpans.from_json(message.spans), chat.documents) \
-        if message is not None and message.role == "assistant" else {}
-    return {"documents": documents, "sources": sources, "copied": copied}
+    return {"documents": documents, "sources": sources, "copied": chat.copied_sources(message_id)}
 
 
 def local_prompts(session) -> PromptFitter | None:
@@ -164,12 +183,16 @@ class Attachments(QObject):
     the transcript's document and source links."""
 
     read_ended = Signal()  # for tests: a read ended (a chip added, a problem said, or cancelled)
+    counted = Signal()  # for tests: a count on the background thread ended, and the chips and the meter took it
 
     def __init__(self, window, composer):
         super().__init__(window)
         self.window, self.session, self.composer = window, window.session, composer
         self.pending: list[Attachment] = []
         self.reads: list[FileRead] = []  # in the order they were queued; the first is being read
+        self.count_job: FunctionWorker | None = None  # the count on the background thread, if one runs or waits
+        self._counting_with = None  # its tokenizer
+        self._uncountable: weakref.WeakSet = weakref.WeakSet()  # tokenizers whose background count failed
         self.tray = AttachmentTray()
         self.tray.cancel_requested.connect(self.cancel_read)
         self.tray.remove_requested.connect(self.remove)
@@ -258,6 +281,7 @@ class Attachments(QObject):
             return
         self.pending.append(attachment)
         self.tray.add_chip(chip_text(attachment.document, attachment.tokens), attachment)
+        self._recount_chips()  # read under a model since changed: counted again under this one
         self.meter.refresh()
 
     # -- the message's documents ----------------------------------------------------------------------------------
@@ -285,22 +309,73 @@ class Attachments(QObject):
 
     def _on_model_changed(self) -> None:
         """Another model (or a remote engine, or none): the chips count their tokens with it, and the meter too."""
+        self._recount_chips()
+        self.meter.schedule()
+
+    def _recount_chips(self) -> None:
+        """Each chip's tokens under the model loaded now: at once when its TokenCounter knows them, else "counting
+        tokens…" while the background thread counts them (count_later); no count without a local model."""
         prompts = local_prompts(self.session)
-        count = counter_for(prompts.tokenizer) if prompts is not None else None
+        counter = counter_for(prompts.tokenizer) if prompts is not None else None
+        countable = counter is not None and prompts.tokenizer not in self._uncountable
+        owed: list[str] = []
         for index, attachment in enumerate(self.pending):
-            tokens = count(attachment.document.text) if count is not None else None
-            if tokens != attachment.tokens:
-                self.pending[index] = updated = replace(attachment, tokens=tokens)
+            tokens = counter.known(attachment.document.text) if counter is not None else None
+            counting = countable and tokens is None
+            if counting:
+                owed += texts_to_count(attachment.document)
+            if (tokens, counting) != (attachment.tokens, attachment.counting):
+                self.pending[index] = updated = replace(attachment, tokens=tokens, counting=counting)
                 chip = next(c for c in self.tray.chips if c.key is attachment)
                 chip.key = updated
-                chip.set_text(chip_text(updated.document, tokens))
-        self.meter.schedule()
+                chip.set_text(chip_text(updated.document, tokens, counting))
+        if owed:
+            self.count_later(prompts.tokenizer, owed)
+
+    # -- counting off the GUI thread ------------------------------------------------------------------------------
+
+    def count_later(self, tokenizer, texts: list[str]) -> bool:
+        """Counts `texts` with `tokenizer` on the session's background thread (count_texts), after the reads queued
+        before; when the count is in, the chips and the meter take it (_on_counted). One count at a time: while one
+        runs, what more is owed is asked for again when it ends. False when counting with this tokenizer failed
+        before (the caller shows its guess, not "counting tokens…")."""
+        if tokenizer in self._uncountable:
+            return False
+        if self.count_job is None:
+            cancel = threading.Event()
+            job = FunctionWorker(lambda: count_texts(tokenizer, texts, cancel), cancel, if_not_run=None)
+            job.returned.connect(self._on_counted)
+            job.errored.connect(self._on_count_failed)
+            try:
+                self.session.background.submit(job)
+            except RuntimeError:  # the session has shut down (the window is closing): nothing more is counted
+                return False
+            self.count_job, self._counting_with = job, tokenizer
+        return True
+
+    def _on_counted(self, _nothing=None) -> None:
+        """The count on the background thread ended: the chips and the meter take what it counted (and ask for
+        what is still owed), unless it was stopped (the window is closing)."""
+        job, self.count_job, self._counting_with = self.count_job, None, None
+        if job is not None and job.cancel.is_set():
+            return
+        self._recount_chips()
+        self.meter.refresh()
+        self.counted.emit()
+
+    def _on_count_failed(self, _message: str) -> None:
+        """The count on the background thread failed (its traceback is on stderr): the chips and the meter show what
+        they know and guess the rest, without counting with this tokenizer again."""
+        if self._counting_with is not None:
+            self._uncountable.add(self._counting_with)
+        self._on_counted()
 
     # -- the meter ------------------------------------------------------------------------------------------------
 
     def measure(self) -> ContextMeter | None:
         """The context meter of sending the composer's text now, with the pending documents, in the open chat (cut
-        where an edit will cut it); None without a local model."""
+        where an edit will cut it); None without a local model. What the model's TokenCounter has not counted yet
+        is guessed, and counted on the background thread (count_later), after which the meter is measured again."""
         prompts = local_prompts(self.session)
         if prompts is None:
             return None
@@ -312,8 +387,11 @@ class Attachments(QObject):
             chat = replace(chat, messages=list(chat.messages), documents=list(chat.documents))
             chat.cut_from(editing[1])
         search = window.conversations.search_for(chat.conversation_id) if chat.documents else None
-        return chat.plan(prompts, self.session.settings.max_new_tokens, search,
-                         typed=self.composer.toPlainText().strip(), pending=self.documents()).meter
+        deferred = DeferredCounts(counter_for(prompts.tokenizer))  # never waits for the tokenizer (module's note)
+        meter = chat.plan(prompts, self.session.settings.max_new_tokens, search,
+                          typed=self.composer.toPlainText().strip(), pending=self.documents(), deferred=deferred).meter
+        owed = deferred.owed
+        return replace(meter, counting=True) if owed and self.count_later(prompts.tokenizer, owed) else meter
 
     # -- the transcript's links -----------------------------------------------------------------------------------
 

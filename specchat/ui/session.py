@@ -18,7 +18,7 @@ from ..core.run_kind import RunKind
 from ..core.vocabulary import HEAD_DRAFTERS, LOOKUP_DRAFTERS, MODEL_DRAFTERS, drafter_kind
 from ..engine.backends.llamacpp.built import build_report
 from ..engine.chat_engine import EngineCache, LocalChatEngine, reply_to
-from ..engine.chat_prompt import Message
+from ..engine.chat_prompt import Message, encoded
 from ..engine.decoding.events import GenerationResult
 from ..engine.decoding.speculative import GenerationConfig
 from ..engine.drafting.past_replies import SuffixIndex
@@ -38,6 +38,7 @@ CALIBRATION_TOKENS = 96
 # its current step), but loading a model cannot be interrupted.
 SHUTDOWN_WAIT_MS = 10_000
 MAX_IMPORT_BYTES = 50_000_000  # read whole into memory, on the background thread: bounded all the same
+TOKENIZED_AT_ONCE = 64  # past replies encoded under one hold of the tokenizer's lock: the GUI's counts wait less
 
 
 class ChatSession(QObject):
@@ -457,4 +458,9 @@ class ChatSession(QObject):
 
 
 def _tokenized(tokenizer, texts: list[str]) -> list[list[int]]:
-    return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    """The ids of each of `texts` (past replies, on the model thread), encoded a few at a time under the tokenizer's
+    lock (chat_prompt.encoded): the GUI and background threads count with the same tokenizer meanwhile."""
+    ids: list[list[int]] = []
+    for start in range(0, len(texts), TOKENIZED_AT_ONCE):
+        ids += encoded(tokenizer, texts[start:start + TOKENIZED_AT_ONCE])
+    return ids
