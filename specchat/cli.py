@@ -19,9 +19,7 @@ COMMANDS = (chat, generate, bench, prefill, costs, gpu_check, train_draft, train
 def gui_main() -> int:
     """The GUI entry point (`specchat-gui`, no console window on Windows): always the desktop window."""
     _quiet_libraries(allow_network=False, progress_bars=False)
-    from .ui.app import run_gui  # Qt and torch load here, not for the command line
-
-    return run_gui()
+    return app.run_window()  # Qt and torch load here, not for the command line
 
 
 def main(argv: list[str] | None = None) -> int:
