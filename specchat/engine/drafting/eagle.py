@@ -73,7 +73,7 @@ class EagleDrafter(Drafter):
         dists: list[torch.Tensor] = []
         for i in range(k):
             if i:
-                feature = self._next_state(feature, token)
+                feature = self._next_state(feature, tokens[-1])
             logits = nn.functional.linear(feature[0], self.output_rows, self.output_bias)
             if self._sampler.greedy:
                 token = int(self.head.vocab_ids[int(torch.argmax(logits))])
