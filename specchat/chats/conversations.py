@@ -276,7 +276,7 @@ class Conversations:
         return self.store.add_message(conversation_id, "user", text)
 
     def ask(self, chat: OpenChat, text: str, documents: Sequence[Document] = (),
-            count: Callable[[str], int] | None = None, instead_of: MessageInfo | None = None) -> MessageInfo:
+            count: Callable[[str], int | None] | None = None, instead_of: MessageInfo | None = None) -> MessageInfo:
         """Adds the user's message to the open chat, in the store and in `chat`, with the documents attached to it,
         each with its tokens under the model (`count`: the model's TokenCounter, which has counted them where they
         were read; None: not counted); returns it as stored. `instead_of`: the message being edited, which the new

@@ -22,6 +22,7 @@ import threading
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtGui import QPalette
@@ -135,7 +136,7 @@ def attached_to(chat: OpenChat | None, message_id: int | None) -> dict:
     chat in memory."""
     if chat is None or message_id is None:
         return {}
-    documents = tuple((d.document_id, chip_text(d.document)) for d in chat.documents
+    documents = tuple((d.document_id, chip_text(d.document, d.tokens)) for d in chat.documents
                       if d.message_id == message_id and d.document_id is not None)
     sources = tuple(source.label for source in chat.sources.get(message_id, ()))
     return {"documents": documents, "sources": sources, "copied": chat.copied_sources(message_id)}
@@ -289,6 +290,13 @@ class Attachments(QObject):
     def documents(self) -> list[Document]:
         """The documents to send with the message, in the order they were attached."""
         return [attachment.document for attachment in self.pending]
+
+    def known_tokens(self) -> Callable[[str], int | None] | None:
+        """The loaded model's remembered token counts (TokenCounter.known: a text counted where it was read, else
+        None; nothing is counted here, on the GUI thread), for the documents sent with a message, whose chips then
+        give their tokens; None without a local model."""
+        prompts = local_prompts(self.session)
+        return counter_for(prompts.tokenizer).known if prompts is not None else None
 
     def remove(self, attachment: Attachment) -> None:
         """A chip's ×: the document is not sent."""

@@ -297,7 +297,8 @@ class MainWindow(QMainWindow):
             chat = self._open_chat()
             edited = chat.message(self._editing[2]) if self._editing and self._editing[0] == chat.conversation_id \
                 else None
-            self.conversations.ask(chat, text, self.attachments.documents(), instead_of=edited)
+            self.conversations.ask(chat, text, self.attachments.documents(), self.attachments.known_tokens(),
+                                   instead_of=edited)
             self._editing = None
         except StorageError as error:  # the message is not saved: it stays in the box (its chips too), to send again
             self._show_error(f"Your message could not be saved ({error}). It is still in the box: send it again "

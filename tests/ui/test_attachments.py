@@ -133,7 +133,8 @@ def test_the_chip_on_a_sent_message_and_the_source_open_the_document(qtbot, make
     drop_on_window(qtbot, window, [notes])
     send_and_wait(qtbot, window, "When does the library open?")
     chips = links(window.transcript, "document")
-    assert [text for text, _ in chips] == ["notes.txt"]
+    tokens = len(window.session.tokenizer(NOTES, add_special_tokens=False)["input_ids"])
+    assert [text for text, _ in chips] == [f"notes.txt · {tokens:,} tokens"]  # the chip on the message: name, tokens
     viewer = click(window, chips[0][1])
     assert viewer.text.toPlainText() == NOTES and viewer.isVisible() and viewer.text.isReadOnly()
     viewer.find_box.setText("three weeks")
@@ -144,7 +145,7 @@ def test_the_chip_on_a_sent_message_and_the_source_open_the_document(qtbot, make
     chat_id = window.conversation_id
     window.new_conversation()
     window.open_conversation(chat_id)
-    assert [text for text, _ in links(window.transcript, "document")] == ["notes.txt"]  # read back with the chat
+    assert [text for text, _ in links(window.transcript, "document")] == [f"notes.txt · {tokens:,} tokens"]  # reopened
 
 
 def test_a_pdf_pasted_as_a_path_and_a_docx_from_the_paperclip(qtbot, make_window, store, tmp_path, monkeypatch):
