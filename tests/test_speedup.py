@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specchat.core.run_kind import RunKind, drafted_enough, plainly, shown_speedup, speedup
+from specchat.core.run_kind import AWAITING_COSTS, RunKind, drafted_enough, plainly, shown_speedup, speedup
 
 
 def test_speedup_is_the_ratio_to_plain_decoding_where_there_is_one():
@@ -24,6 +24,8 @@ def test_a_ratio_needs_drafts_that_made_a_tenth_of_the_run():
     assert shown_speedup(1.15, 33, 0) is None and shown_speedup(1.3, 30, 12) == 1.3
     assert shown_speedup(None, 30, 12) is None
     assert plainly(0, 0) == "decoded plainly (nothing worth drafting)"
+    assert plainly(0, 0, awaiting_costs=True) == AWAITING_COSTS  # a first reply, held back: not "nothing worth it"
+    assert AWAITING_COSTS.startswith("decoded plainly (first reply") and plainly(0, 0, False, True) == "decoded plainly"
     assert plainly(7, 1) == "decoded almost plainly (1 drafted token kept)"
     assert plainly(9, 0) == "decoded almost plainly (0 drafted tokens kept)"
     assert (plainly(0, 0, why=False), plainly(9, 0, why=False)) == ("decoded plainly", "decoded almost plainly")
@@ -52,6 +54,9 @@ def test_a_race_lane_that_drafted_too_little_says_so_and_gets_no_ratio():
         None, None, "decoded plainly (nothing worth drafting)")
     assert little.speedup is None and little.plainly == "decoded almost plainly (3 drafted tokens kept)"
     assert enough.speedup == pytest.approx(1.15) and enough.plainly is None and plain.plainly is None
+    first = Track("pld", stats={"new_tokens": 33, "wall_s": 0.4, "draft_proposed": 0, "draft_accepted": 0,
+                                "awaiting_costs": True})
+    assert lane_results([lane("none", 80.0, 0, 0), first], greedy=True)[1].plainly == AWAITING_COSTS
 
 
 def test_a_lane_run_several_times_gets_the_median_and_range_of_its_paired_ratios():

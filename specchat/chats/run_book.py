@@ -142,7 +142,7 @@ def footer_text(run, part: int | None = None) -> str:
                  f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
     if not kind.is_plain and not kind.is_remote and not drafted_enough(run.new_tokens, run.draft_accepted):
         # no ratio: with (almost) no draft kept, any difference from plain decoding is noise
-        parts.append(plainly(run.draft_proposed, run.draft_accepted))
+        parts.append(plainly(run.draft_proposed, run.draft_accepted, awaiting_costs=run.awaiting_costs))
     elif run.speedup:
         parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
     if run.temperature > 0:  # a sample: the same distribution as plain decoding's at best, never its tokens

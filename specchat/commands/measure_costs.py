@@ -70,12 +70,11 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
         runner = runner_for(model, static_cache=static_cache, compile_steps=False, packed_weights=packed_weights)
     else:  # a runner, e.g. llama.cpp's
         runner = model
-    engine = SpeculativeEngine(runner, None, NoDrafter(), eos_token_ids=[])
-    vocab = engine.vocab_size
+    vocab = runner.vocab_size
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (1, context), generator=generator).to(device)
-    cache = engine.new_cache(context + max_n + 1)
-    engine.forward(prefix, cache, keep=1, prefill=True)
+    cache = runner.new_cache(context + max_n + 1)
+    runner.forward(prefix, cache, keep=1, prefill=True)
     curve = {}
     for n in range(1, max_n + 1):
         tokens = torch.randint(0, vocab, (1, n), generator=generator).to(device)
@@ -83,10 +82,10 @@ def forward_curve(model, device: torch.device, max_n: int, context: int, repeats
         for _ in range(repeats + 1):  # the first is a warm-up (allocations, kernel choice)
             synchronize(device)
             started = time.perf_counter()
-            engine.forward(tokens, cache, keep=n)
+            runner.forward(tokens, cache, keep=n)
             synchronize(device)
             times.append(time.perf_counter() - started)
-            engine.runner.rollback(cache, context)
+            runner.rollback(cache, context)
         curve[n] = statistics.median(times[1:])
     return curve
 

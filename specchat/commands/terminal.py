@@ -11,6 +11,7 @@ from typing import Sequence, TextIO
 
 from ..chats.context_plan import ChatDocument
 from ..core.errors import SpecchatError
+from ..core.run_kind import AWAITING_COSTS
 from ..core.vocabulary import LENGTH, Origin
 from ..engine.chat_engine import EngineCache, reply_to
 from ..engine.chat_prompt import Message
@@ -63,6 +64,8 @@ def stats_line(result: GenerationResult, drafter: str, colour: bool = False) -> 
     parts = [f"{s.new_tokens} tokens", f"{s.tokens_per_s:.1f} tok/s", f"drafter {drafter}"]
     if s.draft_proposed:
         parts += [f"accepted {s.alpha:.0%}", f"tau {s.tau:.2f}", f"mean K {s.mean_k:.1f}"]
+    elif s.awaiting_costs:
+        parts.append(AWAITING_COSTS)
     if result.finish_reason not in ("eos", "stop"):
         parts.append({"length": "hit the token limit", "context": "context window full",
                       "cancelled": "stopped"}.get(result.finish_reason, result.finish_reason))

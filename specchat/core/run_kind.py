@@ -200,6 +200,9 @@ def speedup(tokens_per_s: float, plain_tokens_per_s: float | None, run: str | Ru
 MIN_DRAFTED_SHARE = 0.1
 PLAINLY, ALMOST_PLAINLY = "decoded plainly", "decoded almost plainly"  # what such a run says instead
 NOTHING_DRAFTED = f"{PLAINLY} (nothing worth drafting)"
+# A model's first reply on this machine: its verification costs are measured once, in the background, and until
+# then nothing is known to pay (engine/decoding/speculative.py, SpeculativeEngine._awaits_costs).
+AWAITING_COSTS = f"{PLAINLY} (first reply: this computer's check costs are being measured, once)"
 
 
 def drafted_enough(new_tokens: int, draft_accepted: int) -> bool:
@@ -215,11 +218,12 @@ def shown_speedup(ratio: float | None, new_tokens: int, draft_accepted: int) -> 
     return ratio if drafted_enough(new_tokens, draft_accepted) else None
 
 
-def plainly(draft_proposed: int, draft_accepted: int, why: bool = True) -> str:
+def plainly(draft_proposed: int, draft_accepted: int, why: bool = True, awaiting_costs: bool = False) -> str:
     """What a run of a drafter that drafted too little says instead of a ratio, from its proposed and accepted
-    draft tokens: "decoded plainly (nothing worth drafting)" when it proposed none, else "decoded almost plainly
-    (N drafted tokens kept)"; why=False: without the brackets, where space is short (the race's table)."""
+    draft tokens: "decoded plainly (nothing worth drafting)" when it proposed none, or AWAITING_COSTS when it was
+    held back because the costs were still being measured (`awaiting_costs`), else "decoded almost plainly (N
+    drafted tokens kept)"; why=False: without the brackets, where space is short (the race's table)."""
     if not draft_proposed:
-        return NOTHING_DRAFTED if why else PLAINLY
+        return PLAINLY if not why else AWAITING_COSTS if awaiting_costs else NOTHING_DRAFTED
     kept = f"{draft_accepted} drafted token{'' if draft_accepted == 1 else 's'} kept"
     return f"{ALMOST_PLAINLY} ({kept})" if why else ALMOST_PLAINLY

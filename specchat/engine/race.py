@@ -108,11 +108,6 @@ class Track:
         """How many tokens were ready t seconds after the start."""
         return bisect.bisect_right(self.times, t)
 
-    def chars_at(self, t: float) -> int:
-        """How much of the text was on screen at t (a token inside a multi-byte character adds nothing yet)."""
-        n = self.tokens_at(t)
-        return max((end for _, end in self.spans[:n]), default=0)
-
     def runs(self, start_token: int = 0, end_token: int | None = None) -> list[tuple[str, int]]:
         """The text of tokens [start_token, end_token) as runs of one origin: [(text, Origin value), ...]."""
         return origin_runs(self.text, self.spans[start_token:end_token], self.origins[start_token:end_token])
@@ -179,7 +174,8 @@ def lane_results(tracks: Sequence[Track], greedy: bool) -> list[LaneResult]:
             acceptance_by_position=tuple(stats.get("acceptance_by_position") or ()) if drafted else (),
             identical=track.same_output(plain) if i and greedy else None,
             speedup_range=None if too_little else spread, runs=1 if too_little else runs,
-            plainly=plainly(proposed, accepted) if too_little else None,
+            plainly=plainly(proposed, accepted, awaiting_costs=bool(stats.get("awaiting_costs")))
+            if too_little else None,
             draft_proposed=proposed, draft_accepted=accepted))
     return results
 

@@ -29,7 +29,7 @@ from ..core.paths import data_dir
 from .backups import back_up
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0007_history_tree"
+HEAD_REVISION = "0008_awaiting_costs"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 CASEFOLD_FUNCTION = "specchat_casefold"  # SQL function registered on every connection, used by search
 _WRITE_OPTION = "specchat_write"  # execution option: begin with BEGIN IMMEDIATE

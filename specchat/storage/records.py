@@ -109,6 +109,7 @@ class RunInfo:
     exactness: str | None = None  # what the reply promised against plain decoding (RunRecord.exactness)
     prefill_s: float = 0.0  # reading the prompt up to the first token (RunRecord.prefill_s)
     sources: tuple = ()  # what the reply was given of the chat's documents (RunRecord.sources)
+    awaiting_costs: bool = False  # the drafter held back, the costs still being measured (RunRecord.awaiting_costs)
     temperature: float = 0.0  # 0: greedy; above: sampled (a regenerated reply samples: its footer says so)
     target: str = ""  # the model that wrote it
     prompt_tokens: int = 0  # what it read: the prompt, and a continued reply's earlier tokens
@@ -189,6 +190,9 @@ class RunRecord(RunProvenance):
     # what the reply was given of the chat's documents: [document id, name, page, passage] each (passage None: the
     # whole document; chats/context_plan.Source), None: nothing
     sources: tuple | list | None = None
+    # the drafter was held back for the whole reply: this machine's verification costs were still being measured
+    # (GenerationStats.awaiting_costs)
+    awaiting_costs: bool = False
 
     @staticmethod
     def figures(stats: Mapping[str, Any]) -> dict:
@@ -199,7 +203,7 @@ class RunRecord(RunProvenance):
 
 FIGURE_FIELDS = ("prompt_tokens", "new_tokens", "target_passes", "draft_proposed", "draft_accepted", "tokens_per_s",
                  "prefill_s", "draft_s", "verify_s", "wall_s", "acceptance_by_position", "proposed_by_position",
-                 "accepted_by_position")
+                 "accepted_by_position", "awaiting_costs")
 
 
 def run_record(stats: Mapping[str, Any], context: RunProvenance, source: str = "chat", **extra: Any) -> RunRecord:

@@ -486,6 +486,7 @@ def _run_info(row: GenerationRun, parts: int = 1) -> RunInfo:
                    draft_accepted=row.draft_accepted, tokens_per_s=row.tokens_per_s, speedup=row.speedup,
                    speedup_basis=row.speedup_basis, finish_reason=row.finish_reason, exactness=row.exactness,
                    prefill_s=row.prefill_s, sources=tuple(tuple(s) for s in row.sources or ()),
+                   awaiting_costs=bool(row.awaiting_costs),
                    temperature=row.temperature, target=row.target, prompt_tokens=row.prompt_tokens, parts=parts)
 
 

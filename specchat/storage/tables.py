@@ -174,6 +174,8 @@ class GenerationRun(Base):
     exactness: Mapped[str | None] = mapped_column(String)
     # 0006: what the reply was given of the chat's documents ([document id, name, page, passage] each)
     sources: Mapped[list | None] = mapped_column(JSONText)
+    # 0008: the drafter held back for the whole reply, this machine's costs still being measured (None: before 0008)
+    awaiting_costs: Mapped[bool | None] = mapped_column(Boolean)
     # 0003
     source: Mapped[str] = mapped_column(String, default="chat", server_default=CHAT)
     comparison_id: Mapped[int | None] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))

@@ -9,6 +9,7 @@ from specchat.chats import (Conversations, OpenChat, ReplyBegan, ReplyController
                             ReplyRecorder, RunBook, RunContext, RunModels, StepBatch, StepsArrived, reply_controller)
 from specchat.chats.run_book import footer_text
 from specchat.core.errors import PromptError, StorageError
+from specchat.core.run_kind import AWAITING_COSTS
 from specchat.core.vocabulary import Origin
 from specchat.engine.chat_engine import FittedPrompt
 from specchat.engine.decoding.events import GenerationResult, GenerationStats, StepEvent
@@ -162,3 +163,21 @@ def test_the_footer_reads_a_record_as_written_as_it_reads_a_row(store, runs, cha
     written = runs.complete(chat.conversation_id, message.id, result("Hey", (D, D, T)), context)
     _, _, stored = store.chat(chat.conversation_id)
     assert footer_text(written) == footer_text(stored[message.id]) == runs.footer(message.id)
+
+
+def test_a_first_reply_held_back_for_the_costs_says_so_as_written_and_after_a_reopen(store, runs, chat):
+    """A model's first reply on this machine decodes plainly while its verification costs are measured
+    (SpeculativeEngine._awaits_costs): its footer says that, not "nothing worth drafting", and still does when the
+    chat is read again (generation_runs.awaiting_costs, 0008)."""
+    context = engine([]).context.seeded(3)
+    message = store.add_message(chat.conversation_id, "assistant", "Hey")
+    stats = GenerationStats(prompt_tokens=3, new_tokens=3, target_passes=3, wall_s=0.5, awaiting_costs=True)
+    held = GenerationResult(text="Hey", token_ids=(0, 1, 2), origins=(T, T, T), spans=((0, 1), (1, 2), (2, 3)),
+                            finish_reason="eos", stats=stats, seed=7)
+    written = runs.complete(chat.conversation_id, message.id, held, context)
+    _, _, stored = store.chat(chat.conversation_id)
+    assert AWAITING_COSTS in footer_text(written) and footer_text(written) == footer_text(stored[message.id])
+    assert "nothing worth drafting" not in footer_text(stored[message.id])
+    other = store.add_message(chat.conversation_id, "assistant", "Hey")
+    runs.complete(chat.conversation_id, other.id, result("Hey", (T, T, T)), context)
+    assert not store.chat(chat.conversation_id)[2][other.id].awaiting_costs

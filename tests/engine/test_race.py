@@ -11,6 +11,7 @@ from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEn
 from specchat.engine.drafting import make_drafter
 from specchat.engine.race import RUNS_KEY, RaceRunner, Rerun, Track, all_identical, lane_results, lanes_for
 from specchat.storage.records import track_row
+from race_text import chars_at
 
 CHAT = [Message("user", "The quick brown fox jumps over the lazy dog. Speculative decoding drafts tokens.")]
 
@@ -62,7 +63,7 @@ def test_track_times_rise_and_replay_shows_prefixes(target, close_draft, tokeniz
     assert track.tokens_at(-1) == 0 and track.tokens_at(track.wall_s) == len(track.token_ids)
     middle = track.times[len(track.times) // 2]
     n = track.tokens_at(middle)
-    assert "".join(text for text, _ in track.runs(0, n)) == track.text[:track.chars_at(middle)]
+    assert "".join(text for text, _ in track.runs(0, n)) == track.text[:chars_at(track, middle)]
     curve = track.curve()
     assert curve[0] == (0.0, 0) and curve[-1][1] == len(track.token_ids)
     assert len(curve) - 1 == track.stats["target_passes"]  # one point per step: drafts land together

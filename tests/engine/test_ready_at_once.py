@@ -44,7 +44,10 @@ def test_a_first_launch_answers_at_once_and_measures_while_idle(native_pair, tmp
         first = drafting.generate(ids, config)
         assert model.one_time.owes("kernel verdict") and model.one_time.owes("cost curve")  # nothing waited for
     assert first.stats.draft_proposed == 0  # nothing is known to pay yet: decoded plainly
-    assert first.token_ids == plain.generate(ids, config).token_ids
+    assert first.stats.awaiting_costs  # and it says why (the footer: run_kind.AWAITING_COSTS)
+    plain_first = plain.generate(ids, config)
+    assert first.token_ids == plain_first.token_ids
+    assert not plain_first.stats.awaiting_costs  # plain decoding holds nothing back
     monkeypatch.setattr(one_time, "IDLE_S", 0.3)  # then the user reads the reply
     with model.one_time.reply():  # a reply's end wakes the worker, which then waits for its idle spell
         pass
@@ -55,6 +58,7 @@ def test_a_first_launch_answers_at_once_and_measures_while_idle(native_pair, tmp
     assert model.cost_curve is not None and (tmp_path / "kernels.json").exists() and (tmp_path / "costs.json").exists()
     later = drafting.generate(ids, config)  # the next reply drafts on what was measured, and says the same
     assert later.stats.draft_accepted > 0 and later.token_ids == first.token_ids
+    assert not later.stats.awaiting_costs
     again = load_with_exactness(native_pair.target.native.path)  # a later launch reads both from the cache
     assert again.kernels == model.kernels and not again.one_time.owes("kernel verdict")
     assert again.known_cost_curve() is not None

@@ -203,6 +203,8 @@ def test_a_database_made_by_the_previous_specchat_upgrades_with_every_row(tmp_pa
         shown = store.messages(otters.id)
         assert [m.parent_id for m in shown] == [None] + [m.id for m in shown[:-1]]
         assert store.documents.of_chat(otters.id)[0].name == "otters.md"
+        runs = store.chat(otters.id)[2]
+        assert runs and not any(run.awaiting_costs for run in runs.values())  # 0008: NULL reads as not held back
         assert len(backups_of(path)) == 1
     finally:
         store.close()

@@ -12,6 +12,7 @@ CONTEXT = RunProvenance(target="embedded", draft="tiny draft", drafter="model", 
 STATS = {"prompt_tokens": 12, "new_tokens": 20, "target_passes": 8, "draft_proposed": 24, "draft_accepted": 12,
          "tokens_per_s": 10.0, "prefill_s": 0.1, "draft_s": 0.3, "verify_s": 1.4, "wall_s": 2.0,
          "acceptance_by_position": [0.75, 0.5], "proposed_by_position": [8, 8], "accepted_by_position": [6, 4],
+         "awaiting_costs": False,
          "alpha": 0.5, "tau": 2.5, "steps_by_k": [0, 8]}  # the last three: GenerationStats.to_dict(), not run fields
 
 

@@ -413,7 +413,7 @@ def test_finished_replies_feed_the_past_replies_index(qtbot, make_window):
     session.remember_reply = lambda result: (results.append(result), remember(result))
     send(qtbot, window, "The quick brown fox")
     assert session.engine_maker()().engine.drafter.history is session.history  # the chat's lookup reads it
-    assert session.history.document_count == 1
+    assert len(session.history._documents) == 1
     tokens = list(results[0].token_ids)
     found = session.history.match(tokens[:4], 3)
     assert found is not None and found.length >= 2 and found.tokens  # the reply can now be drafted from
@@ -430,9 +430,9 @@ def test_an_imported_chat_is_drafted_from_only_once_opened(qtbot, make_window, s
     window = make_window(drafter="pld")
     session = window.session
     qtbot.waitUntil(lambda: session.history is not None, timeout=STREAM_TIMEOUT)
-    assert session.history.document_count == 1  # only the chat made in the app
+    assert len(session.history._documents) == 1  # only the chat made in the app
     window.open_conversation(imported.id)
-    qtbot.waitUntil(lambda: session.history.document_count == 2, timeout=STREAM_TIMEOUT)
+    qtbot.waitUntil(lambda: len(session.history._documents) == 2, timeout=STREAM_TIMEOUT)
     assert store.conversation(imported.id).in_history
 
 

@@ -11,6 +11,7 @@ from specchat.engine.race import RUNS_KEY, Track, lane_results
 from specchat.ui.race.table import ResultsTable, word_diff
 from specchat.ui.session import ChatSession
 from specchat.ui.settings import AppSettings
+from race_text import chars_at
 
 RACE_TIMEOUT = 120000
 
@@ -80,7 +81,7 @@ def test_replay_plays_to_the_end_and_shows_each_lane_by_its_clock(qtbot, race_wi
     halfway = race_window.tracks[1].wall_s / 2
     race_window.seek(halfway)
     shown = [len(lane.view.toPlainText()) for lane in race_window.lanes]
-    expected = [track.chars_at(halfway) for track in race_window.tracks]
+    expected = [chars_at(track, halfway) for track in race_window.tracks]
     assert shown == expected
     with qtbot.waitSignal(race_window.replay_finished, timeout=RACE_TIMEOUT):
         race_window.play()

@@ -39,6 +39,9 @@ class GenerationStats:
     # kept per-chat state), and of those the restored ones; prompt_tokens - prompt_reused were read.
     prompt_reused: int = 0
     prompt_restored: int = 0
+    # The drafter was held back for the whole reply: this machine's verification costs were still being measured
+    # (a model's first reply here: core/one_time.py), so nothing could be known to pay. Said in the footer.
+    awaiting_costs: bool = False
     draft_s: float = 0.0  # drafting (a draft model's forwards, lookups), proposals included
     verify_s: float = 0.0  # the target's forward passes after the prefill, and nothing else
     wall_s: float = 0.0

@@ -148,7 +148,8 @@ class SpeculativeEngine:
         reply = Reply(self.tokenizer, self.eos_token_ids, config.stop_strings, min(config.max_new_tokens, room),
                       length_reason=CONTEXT if room < config.max_new_tokens else LENGTH, before=written)
         stats = GenerationStats(prompt_tokens=len(prompt))
-        policy = self._policy(config, sampler.greedy)
+        stats.awaiting_costs = self._awaits_costs(config, sampler.greedy)
+        policy = self._policy(config, sampler.greedy, stats.awaiting_costs)
         run = Profile()  # the generation's phases (prefill, event); its elapsed time is the wall time
         with run.phase("prefill"):
             # Room for the prompt, the reply and one step's drafts beyond it (rejected positions are written, then
@@ -183,17 +184,20 @@ class SpeculativeEngine:
                 return
             emission, rejected = self._step(context, cache, sampler, policy, reply, stats)
 
-    def _policy(self, config: GenerationConfig, greedy: bool) -> DraftLengthPolicy:
+    def _awaits_costs(self, config: GenerationConfig, greedy: bool) -> bool:
+        """Whether this reply's drafter is held back because the cost curve is not known yet: nothing is known to
+        pay, so a first reply decodes plainly, at plain decoding's speed. Only a greedy adaptive reply asks (a
+        sample prices on a fixed curve, a fixed K drafts anyway), and plain decoding never does: asking may
+        measure the curve then and there."""
+        return greedy and config.adaptive_k and not isinstance(self.drafter, NoDrafter) and not self._knows_curve()
+
+    def _policy(self, config: GenerationConfig, greedy: bool, awaiting_costs: bool) -> DraftLengthPolicy:
         # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed).
         costs = self.step_costs if greedy else StepCosts.fixed(self.capabilities.uses_model)
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
         # on the replies before it.
         book = self.acceptance if greedy else AcceptanceBook()
-        k_max = min(config.k_max, self.max_draft)
-        # Nothing is known to pay yet: a first reply decodes plainly, at plain decoding's speed. Plain decoding
-        # itself drafts nothing and never asks for the curve (asking may measure it then and there).
-        if greedy and config.adaptive_k and not isinstance(self.drafter, NoDrafter) and not self._knows_curve():
-            k_max = 0
+        k_max = 0 if awaiting_costs else min(config.k_max, self.max_draft)
         return DraftLengthPolicy(k=min(config.k, max(self.max_draft, 1)), k_max=k_max,
                                  adaptive=config.adaptive_k, costs=costs, book=book)
 
@@ -358,14 +362,6 @@ class SpeculativeEngine:
                        free=proposed.free)
         if proposed.unused is not None:
             policy.observe_shadow(proposed.unused.acceptance_class, proposed.unused.tokens[0] == accepted[0])
-
-    def new_cache(self, tokens: int):
-        """A KV cache with room for `tokens` positions, of the kind this engine's passes use (for measurements)."""
-        return self.runner.new_cache(tokens)
-
-    def forward(self, input_ids: torch.Tensor, cache, keep: int = 1, prefill: bool = False) -> torch.Tensor:
-        """One target pass as the engine runs it (its runner's forward path and output head): logits [keep, vocab]."""
-        return self.runner.forward(input_ids, cache, keep, prefill=prefill)
 
     def _checked_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
         prompt = [int(t) for t in prompt_ids]

@@ -58,10 +58,6 @@ class SuffixIndex:
     def token_count(self) -> int:
         return self._tokens
 
-    @property
-    def document_count(self) -> int:
-        return len(self._documents)
-
     def add(self, tokens: Sequence[int]) -> None:
         """Index one document (a finished reply's token ids)."""
         tokens = [int(t) for t in tokens]
