@@ -170,6 +170,6 @@ def fixed_step_costs(request, monkeypatch):
 
     def with_fixed_costs(self, *args, **kwargs):
         made(self, *args, **kwargs)
-        self.step_costs = StepCosts.fixed(self.drafter.capabilities.uses_model)
+        self.step_costs = StepCosts.fixed(FIXED_CURVE, 0.1 if self.drafter.capabilities.uses_model else 0.0)
 
     monkeypatch.setattr(SpeculativeEngine, "__init__", with_fixed_costs)

@@ -174,6 +174,28 @@ def test_sampling_is_reproducible_with_a_seed(target, tokenizer, close_draft, pr
     assert other.token_ids != first.token_ids
 
 
+def test_a_sampled_reply_prices_its_drafts_on_the_engines_curve(target, tokenizer, close_draft, prompt_ids):
+    """A seeded sample's K must not follow the clock, but it follows the engine's measured curve: on a curve where
+    every check costs as many passes as it has rows (nothing can pay), a sampled reply drafts nothing; on a flat one
+    it drafts; and on either the same seed gives the same sample. (It priced on a made-up +10%-a-row curve, and
+    drafted at a loss on llama.cpp's CPU curve: 0.84-0.89x plain on the embedded model.)"""
+    from specchat.engine.decoding.cost_curve import PASS_SIZES, CostCurve
+    from specchat.engine.decoding.sampling import SamplingParams
+
+    config = GenerationConfig(max_new_tokens=30, seed=5, sampling=SamplingParams(temperature=0.8))
+    dear = CostCurve({n: float(n) for n in PASS_SIZES})
+    cheap = CostCurve({n: 1.0 + 0.01 * (n - 1) for n in PASS_SIZES})
+    drafted = {}
+    for name, curve in (("dear", dear), ("cheap", cheap)):
+        engine = SpeculativeEngine(target, tokenizer, ModelDrafter(close_draft))
+        engine.step_costs.curve = curve  # as the engine's kept curve would be (ModelPair.cost_curve)
+        engine.step_costs.draft_prior = 0.0
+        first, again = engine.generate(prompt_ids, config), engine.generate(prompt_ids, config)
+        assert first.token_ids == again.token_ids
+        drafted[name] = first.stats.draft_proposed
+    assert drafted["dear"] == 0 and drafted["cheap"] > 0
+
+
 # --- the GPU fast path, exercised on the CPU: static cache, compiled steps --------------------------------------
 
 @pytest.mark.parametrize("drafter_name", ["pld", "close", "hybrid"])

@@ -88,10 +88,11 @@ class StepCosts:
     _plain: deque = field(default_factory=lambda: deque(maxlen=16), repr=False, compare=False)
 
     @classmethod
-    def fixed(cls, model_drafter: bool) -> StepCosts:
+    def fixed(cls, curve: CostCurve = FIXED_CURVE, draft_prior: float = 0.0) -> StepCosts:
         """Costs that do not depend on the clock, for sampling: with timings steering K, the same seed could draw
-        its random numbers at other draft positions and give another sample. FIXED_CURVE, a draft token 0.1."""
-        return cls(FIXED_CURVE, draft_prior=0.1 if model_drafter else 0.0, frozen=True)
+        its random numbers at other draft positions and give another sample. `curve`: the engine's, measured once
+        and kept (so it stays put from reply to reply); `draft_prior`: a draft model's token in one-token passes."""
+        return cls(curve, draft_prior=draft_prior, frozen=True)
 
     def draft_cost(self) -> float:
         """A draft model's token in one-token passes: measured, else its prior, else nothing."""

@@ -5,8 +5,8 @@ verification cost curve"), so a draft pays only when it is long and right, and t
 be read only off the measured curve. `measure_curve` times passes of every size in PASS_SIZES after a cached prefix,
 each against one-token passes taken beside it (the machine's speed moves; a ratio measured side by side does not),
 while the model loads, for a llama.cpp target and a torch one alike (ModelPair.engine). The policy (adaptive.py)
-chooses only among those measured sizes. An engine given no curve, and every sampled reply (whose K must not
-follow the clock), prices on FIXED_CURVE.
+chooses only among those measured sizes. An engine given no curve prices on FIXED_CURVE; a sampled reply (whose K
+must not follow the clock) prices on its engine's curve, frozen (StepCosts.fixed).
 
 A curve is kept per file, llama.cpp build, CPU and placement, as the kernel verdict is (kernels.verdict_key),
 in the user cache (`costs.json`), so it costs its seconds once. A GPU's static runner pads a pass to its compiled
