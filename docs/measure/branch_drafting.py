@@ -51,6 +51,7 @@ def main() -> None:
     questions = bench.human_eval_prompts(gzip.decompress(human_eval_problems().read_bytes()).decode("utf-8"))
     questions = [q.turns[0] for q in questions[:args.tasks]]
     pair = load_pair(ModelSource.parse(args.target))
+    pair.target.native.settle()  # the kernel verdict and the cost curve, as an app that has idled has them
     tokenizer = pair.target.tokenizer
     siblings = SuffixIndex()
     engines = {"none": pair.engine("none"), "pld": pair.engine("pld"),

@@ -37,6 +37,7 @@ def main() -> None:
     lines = QUESTIONS.read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line)["turns"][0] for line in lines[::24]][:20]
     pair = load_pair(ModelSource.parse(args.target))
+    pair.target.native.settle()  # the kernel verdict and the cost curve, as an app that has idled has them
     tokenizer = pair.target.tokenizer
     engines = {mode: pair.engine(mode) for mode in MODES}
     for engine in engines.values():  # warm: the first generation of an engine measures its costs

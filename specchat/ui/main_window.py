@@ -7,9 +7,8 @@ import time
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QMainWindow, QProgressBar, QPushButton,
-                               QSplitter, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QInputDialog, QLabel, QMainWindow, QMessageBox, QProgressBar,
+                               QPushButton, QSplitter, QVBoxLayout, QWidget)
 
 from ..chats import OpenChat, ReplyBegan, ReplyEnded, ReplySpans, StepBatch
 from ..chats.continuation import can_continue
@@ -30,6 +29,8 @@ from .settings import SettingsDialog
 from .sidebar import Sidebar
 from .theme import current_theme
 from .transcript import MessageView, Transcript, branch_of, code_blocks
+
+DELETE_QUESTION = "Delete this message and everything under it, on every branch from it? This cannot be undone."
 
 
 class MainWindow(QMainWindow):
@@ -182,9 +183,9 @@ class MainWindow(QMainWindow):
         action("Pre&vious version", "Alt+Left", lambda: self._flip_last("previous"), chat_menu)
         action("Ne&xt version", "Alt+Right", lambda: self._flip_last("next"), chat_menu)
         chat_menu.addSeparator()
-        action("Export as &Markdown…", "Ctrl+Shift+M", lambda: self._export("md"), chat_menu)
-        action("Export as &JSON…", "Ctrl+Shift+J", lambda: self._export("json"), chat_menu)
-        action("&Import JSON…", "Ctrl+I", self._import, chat_menu)
+        action("Export as &Markdown…", "Ctrl+Shift+M", lambda: self.files.export("md"), chat_menu)
+        action("Export as &JSON…", "Ctrl+Shift+J", lambda: self.files.export("json"), chat_menu)
+        action("&Import JSON…", "Ctrl+I", lambda: self.files.import_chat(), chat_menu)
         chat_menu.addSeparator()
         action("&Quit", "Ctrl+Q", self.close, chat_menu)
         view_menu = self.menuBar().addMenu("&View")
@@ -428,7 +429,7 @@ class MainWindow(QMainWindow):
         elif action == "continue":
             if not self._busy() and self.session.ready:
                 self._start_reply(continuing=message_id)
-        elif action in ("previous", "next", "fork"):
+        elif action in ("previous", "next", "fork", "delete"):
             self._branch_action(action, message_id)
         elif action.startswith(("document:", "source:")):
             self.attachments.open_link(action, message_id)
@@ -459,10 +460,19 @@ class MainWindow(QMainWindow):
 
     def _branch_action(self, action: str, message_id: int) -> None:
         """‹ and › flip the message to its sibling before or after, and show what followed it; "fork" makes a new
-        chat of the branch down to the message and opens it."""
+        chat of the branch down to the message and opens it; "delete", once the user agrees, deletes the message
+        and everything under it (every branch from it), and shows the branch left."""
         if self._busy() or self.conversation_id is None:
             return
         try:
+            if action == "delete":
+                if QMessageBox.question(self, "Delete message", DELETE_QUESTION) == QMessageBox.StandardButton.Yes:
+                    self._end_edit()
+                    gone = self.conversations.delete_message(self.conversation_id, message_id)
+                    self.open_conversation(self.conversation_id)
+                    self.refresh_conversations()
+                    self.statusBar().showMessage(f"Deleted {gone} message{'s' * (gone != 1)}.", 5000)
+                return
             if action == "fork":
                 made = self.conversations.fork(self.conversation_id, message_id)
                 self.open_conversation(made.id)
@@ -471,7 +481,7 @@ class MainWindow(QMainWindow):
                 return
             self.chat = self.conversations.flip(self._open_chat(), message_id, -1 if action == "previous" else 1)
         except StorageError as error:
-            self._show_error(f"That branch could not be shown: {error}")
+            self._show_error(f"That could not be done ({error}); the chat is as it was.")
             return
         self.transcript.show_messages(self._views())
 
@@ -561,12 +571,6 @@ class MainWindow(QMainWindow):
     def _show_error(self, message: str) -> None:
         """Errors appear inline above the chat (no modal dialog): the app stays usable while they are shown."""
         self.banner.show_message(message)
-
-    def _export(self, kind: str) -> None:
-        self.files.export(kind)
-
-    def _import(self) -> None:
-        self.files.import_chat()
 
     # -- window state ---------------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 # Model output is untrusted text: Markdown only, never HTML (no styles, no tags), and no resource is ever loaded
 # for it (Transcript.loadResource), so an image reference cannot read a local file.
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
-APP_LINK = re.compile(r"(copy|edit|regenerate|continue|fork|previous|next|copy-code:\d+|document:\d+|source:\d+)"
+APP_LINK = re.compile(r"(copy|edit|regenerate|continue|fork|delete|previous|next|copy-code:\d+|document:\d+|source:\d+)"
                       r"/(-1|\d+)")
 
 
@@ -68,8 +68,8 @@ class InertDocument(QTextDocument):
 class Transcript(QTextBrowser):
     """One QTextDocument holds the whole conversation; the streaming reply is the region at its end."""
 
-    # ("copy" | "copy-code:N" | "edit" | "regenerate" | "continue" | "fork" | "previous" | "next" | "document:ID" |
-    #  "source:N", message id)
+    # ("copy" | "copy-code:N" | "edit" | "regenerate" | "continue" | "fork" | "delete" | "previous" | "next" |
+    #  "document:ID" | "source:N", message id)
     action_requested = Signal(str, int)
 
     def __init__(self, parent=None):
@@ -169,7 +169,7 @@ class Transcript(QTextBrowser):
             self._insert_links(cursor, message.message_id, "", [(text, f"document:{document_id}")
                                                                  for document_id, text in message.documents])
             self._insert_footer(cursor, message, links=[("Edit & resend", "edit"), ("Copy", "copy"),
-                                                        ("Branch into new chat", "fork")])
+                                                        ("Branch into new chat", "fork"), ("Delete", "delete")])
         else:
             self._insert_markdown(cursor, message.text, message.spans, message.copied)
             self._insert_sources(cursor, message.message_id, message.sources)
@@ -180,6 +180,7 @@ class Transcript(QTextBrowser):
                 links.append(("Regenerate", "regenerate"))
             if message.continuable:
                 links.append(("Continue", "continue"))
+            links.append(("Delete", "delete"))
             self._insert_footer(cursor, message, links, stopped=message.stopped)
 
     def _insert_welcome(self) -> None:

@@ -22,7 +22,7 @@ def run_import(qtbot, window):
     """Imports the chosen file as the menu does, and waits until the outcome is on screen (it runs on the
     session's background thread)."""
     with qtbot.waitSignal(window.files.import_ended, timeout=30000):
-        window._import()
+        window.files.import_chat()
 
 
 def export(conversation, created_at="2026-01-01T10:00:00+00:00"):
@@ -67,7 +67,7 @@ def test_export_is_private_whole_and_reports_failures(qtbot, make_window, store,
     path = tmp_path / "out" / "chat.json"
     path.write_text("an older file")
     choose_file(monkeypatch, path)
-    window._export("json")
+    window.files.export("json")
     assert json.loads(path.read_text())["messages"][0]["text"] == "secret plans"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["chat.json"]  # no temporary file left
@@ -76,11 +76,11 @@ def test_export_is_private_whole_and_reports_failures(qtbot, make_window, store,
         raise StorageError("the chat database is locked by another program")
 
     monkeypatch.setattr(store, "export_json", failing)
-    window._export("json")
+    window.files.export("json")
     assert "Could not export" in window.banner.label.text() and "locked" in window.banner.label.text()
     assert json.loads(path.read_text())["messages"][0]["text"] == "secret plans"  # the earlier export is kept
     choose_file(monkeypatch, tmp_path / "no-such-folder" / "chat.md")
-    window._export("md")
+    window.files.export("md")
     assert "Could not export" in window.banner.label.text() and "No such file" in window.banner.label.text()
 
 
@@ -123,9 +123,9 @@ def test_an_import_runs_off_the_gui_thread_and_shows_how_far_it_is(qtbot, make_w
     timer.timeout.connect(lambda: (ticks.append(1), len(ticks) >= 5 and ticked.set()))
     timer.start()
     with qtbot.waitSignal(window.files.import_ended, timeout=30000):
-        window._import()
+        window.files.import_chat()
         assert shown == ["Importing chat.json: reading the file…"]  # at once, before any work is done
-        window._import()  # a second one waits for the first
+        window.files.import_chat()  # a second one waits for the first
         assert shown[-1] == "An import is under way: wait for it to end."
     timer.stop()
     assert len(ticks) >= 5 and threads and threads[0] is not threading.main_thread()

@@ -141,6 +141,31 @@ def test_edit_and_resend_keeps_the_old_branch_and_fork_makes_a_chat(qtbot, make_
     assert store.conversation(source).message_count == 4
 
 
+def test_delete_asks_first_then_removes_the_message_and_what_followed_it(qtbot, make_window, store, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    window = make_window()
+    send(qtbot, window, "The quick brown fox")
+    send(qtbot, window, "The lazy dog")
+    kept = store.messages(window.conversation_id)[:2]
+    answers = iter([QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes])
+    monkeypatch.setattr(QMessageBox, "question", lambda *args: next(answers))
+    links = app_links(window.transcript, "delete")  # one under every message, in order
+    assert [label for label, _ in links] == ["Delete"] * 4
+    window.transcript.anchorClicked.emit(QUrl(links[2][1]))  # the second question's: the user says No
+    assert store.conversation(window.conversation_id).message_count == 4 and "The lazy dog" in \
+        window.transcript.toPlainText()
+    window.transcript.anchorClicked.emit(QUrl(links[2][1]))  # and then Yes
+    assert [m.id for m in store.messages(window.conversation_id)] == [m.id for m in kept]
+    assert store.conversation(window.conversation_id).message_count == 2
+    assert "The lazy dog" not in window.transcript.toPlainText() and "The quick brown fox" in \
+        window.transcript.toPlainText()
+    assert window.statusBar().currentMessage() == "Deleted 2 messages."
+    assert store.conversation_stats(window.conversation_id).runs == 2  # the statistics keep the deleted reply's run
+    send(qtbot, window, "The lazy dog")  # the chat goes on from what is left
+    assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"] * 2
+
+
 def test_event_loop_stays_responsive_while_generating(qtbot, make_window):
     window = make_window(max_new_tokens=300)
     ticks = []
