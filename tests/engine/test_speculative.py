@@ -178,7 +178,7 @@ def test_a_sampled_reply_prices_its_drafts_on_the_engines_curve(target, tokenize
     """A seeded sample's K must not follow the clock, but it follows the engine's measured curve: on a curve where
     every check costs as many passes as it has rows (nothing can pay), a sampled reply drafts nothing; on a flat one
     it drafts; and on either the same seed gives the same sample. (It priced on a made-up +10%-a-row curve, and
-    drafted at a loss on llama.cpp's CPU curve: 0.84-0.89x plain on the embedded model.)"""
+    drafted at a loss on llama.cpp's CPU curve: 0.86-0.90x plain on the embedded model.)"""
     from specchat.engine.decoding.cost_curve import PASS_SIZES, CostCurve
     from specchat.engine.decoding.sampling import SamplingParams
 

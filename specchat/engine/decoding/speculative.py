@@ -194,7 +194,7 @@ class SpeculativeEngine:
     def _policy(self, config: GenerationConfig, greedy: bool, awaiting_costs: bool) -> DraftLengthPolicy:
         # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed),
         # but it prices on the same measured curve: on a made-up one (+10% a row) a sampled reply of the embedded
-        # model drafted 16-token checks that cost 6.8 one-token passes here, and ran at 0.84-0.89x plain.
+        # model drafted 16-token checks that cost 6.8 one-token passes here, and ran at 0.86-0.90x plain.
         draft_prior = (self.step_costs.draft_prior or 0.1) if self.capabilities.uses_model else 0.0
         costs = self.step_costs if greedy else StepCosts.fixed(self.step_costs.curve, draft_prior)
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
