@@ -52,10 +52,12 @@ def test_only_the_apps_own_links_act(qtbot):
     assert asked == []
     own = [h for h in hrefs if "key=" in h]
     assert [h.split("?")[0] for h in own] == ["specchat:edit/1", "specchat:copy/1", "specchat:fork/1",
-                                              "specchat:copy/2", "specchat:fork/2", "specchat:regenerate/2"]
+                                              "specchat:delete/1", "specchat:copy/2", "specchat:fork/2",
+                                              "specchat:regenerate/2", "specchat:delete/2"]
     for href in own:
         transcript.anchorClicked.emit(QUrl(href))
-    assert asked == [("edit", 1), ("copy", 1), ("fork", 1), ("copy", 2), ("fork", 2), ("regenerate", 2)]
+    assert asked == [("edit", 1), ("copy", 1), ("fork", 1), ("delete", 1),
+                     ("copy", 2), ("fork", 2), ("regenerate", 2), ("delete", 2)]
     forged = own[0].replace("key=", "key=0")
     transcript.anchorClicked.emit(QUrl(forged))
-    assert len(asked) == 6
+    assert len(asked) == 8
