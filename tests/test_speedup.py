@@ -150,3 +150,52 @@ def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_t
         adaptive=True, temperature=0.0, top_p=1.0, top_k=0, seed=1, device="cpu", exactness="bit-identical",
         message_id=4, conversation_id=3, speedup=expected, speedup_basis="calibrated" if expected else None,
         baseline_tokens_per_s=10.0, finish_reason="eos")
+
+
+def own_steps_stats(plain_steps: int):
+    """A reply of 1 + plain_steps + 20 tokens: `plain_steps` plain steps (10 ms passes) and 5 steps of K=3 drafts
+    all accepted (20 ms passes); 2 ms of drafting and 1 ms of the policy in all, and 1 ms a step of other work."""
+    from specchat.engine.decoding.events import GenerationStats
+
+    steps, verify_s = plain_steps + 5, 0.01 * plain_steps + 0.1
+    return GenerationStats(
+        prompt_tokens=400, new_tokens=1 + plain_steps + 5 * 4, target_passes=1 + steps, prefill_s=0.5,
+        wall_s=0.5 + verify_s + 0.002 + 0.001 + 0.001 * steps, draft_s=0.002, policy_s=0.001, verify_s=verify_s,
+        draft_proposed=15, draft_accepted=15, steps_by_k=[plain_steps, 0, 0, 5],
+        verify_s_by_k=[0.01 * plain_steps, 0.0, 0.0, 0.1], accept_s=0.0005 * steps, detokenize_s=0.0003 * steps)
+
+
+def test_a_reply_prices_plain_decoding_on_its_own_plain_steps():
+    """Its plain steps' mean pass plus what every step pays outside the models: the speed of plain decoding at the
+    reply's depth, on decode_tokens_per_s's terms (the first token comes with the prompt)."""
+    stats = own_steps_stats(10)
+    assert stats.plain_step_s == pytest.approx(0.011)
+    assert stats.plain_decode_tokens_per_s == pytest.approx(31 / (30 * 0.011))
+    assert own_steps_stats(7).plain_step_s is None  # too few to average
+
+
+@pytest.mark.parametrize("plain_steps, device, expected, basis", [
+    (10, "cpu", 31 / 0.218 / (31 / (30 * 0.011)), "own plain steps"),
+    (7, "cpu", 28 / 0.185 / 50.0, "calibrated"),  # too few plain steps: the calibration at load
+    (10, "cuda:0", 31 / 0.218 / 50.0, "calibrated")])  # passes only queued in the verify phase: their time is elsewhere
+def test_a_chat_reply_gets_it_against_its_own_plain_steps_where_it_has_enough(plain_steps, device, expected, basis):
+    """The calibration (50 tok/s here) was measured on a short chat; a reply deep in a chat decodes slower plainly
+    and read 0.74-0.85x against it where it ran 0.93-1.17x plain decoding (docs/performance.md)."""
+    from specchat.chats.run_book import RunBook, footer_text
+    from specchat.chats.run_context import RunContext
+    from specchat.engine.decoding.events import GenerationResult
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    class Target(Model):
+        pass
+
+    Target.device = device
+    pair = Pair()
+    pair.target = Target()
+    book = RunBook(FakeStore(), app_session_id=7)
+    book.plain_tokens_per_s = 50.0
+    stats = own_steps_stats(plain_steps)
+    result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
+    record = book.complete(3, 4, result, RunContext.of_pair(pair, "pld", GenerationConfig(k=4, adaptive_k=True)))
+    assert (record.speedup, record.speedup_basis) == (pytest.approx(expected), basis)
+    assert f"{expected:.2f}× vs plain ({basis})" in footer_text(record)

@@ -9,6 +9,7 @@ from ..core.vocabulary import (BIT_IDENTICAL, CONTEXT, DISTRIBUTION, ERROR, EXAC
                                STREAMING)
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
+from ..storage.run_values import CALIBRATED, OWN_PLAIN_STEPS
 from .run_context import RunContext
 
 ENDINGS = {CONTEXT: "reached the model's context window: start a new chat to go on",
@@ -52,23 +53,33 @@ class RunBook:
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
-        # Decode speed against decode speed: the baseline leaves the prompt's processing out, so the reply must too
-        # (with it in, a short reply after a long prompt looked slower than plain decoding whatever its drafts).
-        # None for a remote engine: its speed says nothing against this machine's plain decoding.
-        speedup = speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter)
+        speedup, basis = self._speedup(stats, context)
         if not drafted_enough(stats.new_tokens, stats.draft_accepted):
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         if sampled:
             speedup = None  # the baseline is greedy plain decoding: sampling's own cost would count as the drafter's
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
-            speedup=speedup, speedup_basis="calibrated" if speedup else None,
+            speedup=speedup, speedup_basis=basis if speedup else None,
             baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason, sources=sources)
         if run_id is None:
             self.store.record_run(values)
         else:
             self.store.update_run(run_id, values)
         return values
+
+    def _speedup(self, stats: GenerationStats, context: RunContext) -> tuple[float | None, str]:
+        """A reply's decode speed over plain decoding's, and its basis (storage's SPEEDUP_BASES): against its own
+        plain steps ("own plain steps": GenerationStats.plain_decode_tokens_per_s, at the reply's depth and in its
+        moment) where it has enough of them, else against the calibration at load ("calibrated"), a short chat's,
+        which a reply deep in a chat or after a document decodes slower than (a second turn read 0.74-0.85x
+        calibrated where it ran 0.93-1.17x plain decoding: docs/performance.md). Decode speed against decode
+        speed: the prompt's reading is left out of both. None for a remote engine: its speed says nothing against
+        this machine's plain decoding."""
+        own = None if context.models.device.startswith("cuda") else stats.plain_decode_tokens_per_s
+        if own is not None:
+            return speedup_over_plain(stats.decode_tokens_per_s, own, context.drafter), OWN_PLAIN_STEPS
+        return speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter), CALIBRATED
 
     def record(self, stats: dict, context: RunContext, seed: int | None = None, **extra) -> RunRecord:
         """A chat reply's (or a race lane's) generation run for the Store (RunContext.record): the engine's figures

@@ -184,7 +184,7 @@ class RunRecord(RunProvenance):
     accepted_by_position: tuple[int, ...] | list = ()
     # against plain decoding
     speedup: float | None = None
-    speedup_basis: str | None = None  # "calibrated" (against the load-time calibration) or "measured"
+    speedup_basis: str | None = None  # run_values.SPEEDUP_BASES
     baseline_tokens_per_s: float | None = None
     predicted_speedup: float | None = None
     # what the reply was given of the chat's documents: [document id, name, page, passage] each (passage None: the

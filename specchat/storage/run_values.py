@@ -13,7 +13,10 @@ from ..core.errors import StorageError
 from .records import RUN_SOURCES, RunRecord
 from .tables import GenerationRun
 
-SPEEDUP_BASES = ("calibrated", "measured")
+# What a run's speedup is against: plain decoding of the same prompt in the same race or benchmark ("measured"),
+# the chat reply's own plain steps (GenerationStats.plain_decode_tokens_per_s), or the calibration at load.
+CALIBRATED, MEASURED, OWN_PLAIN_STEPS = "calibrated", "measured", "own plain steps"
+SPEEDUP_BASES = (CALIBRATED, MEASURED, OWN_PLAIN_STEPS)
 _RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunRecord))
 _RUN_REQUIRED = frozenset(field.name for field in dataclasses.fields(RunRecord)
                           if field.default is dataclasses.MISSING)

@@ -167,7 +167,7 @@ class GenerationRun(Base):
     speedup: Mapped[float | None] = mapped_column(Float)
     # 0002
     finish_reason: Mapped[str | None] = mapped_column(String)
-    speedup_basis: Mapped[str | None] = mapped_column(String)  # "calibrated" or "measured"
+    speedup_basis: Mapped[str | None] = mapped_column(String)  # run_values.SPEEDUP_BASES
     baseline_tokens_per_s: Mapped[float | None] = mapped_column(Float)
     predicted_speedup: Mapped[float | None] = mapped_column(Float)
     # 0005: "bit-identical" or "distribution" (EXACTNESS in records.py)

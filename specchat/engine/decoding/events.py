@@ -92,6 +92,36 @@ class GenerationStats:
         decode_s = self.wall_s - self.prefill_s
         return self.new_tokens / decode_s if decode_s > 0 else 0.0
 
+    MIN_PLAIN_STEPS = 8  # plain_step_s: fewer plain steps than this are too few to average
+
+    @property
+    def plain_step_s(self) -> float | None:
+        """Seconds a token of plain decoding takes as this generation's own plain steps (K = 0) show it: their mean
+        target pass, plus the mean of what its steps spent outside the target's passes, drafting and the K policy
+        (the verification rule, cropping the cache, detokenising, events), which plain decoding pays per step too
+        (put together so, a plain run's own figures give its steps' seconds within 0.2%). None with fewer than
+        MIN_PLAIN_STEPS plain steps.
+
+        A baseline measured in the same run, at the reply's own depth and in its own moment: a pass over a deep
+        context costs more (the embedded model decodes plainly at 105 tok/s after 38 prompt tokens, 80-86 after
+        419 and 22 after 4,021: docs/performance.md, "The chat's speedup against its own plain steps"), and the
+        machine's speed moves between a calibration and a reply. Not for a device whose passes are only queued
+        in the verify phase (CUDA: their time lands in the verification rule's)."""
+        plain_steps = self.steps_by_k[0] if self.steps_by_k else 0
+        if plain_steps < self.MIN_PLAIN_STEPS:
+            return None
+        outside = max(0.0, self.other_s - self.policy_s) / sum(self.steps_by_k)
+        return self.verify_s_by_k[0] / plain_steps + outside
+
+    @property
+    def plain_decode_tokens_per_s(self) -> float | None:
+        """What decode_tokens_per_s would read for plain decoding of this generation's tokens at plain_step_s a
+        token (the first token comes with the prompt's reading, as in every mode), or None (plain_step_s)."""
+        step_s = self.plain_step_s
+        if step_s is None or self.new_tokens < 2 or step_s <= 0:
+            return None
+        return self.new_tokens / ((self.new_tokens - 1) * step_s)
+
     @property
     def acceptance_by_position(self) -> list[float]:
         """P(draft token i accepted | it was proposed), i = 0 .. K-1."""

@@ -196,7 +196,8 @@ class DashboardWindow(BenchmarkHost):
         specs = (("runs", "Runs", "Generation runs in the selection"),
                  ("tokens", "Tokens", "New tokens generated, and the generation time they took"),
                  ("speedup", "Mean speedup", ("Mean of the runs' speedups over plain decoding (measured in races "
-                                              "and benchmarks, against the calibrated plain speed in chat)")),
+                                              "and benchmarks; in chat against the reply's own plain steps, or "
+                                              "the calibrated plain speed where it had too few)")),
                  ("tokens_per_s", "Tokens / s", "All tokens divided by all generation time"),
                  ("alpha", "Acceptance α", "Accepted draft tokens / proposed draft tokens"),
                  ("tau", "Tokens per pass τ", "New tokens per target model forward pass"))
