@@ -198,4 +198,6 @@ def test_a_chat_reply_gets_it_against_its_own_plain_steps_where_it_has_enough(pl
     result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
     record = book.complete(3, 4, result, RunContext.of_pair(pair, "pld", GenerationConfig(k=4, adaptive_k=True)))
     assert (record.speedup, record.speedup_basis) == (pytest.approx(expected), basis)
+    own = stats.plain_decode_tokens_per_s
+    assert record.baseline_tokens_per_s == pytest.approx(own if basis == "own plain steps" else 50.0)
     assert f"{expected:.2f}× vs plain ({basis})" in footer_text(record)

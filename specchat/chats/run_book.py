@@ -53,7 +53,7 @@ class RunBook:
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
-        speedup, basis = self._speedup(stats, context)
+        speedup, basis, baseline = self._speedup(stats, context)
         if not drafted_enough(stats.new_tokens, stats.draft_accepted):
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         if sampled:
@@ -61,25 +61,27 @@ class RunBook:
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
             speedup=speedup, speedup_basis=basis if speedup else None,
-            baseline_tokens_per_s=self.plain_tokens_per_s, finish_reason=result.finish_reason, sources=sources)
+            baseline_tokens_per_s=baseline, finish_reason=result.finish_reason, sources=sources)
         if run_id is None:
             self.store.record_run(values)
         else:
             self.store.update_run(run_id, values)
         return values
 
-    def _speedup(self, stats: GenerationStats, context: RunContext) -> tuple[float | None, str]:
-        """A reply's decode speed over plain decoding's, and its basis (storage's SPEEDUP_BASES): against its own
+    def _speedup(self, stats: GenerationStats, context: RunContext) -> tuple[float | None, str, float | None]:
+        """A reply's decode speed over plain decoding's, its basis (storage's SPEEDUP_BASES) and the plain tok/s it
+        was measured against: against its own
         plain steps ("own plain steps": GenerationStats.plain_decode_tokens_per_s, at the reply's depth and in its
         moment) where it has enough of them, else against the calibration at load ("calibrated"), a short chat's,
-        which a reply deep in a chat or after a document decodes slower than (a second turn read 0.74-0.85x
-        calibrated where it ran 0.93-1.17x plain decoding: docs/performance.md). Decode speed against decode
+        which a reply deep in a chat or after a document decodes slower than (docs/performance.md, "The chat's
+        speedup against its own plain steps"). Decode speed against decode
         speed: the prompt's reading is left out of both. None for a remote engine: its speed says nothing against
         this machine's plain decoding."""
         own = None if context.models.device.startswith("cuda") else stats.plain_decode_tokens_per_s
         if own is not None:
-            return speedup_over_plain(stats.decode_tokens_per_s, own, context.drafter), OWN_PLAIN_STEPS
-        return speedup_over_plain(stats.decode_tokens_per_s, self.plain_tokens_per_s, context.drafter), CALIBRATED
+            return speedup_over_plain(stats.decode_tokens_per_s, own, context.drafter), OWN_PLAIN_STEPS, own
+        base = self.plain_tokens_per_s
+        return speedup_over_plain(stats.decode_tokens_per_s, base, context.drafter), CALIBRATED, base
 
     def record(self, stats: dict, context: RunContext, seed: int | None = None, **extra) -> RunRecord:
         """A chat reply's (or a race lane's) generation run for the Store (RunContext.record): the engine's figures
