@@ -13,6 +13,7 @@ import pytest
 from specchat.bench import peer_server
 from specchat.bench.peer_server import LlamaServerPeer, server_flags
 from specchat.core.errors import SpecchatError
+from specchat.engine.backends.llamacpp.extra_buffers import extra_buffers_usable_here
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
 
@@ -55,6 +56,7 @@ def test_the_flags_of_each_mode(tmp_path):
     ngram = server_flags("llama-server-ngram", gguf, 2, 4096, 4)
     assert ngram[len(plain):] == ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
                                   "--spec-ngram-simple-size-m", "4"]
+    assert server_flags("llama-server", gguf, 2, 4096, 5, repack=False) == plain + ["--no-repack"]
     with pytest.raises(SpecchatError, match="--peer-draft"):
         server_flags("llama-server-draft", gguf, 2, 4096, 5)
     with pytest.raises(SpecchatError, match="unknown llama-server mode"):
@@ -84,7 +86,8 @@ def test_token_ids_go_out_and_come_back_and_the_server_stops_at_close(fake):
         assert (reply.draft_proposed, reply.draft_accepted) == (10, 7) and reply.wall_s > 0
         started = entries()[0]
         assert started["argv"][:4] == ["--host", "127.0.0.1", "--port", str(peer.port)]
-        assert started["argv"][4:] == server_flags("llama-server-ngram", gguf, 2, peer_server.CONTEXT, 4)
+        assert started["argv"][4:] == server_flags("llama-server-ngram", gguf, 2, peer_server.CONTEXT, 4, None,
+                                                   extra_buffers_usable_here())  # the layout our runner loads
         body = entries()[1]["body"]
         assert body["prompt"] == [5, 6, 7, 8] and body["n_predict"] == 6 and body["return_tokens"] is True
         assert body["temperature"] == 0.0 and body["top_k"] == 1 and body["cache_prompt"] is True

@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from ..core.errors import SpecchatError
+from ..engine.backends.llamacpp.extra_buffers import extra_buffers_usable_here
 from ..engine.backends.llamacpp.llama_runner import default_threads
 from .peer_engine import PeerReply
 
@@ -60,12 +61,15 @@ def server_binary() -> Path:
                         f"({BUILT_BINARY} is missing); {BUILD_HINT}")
 
 
-def server_flags(mode: str, gguf: Path, threads: int, n_ctx: int, k: int, draft: Path | None = None) -> list[str]:
-    """llama-server's command-line flags (without the binary, host and port) for one of SERVER_MODES."""
+def server_flags(mode: str, gguf: Path, threads: int, n_ctx: int, k: int, draft: Path | None = None,
+                 repack: bool = True) -> list[str]:
+    """llama-server's command-line flags (without the binary, host and port) for one of SERVER_MODES; `repack`
+    False: its weights without the extra buffer types, as our runner loads them where those crash
+    (engine/backends/llamacpp/extra_buffers.py)."""
     if mode not in SERVER_MODES:
         raise SpecchatError(f"unknown llama-server mode {mode!r}; choose from {', '.join(SERVER_MODES)}")
     flags = ["-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-np", "1",
-             "-fa", "on", "-ctk", "bf16", "-ctv", "bf16", "--no-webui"]
+             "-fa", "on", "-ctk", "bf16", "-ctv", "bf16", "--no-webui"] + ([] if repack else ["--no-repack"])
     if mode == "llama-server-draft":
         if draft is None:
             raise SpecchatError("the llama-server-draft mode needs a GGUF draft model: load a pair whose draft is a "
@@ -127,7 +131,8 @@ class LlamaServerPeer:
         if draft is not None and not Path(draft).is_file():
             raise SpecchatError(f"the draft GGUF file {draft} does not exist")
         self.mode, self.gguf, self.threads, self.k, self.draft = mode, Path(gguf), threads, k, draft
-        server_flags(mode, self.gguf, threads, CONTEXT, k, draft)  # bad arguments fail before anything starts
+        self.repack = extra_buffers_usable_here()  # the weights' layout our runner loads
+        server_flags(mode, self.gguf, threads, CONTEXT, k, draft, self.repack)  # bad arguments fail before starting
         self.end_tokens = set(end_tokens)
         self.startup_s, self.request_s = startup_s, request_s
         self.n_ctx = CONTEXT
@@ -148,7 +153,7 @@ class LlamaServerPeer:
         self.port = _free_port()
         self._log = open(self._folder / "server.log", "w+b")
         command = [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port),
-                   *server_flags(self.mode, self.gguf, self.threads, self.n_ctx, self.k, self.draft)]
+                   *server_flags(self.mode, self.gguf, self.threads, self.n_ctx, self.k, self.draft, self.repack)]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         deadline = time.monotonic() + self.startup_s

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..core.errors import SpecchatError
 from ..engine.backends.llamacpp import llama_runner as llamacpp
+from ..engine.backends.llamacpp.extra_buffers import peer_llama
 from ..engine.backends.llamacpp.llama_runner import INSTALL_HINT, KV_CACHE_TYPE, default_threads, gpu_layers_for
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
@@ -33,12 +34,11 @@ class LlamaCppPeer:
     def __init__(self, gguf_path: Path, end_tokens: set[int], prompt_lookup: bool, threads: int | None = None,
                  lookup_tokens: int = 10):
         require_llama_cpp()
-        from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         threads = threads or default_threads()
         gpu_layers, _ = gpu_layers_for(Path(gguf_path))  # offloaded as our target is: the same device, same layers
-        self._make = lambda n_ctx: Llama(
+        self._make = lambda n_ctx: peer_llama(
             model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
             n_gpu_layers=gpu_layers,
             flash_attn=True, type_k=KV_CACHE_TYPE, type_v=KV_CACHE_TYPE,  # as in our runner: the same numbers

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engine.backends.llamacpp.extra_buffers import peer_llama
+
 
 @dataclass(frozen=True)
 class PrefillRound:
@@ -62,10 +64,8 @@ def time_peer(peer, ids: list[int]) -> float:
 def compare(native, ids: list[int], rounds: int, reader: bool = True, batch: int = 512) -> list[PrefillRound]:
     """`rounds` alternated readings of `ids`: ours (time_ours) then llama-cpp-python's (default settings, our thread
     count)."""
-    from llama_cpp import Llama
-
-    peer = Llama(str(native.path), n_ctx=len(ids) + 64, n_batch=batch, n_threads=native.threads,
-                 n_threads_batch=native.threads, verbose=False)
+    peer = peer_llama(model_path=str(native.path), n_ctx=len(ids) + 64, n_batch=batch, n_threads=native.threads,
+                      n_threads_batch=native.threads, verbose=False)
     results = []
     for _ in range(rounds):
         results.append(PrefillRound(ours_s=time_ours(native, ids, reader), peer_s=time_peer(peer, ids)))

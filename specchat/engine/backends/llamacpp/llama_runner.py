@@ -46,6 +46,7 @@ from ...loading.gguf_header import layer_shape
 from .governor import ThreadGovernor
 from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
                       verdicts_for)
+from .extra_buffers import extra_buffers_usable
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 from .prompt_reader import CHUNK as READER_CHUNK
@@ -192,7 +193,7 @@ class LlamaCppModel:
         torch.set_num_threads(self.threads)
         params = self.llama.llama_model_default_params()
         params.n_gpu_layers = gpu_layers
-        params.use_extra_bufts = self.kernels.repack
+        params.use_extra_bufts = self.kernels.repack and extra_buffers_usable(self.llama)
         handle, load_log = _load_recording(self.llama, self.path, params)
         if not handle:
             where = " with its layers on the GPU (try --device cpu or SPECCHAT_GPU_LAYERS=0)" if gpu_layers else ""
