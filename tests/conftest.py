@@ -154,7 +154,7 @@ def fixed_step_costs(request, monkeypatch):
     opts out with @pytest.mark.clock."""
     if request.node.get_closest_marker("clock"):
         return
-    from specchat.engine.decoding.adaptive import StepCosts
+    from specchat.engine.decoding.adaptive import DRAFT_PRIOR, StepCosts
     from specchat.engine.decoding.cost_curve import FIXED_CURVE
     from specchat.engine.decoding.speculative import SpeculativeEngine
     from specchat.engine.loading.pair import ModelPair
@@ -170,6 +170,6 @@ def fixed_step_costs(request, monkeypatch):
 
     def with_fixed_costs(self, *args, **kwargs):
         made(self, *args, **kwargs)
-        self.step_costs = StepCosts.fixed(FIXED_CURVE, 0.1 if self.drafter.capabilities.uses_model else 0.0)
+        self.step_costs = StepCosts.fixed(FIXED_CURVE, DRAFT_PRIOR if self.drafter.capabilities.uses_model else 0.0)
 
     monkeypatch.setattr(SpeculativeEngine, "__init__", with_fixed_costs)

@@ -3,6 +3,7 @@ machine, that a software Vulkan device is no GPU, that it runs on the standard l
 and how the recorded settings make `make setup` run again (and reinstall) only when they change."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,13 +40,31 @@ DISCRETE = LAVAPIPE.replace("GPU0:", "GPU1:").replace("PHYSICAL_DEVICE_TYPE_CPU"
     (Found(nvcc="/usr/local/bin/nvcc"), acc.CPU_ARGS),  # a CUDA compiler without a GPU (this machine)
     (Found(apple_silicon=True, vulkan_tools=("glslc",)), acc.METAL_ARGS),
     (Found(vulkan_tools=("glslc",)), acc.CPU_ARGS),
+    (Found(vulkan_tools=("glslc",), cpu_amx=True), acc.CPU_NO_AMX_ARGS),  # AMX's kernels crash: built without
+    (Found(vulkan_gpus=("AMD Radeon RX 7900 XTX",), vulkan_tools=("glslc",), cpu_amx=True), acc.CPU_NO_AMX_ARGS),
+    (Found(nvidia_gpus=("NVIDIA H200",), nvcc="/usr/bin/nvcc", cpu_amx=True), acc.CUDA_ARGS),
 ])
 def test_llama_cpp_is_built_for_the_accelerator_found(found, args):
     assert acc.cmake_args(found) == args
     reason = acc.why_cpu_build(found)
-    assert (reason is not None) == (found.has_gpu and args == acc.CPU_ARGS)
+    assert (reason is not None) == (found.has_gpu and acc.is_cpu_build(args))
     if reason:
         assert "make clean && make setup" in reason and "glslc" in reason
+
+
+def test_a_cpu_with_amx_builds_without_its_kernels(tmp_path):
+    """The flags come from /proc/cpuinfo; the compiler then leaves AMX out (GCC keeps an explicit -mno-amx-int8
+    beside -march=native), and setup's report says why."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n\n")
+    assert {"avx2", "amx_int8"} <= acc.cpu_flags(cpuinfo) and acc.cpu_flags(tmp_path / "absent") == frozenset()
+    assert acc.CPU_NO_AMX_ARGS.split()[0] == acc.CPU_ARGS and acc.is_cpu_build(acc.CPU_NO_AMX_ARGS)
+    assert not acc.is_cpu_build(acc.CUDA_ARGS)
+    assert "without its AMX kernels" in "\n".join(acc.describe(Found(cpu_amx=True)))
+    if shutil.which("gcc"):
+        defines = subprocess.run(["gcc", "-mno-amx-int8", "-march=native", "-dM", "-E", "-"], input="",
+                                 capture_output=True, text=True, timeout=60).stdout
+        assert "__AMX_INT8__" not in defines
 
 
 def test_torch_is_a_cuda_build_only_where_an_nvidia_gpu_is():

@@ -152,6 +152,25 @@ def test_a_chat_reply_gets_it_against_the_calibrated_decode_speed(drafter, new_t
         baseline_tokens_per_s=10.0, finish_reason="eos")
 
 
+@pytest.mark.parametrize("prompt_tokens, refreshed", [(40, 0.7 * 10.0 + 0.3 * 20.0), (128, 13.0), (129, 10.0), (2000, 10.0)])
+def test_only_a_plain_reply_of_a_short_chat_refreshes_the_calibration(prompt_tokens, refreshed):
+    """The calibration is a short chat's plain speed; a plain reply after a long document decodes slower and
+    would pull it down (run_book.SHALLOW_PROMPT_TOKENS)."""
+    from specchat.chats.run_book import RunBook
+    from specchat.chats.run_context import RunContext
+    from specchat.engine.decoding.events import GenerationResult, GenerationStats
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    book = RunBook(FakeStore(), app_session_id=7)
+    book.plain_tokens_per_s = 10.0
+    stats = GenerationStats(prompt_tokens=prompt_tokens, new_tokens=40, target_passes=40, prefill_s=0.5,
+                            wall_s=2.5)  # 40 tokens in the 2 s after the prompt: 20 tok/s
+    assert stats.decode_tokens_per_s == pytest.approx(20.0)
+    result = GenerationResult("x", (), (), (), "eos", stats, seed=1)
+    book.complete(3, 4, result, RunContext.of_pair(Pair(), "none", GenerationConfig(k=4, adaptive_k=True)))
+    assert book.plain_tokens_per_s == pytest.approx(refreshed)
+
+
 def own_steps_stats(plain_steps: int):
     """A reply of 1 + plain_steps + 20 tokens: `plain_steps` plain steps (10 ms passes) and 5 steps of K=3 drafts
     all accepted (20 ms passes); 2 ms of drafting and 1 ms of the policy in all, and 1 ms a step of other work."""

@@ -116,12 +116,13 @@ def peer() -> dict[str, float]:
     import llama_cpp
     import numpy as np
 
+    from specchat.engine.backends.llamacpp.extra_buffers import peer_llama
     from specchat.engine.chat_prompt import build_prompt_ids
     from specchat.models.sources import embedded_model_file
 
     tokenizer = load().target.tokenizer
-    llm = llama_cpp.Llama(model_path=str(embedded_model_file()), n_ctx=8192, n_threads=2, n_threads_batch=2,
-                          verbose=False)
+    llm = peer_llama(model_path=str(embedded_model_file()), n_ctx=8192, n_threads=2, n_threads_batch=2,
+                     verbose=False)
 
     def first_token(ids: list[int]) -> float:
         start = time.perf_counter()

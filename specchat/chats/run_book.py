@@ -21,6 +21,13 @@ CONTINUED = {BIT_IDENTICAL: "bit-identical to one uninterrupted reply",
              DISTRIBUTION: "same distribution as one uninterrupted reply", None: "same text, re-read"}
 
 
+# A plain reply refreshes the calibration only from a chat about as short as the calibration's own (ui/session.py's
+# CALIBRATION_PROMPT: 96 tokens with the system prompt): deeper, plain decoding is slower (each token attends to
+# more: 105-109 tok/s after 38 tokens, 80-86 after 419 on the embedded model, docs/performance.md), and the
+# baseline would drift from a short chat's speed towards the depth of the user's last plain reply.
+SHALLOW_PROMPT_TOKENS = 128
+
+
 class RunBook:
     """The chat replies' runs of one app session in the Store (app_session_id), and the plain-decoding baseline
     their speedups are measured against."""
@@ -48,8 +55,9 @@ class RunBook:
         the record written (what the reply's footer says: footer_text), so nobody reads it back."""
         stats = result.stats
         sampled = context.config.sampling.temperature > 0
-        if RunKind.parse(context.drafter).is_plain and stats.wall_s > 0 and not sampled:
-            # a plain greedy reply is itself a fresh measurement of the baseline
+        if (RunKind.parse(context.drafter).is_plain and stats.wall_s > 0 and not sampled
+                and stats.prompt_tokens <= SHALLOW_PROMPT_TOKENS):
+            # a plain greedy reply of a short chat is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured

@@ -9,7 +9,8 @@ here but unused (engine/backends/llamacpp/built.py).
 
 llama.cpp's backend, in order: an NVIDIA GPU (nvidia-smi answers) with the CUDA compiler (nvcc) → CUDA; a GPU that
 Vulkan sees (an NVIDIA GPU without nvcc included) with Vulkan's build tools (its headers, SPIR-V headers and glslc)
-→ Vulkan; macOS on Apple silicon → Metal; otherwise the CPU build for this CPU (GGML_NATIVE). A Vulkan device of
+→ Vulkan; macOS on Apple silicon → Metal; otherwise the CPU build for this CPU (GGML_NATIVE), without llama.cpp's
+AMX kernels on a CPU that has AMX (CPU_NO_AMX_ARGS: they crash, docs/exactness.md "A CPU with AMX"). A Vulkan device of
 type CPU (Mesa's lavapipe, a software renderer) is no GPU: it would make every pass slower than the CPU backend.
 torch: its CUDA build where an NVIDIA GPU is (from PyTorch's index for the CUDA version the driver supports), the
 given spec otherwise, so a machine without an NVIDIA GPU never downloads CUDA.
@@ -28,10 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CPU_ARGS = "-DGGML_NATIVE=ON"
+# -march=native compiles llama.cpp's AMX kernels in on a CPU with AMX (Sapphire Rapids and later), and their matrix
+# product crashes (SIGSEGV in ggml_backend_amx_mul_mat, ggml-org/llama.cpp#20824). Built without them, such a CPU
+# keeps llama.cpp's other repacked kernels (AVX-512, AVX2). GCC and Clang honour an explicit -mno-amx-int8 wherever
+# it stands beside -march=native.
+CPU_NO_AMX_ARGS = f"{CPU_ARGS} -DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8"
 CUDA_ARGS = "-DGGML_CUDA=ON"
 VULKAN_ARGS = "-DGGML_VULKAN=ON"
 METAL_ARGS = "-DGGML_METAL=ON"
-BACKEND_OF_ARGS = {CUDA_ARGS: "CUDA", VULKAN_ARGS: "Vulkan", METAL_ARGS: "Metal", CPU_ARGS: "CPU"}
+BACKEND_OF_ARGS = {CUDA_ARGS: "CUDA", VULKAN_ARGS: "Vulkan", METAL_ARGS: "Metal", CPU_ARGS: "CPU",
+                   CPU_NO_AMX_ARGS: "CPU"}
 # PyTorch's CUDA wheel tags, newest first, with the lowest driver CUDA version each needs.
 CUDA_TAGS = (((13, 0), "cu130"), ((12, 8), "cu128"), ((12, 6), "cu126"))
 INCLUDE_DIRS = ("/usr/include", "/usr/local/include", "/opt/homebrew/include")
@@ -50,6 +57,7 @@ class Found:
     vulkan_cpu_devices: tuple[str, ...] = ()  # software Vulkan devices (lavapipe), named but not counted as GPUs
     vulkan_tools: tuple[str, ...] = ()  # what of Vulkan's build tools is missing; () when all are here
     apple_silicon: bool = False
+    cpu_amx: bool = False  # the CPU has AMX (x86 Linux: /proc/cpuinfo's amx_int8)
 
     @property
     def has_gpu(self) -> bool:
@@ -140,7 +148,8 @@ def probe(full: bool = True) -> Found:
     gpus, software = vulkan if vulkan is not None else (drm, ())
     return Found(nvidia_gpus=names, cuda_driver=driver, nvcc=shutil.which("nvcc"), vulkan_gpus=gpus,
                  vulkan_cpu_devices=software, vulkan_tools=missing,
-                 apple_silicon=platform.system() == "Darwin" and platform.machine() == "arm64")
+                 apple_silicon=platform.system() == "Darwin" and platform.machine() == "arm64",
+                 cpu_amx="amx_int8" in cpu_flags())
 
 
 def cmake_args(found: Found) -> str:
@@ -151,13 +160,18 @@ def cmake_args(found: Found) -> str:
         return VULKAN_ARGS
     if found.apple_silicon:
         return METAL_ARGS
-    return CPU_ARGS
+    return CPU_NO_AMX_ARGS if found.cpu_amx else CPU_ARGS
+
+
+def is_cpu_build(args: str) -> bool:
+    """Whether llama.cpp's CMAKE_ARGS `args` (one of cmake_args' answers) build for the CPU alone."""
+    return BACKEND_OF_ARGS.get(args) == "CPU"
 
 
 def why_cpu_build(found: Found) -> str | None:
     """Why a machine with a GPU still gets the CPU build, with what to install; None when it gets a GPU build or
     has no GPU."""
-    if not found.has_gpu or cmake_args(found) != CPU_ARGS:
+    if not found.has_gpu or not is_cpu_build(cmake_args(found)):
         return None
     wants = "the CUDA toolkit (nvcc), or " if found.nvidia_gpus else ""
     return (f"{found.gpu_names()} is here, but llama.cpp cannot be built for it: install {wants}Vulkan's build "
@@ -187,9 +201,29 @@ def describe(found: Found) -> list[str]:
              "Vulkan build tools: " + (f"missing {', '.join(found.vulkan_tools)}" if found.vulkan_tools
                                        else "all here"),
              f"Apple silicon: {'yes' if found.apple_silicon else 'no'}",
+             "CPU with AMX: " + ("yes (llama.cpp is built without its AMX kernels, which crash)" if found.cpu_amx
+                                 else "no"),
              f"llama.cpp builds with: {cmake_args(found)} ({BACKEND_OF_ARGS[cmake_args(found)]})"]
     reason = why_cpu_build(found)
     return lines + ([f"note: {reason}"] if reason else [])
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's feature flags as Linux names them (avx2, avx512_bf16, amx_int8, ...); empty where they cannot be
+    read (another system)."""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX-BF16 (Linux: /proc/cpuinfo's flags); False where it cannot be told."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 # What a stamp written before setup recorded its settings was built with: the Makefile's defaults of then.
@@ -268,16 +302,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX-BF16 (Linux: /proc/cpuinfo's flags); False where it cannot be told."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False

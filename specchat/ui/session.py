@@ -230,8 +230,8 @@ class ChatSession(QObject):
     def _settle(self, generation: int) -> None:
         """After ready, one job on the model thread (a reply asked for meanwhile runs after it): the plain-decoding
         calibration, only when the store keeps none for this target as it runs (_calibration_key; a kept one is
-        the baseline at once, and plain replies refresh it), and for a torch target the chat's engine run once
-        (_warm_up). A llama.cpp target needs no warm-up: its cost curve is measured in the background while the
+        the baseline at once, and plain replies of short chats refresh it: chats.run_book), and for a torch target
+        the chat's engine run once (_warm_up). A llama.cpp target needs no warm-up: its cost curve is measured in the background while the
         model is idle (core/one_time.py). The job of a load that a newer one replaced does nothing."""
         pair, engines, drafter = self.pair, self.engines, self.settings.drafter
         calibrate, warm = self.plain_tokens_per_s is None, pair.target.native is None

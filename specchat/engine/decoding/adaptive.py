@@ -73,6 +73,11 @@ class AcceptanceBook:
         self.counts[key] = (self.DECAY ** new * hits + new_hits, self.DECAY ** new * trials + weight)
 
 
+# A draft model's token in one-token passes of the target where neither its live timing nor its weights' size
+# (ModelPair.engine) says more: a draft a tenth of its target's size.
+DRAFT_PRIOR = 0.1
+
+
 @dataclass
 class StepCosts:
     """What a step costs, in one-token passes of the target: the curve's ratio for its pass, plus a draft model's

@@ -31,7 +31,7 @@ from ..backends.torch.host_syncs import HostToDevice
 from ..backends.torch.runners import ReadsAhead, TargetRunner, runner_for
 from ..drafting.base import (Draft, Drafter, FreeProposer, GenerationState, NoDrafter, TargetStateReader,
                              check_capabilities)
-from .adaptive import AcceptanceBook, DraftLengthPolicy, StepCosts
+from .adaptive import DRAFT_PRIOR, AcceptanceBook, DraftLengthPolicy, StepCosts
 from .cost_curve import FIXED_CURVE, CostCurve
 from .events import GenerationResult, GenerationStats, StepEvent
 from .on_device import verify_greedy_on_device, verify_stochastic_on_device
@@ -195,7 +195,7 @@ class SpeculativeEngine:
         # Greedy output does not depend on K, so K may follow the clock; a seeded sample must not (StepCosts.fixed),
         # but it prices on the same measured curve: on a made-up one (+10% a row) a sampled reply of the embedded
         # model drafted 16-token checks that cost 6.8 one-token passes here, and ran at 0.86-0.90x plain.
-        draft_prior = (self.step_costs.draft_prior or 0.1) if self.capabilities.uses_model else 0.0
+        draft_prior = (self.step_costs.draft_prior or DRAFT_PRIOR) if self.capabilities.uses_model else 0.0
         costs = self.step_costs if greedy else StepCosts.fixed(self.step_costs.curve, draft_prior)
         # Likewise the acceptance estimates carry over between greedy replies only: a seeded sample must not depend
         # on the replies before it.

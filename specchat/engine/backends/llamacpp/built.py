@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from specchat.core.accelerators import CPU_ARGS, Found, cmake_args, probe, why_cpu_build
+from specchat.core.accelerators import Found, cmake_args, is_cpu_build, probe, why_cpu_build
 
 from .offload import LlamaDevice
 
@@ -62,7 +62,7 @@ class BuildReport:
             return (f"{self.found.gpu_names()} is here, but llama.cpp (built with {', '.join(gpu_backends)}) "
                     "finds no device it can use, so GGUF models run on the CPU: check the GPU's driver")
         wanted = cmake_args(self.found)
-        if wanted == CPU_ARGS:
+        if is_cpu_build(wanted):
             return f"llama.cpp runs GGUF models on the CPU: {why_cpu_build(self.found)}"
         return (f"{self.found.gpu_names()} is here but llama.cpp was built for the CPU only, so GGUF models run on "
                 f"the CPU: {REBUILD} builds it with CMAKE_ARGS={wanted}")

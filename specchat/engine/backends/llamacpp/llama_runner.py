@@ -157,11 +157,11 @@ def why_no_gpu_offload() -> str | None:
         hidden = (" (llama.cpp uses a software Vulkan device such as lavapipe only when GGML_VK_VISIBLE_DEVICES "
                   "names it)" if "Vulkan" in gpu_backends else "")
         return f"llama.cpp was built with {', '.join(gpu_backends)} but finds no GPU here{hidden}"
-    from specchat.core.accelerators import CPU_ARGS, cmake_args, probe
+    from specchat.core.accelerators import cmake_args, is_cpu_build, probe
 
     wanted = cmake_args(probe(full=False))
     fix = (f"rebuild it with `make clean && make setup` (which builds with CMAKE_ARGS={wanted} here)"
-           if wanted != CPU_ARGS else "rebuild it with CMAKE_ARGS=-DGGML_CUDA=ON, -DGGML_VULKAN=ON or "
+           if not is_cpu_build(wanted) else "rebuild it with CMAKE_ARGS=-DGGML_CUDA=ON, -DGGML_VULKAN=ON or "
            "-DGGML_METAL=ON for your GPU (docs/gpu.md)")
     return f"llama.cpp was built for the CPU only; {fix}"
 
