@@ -378,6 +378,9 @@ def test_a_reply_that_starts_stops_a_read_ahead_and_the_newest_one_is_owed(nativ
     from specchat.core import one_time
 
     monkeypatch.setenv(one_time.MEASURE_NOW_ENV, "0")  # owed, not run: the test runs it
+    # and no idle spell runs it first: on a loaded machine the background worker had read it all before the test
+    # called it (so no pass was left to interrupt)
+    monkeypatch.setattr(one_time, "IDLE_S", 1e9)
     native, tokenizer = native_pair.target.native, native_pair.target.tokenizer
     runner = native.runner()
     prompt = ids(native_pair, document(6) + " Which room keeps books on law?")
