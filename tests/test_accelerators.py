@@ -59,6 +59,8 @@ def test_a_cpu_with_amx_builds_without_its_kernels(tmp_path):
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n\n")
     assert {"avx2", "amx_int8"} <= acc.cpu_flags(cpuinfo) and acc.cpu_flags(tmp_path / "absent") == frozenset()
     assert acc.CPU_NO_AMX_ARGS.split()[0] == acc.CPU_ARGS and acc.is_cpu_build(acc.CPU_NO_AMX_ARGS)
+    assert acc.cpu_cmake_args(Found(nvidia_gpus=("NVIDIA H200",), nvcc="/usr/bin/nvcc", cpu_amx=True)) \
+        == acc.CPU_NO_AMX_ARGS  # the peers' llama-server: the CPU's build whatever GPU is here
     assert not acc.is_cpu_build(acc.CUDA_ARGS)
     assert "without its AMX kernels" in "\n".join(acc.describe(Found(cpu_amx=True)))
     if shutil.which("gcc"):
@@ -97,6 +99,9 @@ def test_the_probe_runs_on_the_standard_library_alone():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() in acc.BACKEND_OF_ARGS
+    cpu = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "core/accelerators.py"),
+                          "--cpu-cmake-args"], capture_output=True, text=True, timeout=60)
+    assert cpu.stdout.strip() == acc.cpu_cmake_args(Found(cpu_amx="amx_int8" in acc.cpu_flags()))  # `make peers`
     report = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "specchat" / "core/accelerators.py")],
                             capture_output=True, text=True, timeout=60)
     assert "llama.cpp builds with: " in report.stdout

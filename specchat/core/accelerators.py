@@ -3,6 +3,7 @@ this file with the system's python3 before the venv exists, and the app reads th
 here but unused (engine/backends/llamacpp/built.py).
 
     python3 specchat/core/accelerators.py --cmake-args            # llama.cpp's CMAKE_ARGS for this machine
+    python3 specchat/core/accelerators.py --cpu-cmake-args        # the same for its CPU alone (`make peers`)
     python3 specchat/core/accelerators.py --torch-spec SPEC --cuda-index URL   # SPEC, from URL/cuXYZ where an NVIDIA GPU is
     python3 specchat/core/accelerators.py                         # what it found, in words
     python3 specchat/core/accelerators.py --record FILE --stamp STAMP --torch-spec SPEC ...   # what `make setup` uses
@@ -160,6 +161,11 @@ def cmake_args(found: Found) -> str:
         return VULKAN_ARGS
     if found.apple_silicon:
         return METAL_ARGS
+    return cpu_cmake_args(found)
+
+
+def cpu_cmake_args(found: Found) -> str:
+    """llama.cpp's CMAKE_ARGS for this CPU alone (what setup builds without a GPU, and `make peers` always)."""
     return CPU_NO_AMX_ARGS if found.cpu_amx else CPU_ARGS
 
 
@@ -269,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (module docstring); prints what the Makefile asks, or the report."""
     parser = argparse.ArgumentParser(description="What setup builds for this machine's accelerators.")
     parser.add_argument("--cmake-args", action="store_true", help="print llama.cpp's CMAKE_ARGS for this machine")
+    parser.add_argument("--cpu-cmake-args", action="store_true",
+                        help="print llama.cpp's CMAKE_ARGS for this CPU alone (`make peers`)")
     parser.add_argument("--torch-spec", metavar="SPEC", help="print the torch requirement to install for SPEC")
     parser.add_argument("--cuda-index", metavar="URL", help="where torch's CUDA builds are (URL/cu128, ...)")
     parser.add_argument("--record", type=Path, metavar="FILE",
@@ -283,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--record and --stale need --stamp")
     if args.stale:
         print(" ".join(stale_packages(args.stale, args.stamp)))
+        return 0
+    if args.cpu_cmake_args:
+        print(cpu_cmake_args(Found(cpu_amx="amx_int8" in cpu_flags())))
         return 0
     found = probe(full=not (args.cmake_args or args.torch_spec or args.record))
     if args.record:
