@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .options import positive_int
 
 
@@ -20,17 +22,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    import os
-
     from ..bench.prefill import compare, document_tokens, summary  # torch loads only when the command runs
     from ..core.errors import SpecchatError
     from ..engine.backends.llamacpp.state_shelf import MEMORY_ENV
+    from ..engine.loading.load import LoadOptions, load_model
+    from ..models.sources import ModelSource
 
     # Every round reads the prompt afresh, as llama-cpp-python's does: with the state shelf on, the rounds after
     # the first restored the kept state of the same tokens (1.2 s against 11 s for 2,750 tokens) and timed that.
     os.environ[MEMORY_ENV] = "0"
-    from ..engine.loading.load import LoadOptions, load_model
-    from ..models.sources import ModelSource
 
     loaded = load_model(ModelSource.parse(args.target), LoadOptions(backend="llama.cpp", device="cpu",
                                                                     threads=args.threads, exactness=args.exactness))

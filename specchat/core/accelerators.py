@@ -150,7 +150,7 @@ def probe(full: bool = True) -> Found:
     return Found(nvidia_gpus=names, cuda_driver=driver, nvcc=shutil.which("nvcc"), vulkan_gpus=gpus,
                  vulkan_cpu_devices=software, vulkan_tools=missing,
                  apple_silicon=platform.system() == "Darwin" and platform.machine() == "arm64",
-                 cpu_amx="amx_int8" in cpu_flags())
+                 cpu_amx=cpu_has_amx())
 
 
 def cmake_args(found: Found) -> str:
@@ -227,6 +227,11 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
     return frozenset()
 
 
+def cpu_has_amx() -> bool:
+    """AMX's integer products (Linux: /proc/cpuinfo's amx_int8), which llama.cpp's AMX kernels need."""
+    return "amx_int8" in cpu_flags()
+
+
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX-BF16 (Linux: /proc/cpuinfo's flags); False where it cannot be told."""
     return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
@@ -293,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(stale_packages(args.stale, args.stamp)))
         return 0
     if args.cpu_cmake_args:
-        print(cpu_cmake_args(Found(cpu_amx="amx_int8" in cpu_flags())))
+        print(cpu_cmake_args(Found(cpu_amx=cpu_has_amx())))
         return 0
     found = probe(full=not (args.cmake_args or args.torch_spec or args.record))
     if args.record:
