@@ -1,13 +1,16 @@
 """Drafters on their own: prompt lookup proposals and the draft model's cache bookkeeping."""
 
+import random
+
+import numpy as np
 import pytest
 import torch
 
 from specchat.engine.backends.torch.kv_cache import new_cache, rollback
-from specchat.engine.decoding.adaptive import PROMPT, AcceptanceClass
+from specchat.engine.decoding.adaptive import PROMPT, RESUMED, AcceptanceClass
 from specchat.engine.decoding.sampling import Sampler, SamplingParams
 from specchat.engine.drafting import ModelDrafter, PromptLookupDrafter
-from specchat.engine.drafting.lookup import context_class
+from specchat.engine.drafting.lookup import COPY_MATCH, context_class
 
 
 def cached_tokens(drafter) -> int:
@@ -67,6 +70,54 @@ def _lookup_by_windows(context, k, max_ngram=64, min_ngram=1):
             proposal.append(read(alive[0] + len(proposal)))
         return proposal, context_class(n)
     return None
+
+
+def test_lookup_is_the_longest_match_by_its_definition():
+    """Random short texts over a few tokens (many repeats, no copy in progress to take up): the lookup's proposal
+    and class are what the window-by-window definition gives."""
+    rng = random.Random(7)
+    drafter = PromptLookupDrafter()
+    checked = 0
+    for _ in range(400):
+        context = [rng.randrange(4) for _ in range(rng.randrange(2, 40))]
+        expected = _lookup_by_windows(context, 6)
+        draft = drafter._longest_match(np.asarray(context), 6)
+        assert (draft.tokens, draft.acceptance_class) == expected if expected else draft is None
+        if drafter._resumed_copy(np.asarray(context), 6) is None:  # nothing to take up: propose() is the same
+            got = drafter.propose(context, 6)
+            assert (got.tokens, got.acceptance_class) == expected if expected else got is None
+            checked += 1
+    assert checked > 50
+
+
+SOURCE = list(range(100, 140))  # a text of distinct tokens, the one a reply copies with edits
+
+
+def test_lookup_takes_a_copy_up_after_a_replaced_token():
+    # the reply copies SOURCE, but writes 7 for SOURCE[12] (a correction): 7 occurs nowhere before, so the plain
+    # lookup has nothing; the copy resumes after the token it replaced
+    context = SOURCE + [1] + SOURCE[:12] + [7]
+    draft = PromptLookupDrafter().propose(context, 5)
+    assert draft.tokens == SOURCE[13:18] and draft.acceptance_class == AcceptanceClass(RESUMED, 0)
+
+
+def test_lookup_takes_a_copy_up_where_it_is_found_again():
+    # two source tokens became one (7), then the copy goes on with SOURCE[14]: that token is also in a later,
+    # unrelated passage (2, SOURCE[14], 3, 4), which plain lookup (its latest occurrence) would follow
+    text = SOURCE + [2, SOURCE[14], 3, 4]
+    context = text + [1] + SOURCE[:12] + [7, SOURCE[14]]
+    assert PromptLookupDrafter()._longest_match(np.asarray(context), 4).tokens == [3, 4, 1, 100]
+    draft = PromptLookupDrafter().propose(context, 4)
+    assert draft.tokens == SOURCE[15:19] and draft.acceptance_class == AcceptanceClass(RESUMED, 1)
+
+
+def test_lookup_keeps_a_long_match_and_resumes_only_near_the_copy():
+    # a match of COPY_MATCH tokens or more is a copy in progress: followed as it is
+    context = SOURCE + [1] + SOURCE[:COPY_MATCH + 3]
+    assert PromptLookupDrafter().propose(context, 3).acceptance_class == context_class(COPY_MATCH + 3)
+    # a copy that broke off long ago (more tokens since than RESUME_WITHIN) is not taken up
+    context = SOURCE + [1] + SOURCE[:12] + [7, 8, 9, 6, 5, 4]
+    assert PromptLookupDrafter().propose(context, 3) is None
 
 
 def test_rollback_restores_the_cache_exactly(target, prompt_ids):

@@ -19,12 +19,13 @@ from .cost_curve import FIXED_CURVE, CostCurve
 
 PROMPT = "prompt"  # an AcceptanceClass source: prompt lookup in the context (the prompt and the reply so far)
 PAST_REPLIES = "past_replies"  # an AcceptanceClass source: lookup in the user's past replies (drafting/past_replies)
+RESUMED = "resumed"  # an AcceptanceClass source: prompt lookup taking up a copy an edit interrupted (drafting/lookup)
 
 
 @dataclass(frozen=True)
 class AcceptanceClass:
-    """Proposals of similar acceptance: `source` (PROMPT or PAST_REPLIES) and `length`, the tokens of the context's
-    end the lookup matched. A draft model's or a head's proposals have no class (None in the book)."""
+    """Proposals of similar acceptance: `source` (PROMPT, PAST_REPLIES or RESUMED) and `length`, the tokens of the
+    context's end the lookup matched. A draft model's or a head's proposals have no class (None in the book)."""
 
     source: str
     length: int | None = None
@@ -33,7 +34,8 @@ class AcceptanceClass:
 def prior(key: AcceptanceClass | None) -> float:
     """The acceptance a class starts from: 0.5 for a model's drafts; c / (c + 4) for a context match of c tokens
     (0.2 for one, 0.67 for eight: most short matches do not go on) and c / (c + 2) for one in past replies (0.8 for
-    eight: that long, most often the same request again). Low on purpose: live counts soon outweigh it."""
+    eight: that long, most often the same request again); a resumed copy's as a context match's (0.2 where the copy
+    was found again, 0 where a replaced token is assumed). Low on purpose: live counts soon outweigh it."""
     if key is None or key.length is None:
         return 0.5
     return key.length / (key.length + (2 if key.source == PAST_REPLIES else 4))

@@ -25,10 +25,10 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
-from ..decoding.adaptive import PAST_REPLIES, PROMPT, AcceptanceClass
+from ..decoding.adaptive import PAST_REPLIES, PROMPT, RESUMED, AcceptanceClass
 from ..decoding.sampling import Sampler
 
-__all__ = ["PAST_REPLIES", "PROMPT", "AcceptanceClass", "Capabilities", "Draft", "Drafter", "FreeProposer",
+__all__ = ["PAST_REPLIES", "PROMPT", "RESUMED", "AcceptanceClass", "Capabilities", "Draft", "Drafter", "FreeProposer",
            "GenerationState", "NoDrafter", "TargetStateReader", "check_capabilities", "over_vocabulary"]
 
 

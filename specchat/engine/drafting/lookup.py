@@ -9,8 +9,13 @@ from typing import Sequence
 import numpy as np
 
 from ...core.vocabulary import HISTORY
-from .base import PAST_REPLIES, PROMPT, AcceptanceClass, Draft, Drafter
+from .base import PAST_REPLIES, PROMPT, RESUMED, AcceptanceClass, Draft, Drafter
 from .past_replies import SuffixIndex, backward_agreement
+
+
+COPY_MATCH = 6  # a match this long is a copy in progress
+RESUME_WITHIN = 4  # _resumed_copy: the tokens since the copy broke off (an edit) that it looks back over
+RESUME_SLACK = 4  # _resumed_copy: how far from a one-for-one place the copy may be found again
 
 
 class PromptLookupDrafter(Drafter):
@@ -24,6 +29,10 @@ class PromptLookupDrafter(Drafter):
     length is as long as the evidence, and a copy may run on over what it is copying (a repeated pattern). The
     longer the match, the likelier the copy goes on: the match length is the draft's acceptance class
     (context_class), and the draft-length policy chooses how much of the proposal to check.
+
+    A reply that copies with edits (a proofread text, a fixed function) breaks its copy at every edit, and then the
+    context's end matches only a token or two, anywhere in the text. There the lookup takes the copy up where the
+    edit left it (_resumed_copy): a match that short is ambiguous, and the copy in progress says where to look.
     """
 
     name = "pld"
@@ -50,10 +59,21 @@ class PromptLookupDrafter(Drafter):
 
     def _from_context(self, context: Sequence[int], k: int) -> Draft | None:
         """The continuation of the longest earlier occurrence of the context's end (max_ngram down to min_ngram
-        tokens) that is followed by at least one token, as far as its occurrences agree."""
+        tokens) that is followed by at least one token, as far as its occurrences agree; where that match is
+        shorter than COPY_MATCH tokens, the interrupted copy's continuation instead, when there is one."""
         ids = np.asarray(context, dtype=np.int64)
         if len(ids) < 2 or k < 1:
             return None
+        draft = self._longest_match(ids, k)
+        if draft is not None and draft.match_length >= COPY_MATCH:
+            return draft
+        resumed = self._resumed_copy(ids, k)
+        if resumed is None or (draft is not None and resumed.acceptance_class.length == 0):
+            return draft
+        return resumed
+
+    def _longest_match(self, ids: np.ndarray, k: int) -> Draft | None:
+        """The continuation of the longest earlier occurrence of the context's end (see _from_context)."""
         # Every earlier occurrence of the final n-gram ends at an earlier copy of the last token: measure, at each
         # such copy, how many tokens back it agrees with the context's end (at most max_ngram). One pass over the
         # context and a few over those copies, far less work than comparing every window once per n.
@@ -67,6 +87,43 @@ class PromptLookupDrafter(Drafter):
             return None
         tokens = continuation(ids, ends[agree >= n] + 1, k)
         return Draft(tokens=tokens, acceptance_class=context_class(n), match_length=n)
+
+    def _resumed_copy(self, ids: np.ndarray, k: int) -> Draft | None:
+        """Where a copy of COPY_MATCH or more tokens ran until at most RESUME_WITHIN tokens before the context's
+        end (an edit since), the copied text's continuation from where the edit likely left it: after the
+        occurrence of the context's last token nearest to its place in a copy one for one (within RESUME_SLACK
+        positions; class RESUMED 1), else, the last token being new there, after the copied token it replaced
+        (class RESUMED 0). None where no such copy ran."""
+        size = len(ids)
+        for back in range(1, min(RESUME_WITHIN, size - 2) + 1):
+            length, source_end = self._latest_longest(ids, size - 1 - back)
+            if length >= COPY_MATCH:
+                break
+        else:
+            return None
+        expected = source_end + back  # where the context's last token sits in the copied text, one for one
+        copied_end = size - 1 - back  # the copy's last token before the edit: the text it copied lies before it
+        near = np.arange(max(source_end + 1, expected - RESUME_SLACK), min(expected + RESUME_SLACK + 1, copied_end))
+        found = near[ids[near] == ids[-1]]
+        if len(found):
+            start, length = int(found[np.argmin(np.abs(found - expected))]) + 1, 1
+        else:
+            start, length = expected + 1, 0
+            if start >= copied_end:
+                return None
+        tokens = continuation(ids, np.array([start]), k)
+        return Draft(tokens=tokens, acceptance_class=AcceptanceClass(RESUMED, length), match_length=length)
+
+    def _latest_longest(self, ids: np.ndarray, end: int) -> tuple[int, int]:
+        """(n, e): the longest earlier match of ids[..end]'s last tokens, n of them (at most max_ngram), ending at
+        e (the latest such match); (0, -1) where ids[end] did not occur before."""
+        ends = np.flatnonzero(ids[:end] == ids[end])
+        if len(ends) == 0:
+            return 0, -1
+        tail = ids[end::-1][: self.max_ngram]
+        agree = backward_agreement(ids, ends, tail, known=1, limit=min(self.max_ngram, end))
+        n = int(agree.max())
+        return n, int(ends[np.flatnonzero(agree == n)[-1]])
 
 
 def continuation(ids: np.ndarray, starts: np.ndarray, k: int) -> list[int]:
