@@ -17,14 +17,20 @@ from specchat.engine.decoding.speculative import GenerationConfig
 
 
 def fake_state(values: np.ndarray, cells: int, layers: int, kind: int = READ_TYPE, v_trans: int = 0) -> bytearray:
-    """A sequence state laid out as llama.cpp's KV cache writes one: `values` float16, cells x row per layer."""
+    """A sequence state laid out as llama.cpp's KV cache writes one: `values` float16, cells x row per layer; with
+    v_trans, each V layer as a context without flash attention writes it (the cells of each element in turn)."""
     per_layer = values.reshape(2 * layers, -1)
     row = per_layer.shape[1] * 2 // cells
     head = struct.pack("<IiI", 0x67676D6C, 0, 1) + struct.pack("<I", cells)
     head += b"".join(struct.pack("<iIi", position, 1, 0) for position in range(cells))
     head += struct.pack("<II", v_trans, layers)
-    body = b"".join(struct.pack("<iQ", kind, row) + block.tobytes() for block in per_layer)
-    return bytearray(head + body)
+    blocks = []
+    for number, block in enumerate(per_layer):
+        if v_trans and number >= layers:
+            blocks.append(struct.pack("<iII", kind, 2, row // 2) + block.reshape(cells, -1).T.copy().tobytes())
+        else:
+            blocks.append(struct.pack("<iQ", kind, row) + block.tobytes())
+    return bytearray(head + b"".join(blocks))
 
 
 def reference_bfloat16(values: np.ndarray) -> np.ndarray:
@@ -50,7 +56,18 @@ def test_a_float16_state_becomes_the_bfloat16_state_ggml_would_round_to():
     assert offset == len(state)
 
 
-@pytest.mark.parametrize("change, why", [({"v_trans": 1}, "transposed"), ({"kind": 30}, "type 30")])
+def test_a_transposed_v_becomes_the_rows_a_flash_attention_cache_holds():
+    # a reader without flash attention keeps V transposed: the decoding state is the one a flash-attention reader
+    # of the same values gives, V in rows and v_trans 0
+    values = np.random.default_rng(1).normal(0, 2, 2 * 3 * 7 * 8).astype(np.float16)
+    transposed, rows = fake_state(values, cells=7, layers=3, v_trans=1), fake_state(values, cells=7, layers=3)
+    assert transposed != rows
+    as_decoding_state(transposed)
+    as_decoding_state(rows)
+    assert transposed == rows
+
+
+@pytest.mark.parametrize("change, why", [({"kind": 30}, "type 30")])
 def test_a_state_of_another_layout_is_refused_not_misread(change, why):
     state = fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1, **change)
     with pytest.raises(StateFormatError, match=why):

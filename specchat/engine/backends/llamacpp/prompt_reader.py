@@ -6,10 +6,15 @@ price is a prompt's reading: over a bfloat16 cache llama.cpp has only that row-b
 attention then costs about 2.5 times what llama.cpp's tiled float16 kernel takes (docs/performance.md).
 
 Plain and speculative decoding share their prefill, so the prefill need not use a decoding pass's kernels. A
-PromptReader is a second llama.cpp context with llama.cpp's default float16 cache and fastest kernels. It reads the
-prompt, and its KV entries are converted to bfloat16 and restored into the decoding context
-(llama_state_seq_get_data / set_data): every reply then starts from the same KV entries and last logits, and
-decodes on batch-invariant kernels.
+PromptReader is a second llama.cpp context with llama.cpp's default float16 cache, without flash attention, as
+llama-cpp-python reads a prompt by default. It reads the prompt, and its KV entries are converted to bfloat16 (V
+from its transposed layout into rows) and restored into the decoding context (llama_state_seq_get_data /
+set_data): every reply then starts from the same KV entries and last logits, and decodes on batch-invariant
+kernels. Without flash attention rather than with it (READ_FLASH_ATTN): a short pass deep in a long chat, the next
+message after a document, costs a fifth (15 tokens after 4,096 positions: 117-126 ms against 680-686 ms on a
+Sapphire Rapids, whose tiled flash-attention kernel only starts at larger passes), for 13% more on a long prompt's
+first read (4,096 tokens: 20.1-20.7 s against 17.8-18.0 s); docs/performance.md, "A follow-up without flash
+attention".
 
 A reused prefix gives what a fresh read gives. The reader feeds a prompt in passes fixed by its tokens alone
 (pass_end): a pass ends after a turn-ending token (`<|im_end|>`: llama.cpp's end-of-generation tokens), or CHUNK
@@ -35,7 +40,8 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256  # the most positions per pass: the fastest size here (docs/performance.md), finer reuse
 SCHEDULE = "turns"  # how passes are cut (pass_end), in the state shelf's key: states cut otherwise are not reused
-READ_TYPE = 1  # GGML_TYPE_F16: llama.cpp's default cache, with its tiled flash-attention kernel
+READ_TYPE = 1  # GGML_TYPE_F16: llama.cpp's default cache
+READ_FLASH_ATTN = False  # the reader without flash attention: short passes at depth cost a fifth (module docstring)
 DECODE_TYPE = 30  # GGML_TYPE_BF16 (llama_runner.KV_CACHE_TYPE)
 
 
@@ -51,7 +57,8 @@ class PromptReader:
         params.n_batch = params.n_ubatch = CHUNK
         params.n_seq_max = 1
         params.n_threads = params.n_threads_batch = model.threads  # fixed: the same prompt, the same numbers
-        params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        params.flash_attn_type = (self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED if READ_FLASH_ATTN
+                                  else self.llama.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         params.type_k = params.type_v = READ_TYPE
         params.no_perf = True
         params.op_offload = model.placement.offloaded
@@ -223,8 +230,10 @@ def as_decoding_state(state: bytearray | memoryview) -> None:
     the same model: each layer's K and V rows converted, rounding to nearest even as ggml does (torch's conversion,
     the same bits and several times numpy's speed), and the type fields changed. The layout (llama-kv-cache.cpp,
     state_write): magic, seq id, streams; per stream the cell count, per cell its position, sequence count and ids;
-    then v_trans, the layer count, and per layer a type, a row size and the rows, K first then V.
-    StateFormatError for any other layout (an SWA or recurrent memory, a transposed V, cells with extras)."""
+    then v_trans, the layer count, and per layer a type, a row size and the rows, K first then V. A transposed V (a
+    context without flash attention: v_trans 1) has per layer a type, an element's size and a cell's element count,
+    then each element's values over the cells; it is rewritten as rows, as the decoding context's flash attention
+    keeps V. StateFormatError for any other layout (an SWA or recurrent memory, another type, cells with extras)."""
     view = memoryview(state).cast("B")
     offset = 8  # magic, seq id
     (streams,) = struct.unpack_from("<I", view, offset)
@@ -238,20 +247,25 @@ def as_decoding_state(state: bytearray | memoryview) -> None:
             _, n_seq = struct.unpack_from("<iI", view, offset)
             offset += 8 + 4 * n_seq
         v_trans, layers = struct.unpack_from("<II", view, offset)
+        struct.pack_into("<I", view, offset, 0)  # the decoding context's V is not transposed (flash attention)
         offset += 8
-        if v_trans:
-            raise StateFormatError("a transposed V cache (no flash attention)")
-        for _ in range(2 * layers):  # K of every layer, then V of every layer
-            kind, row = struct.unpack_from("<iQ", view, offset)
+        for block in range(2 * layers):  # K of every layer, then V of every layer
+            transposed = bool(v_trans) and block >= layers
+            if transposed:  # a type, an element's size and the elements a cell, then the cells of each element
+                kind, element, width = struct.unpack_from("<iII", view, offset)
+                row = element * width
+            else:  # a type and a row's size, then each cell's row
+                kind, row = struct.unpack_from("<iQ", view, offset)
             if kind != READ_TYPE:
                 raise StateFormatError(f"a cache of ggml type {kind}")
             size = cells * row
             if offset + 12 + size > len(view):
                 raise StateFormatError("a state shorter than its layers")
-            struct.pack_into("<i", view, offset, DECODE_TYPE)
+            struct.pack_into("<iQ", view, offset, DECODE_TYPE, row)
             offset += 12
             halves = torch.frombuffer(view, dtype=torch.float16, count=size // 2, offset=offset)
-            halves.copy_(halves.to(torch.bfloat16).view(torch.float16))
+            rounded = halves.to(torch.bfloat16).view(torch.float16)
+            halves.copy_(rounded.view(width, cells).t().reshape(-1) if transposed else rounded)
             offset += size
     if offset != len(view):
         raise StateFormatError("a state longer than its layers")

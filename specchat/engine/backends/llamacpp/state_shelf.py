@@ -533,8 +533,8 @@ def _key(path: str, size: int, mtime_ns: int, repack: bool, placement: str, chun
     with open(path, "rb") as stream:
         head = hashlib.sha256(stream.read(HEADER_HASHED)).hexdigest()
     return fingerprint(verdict_key(Path(path), repack, placement), size, mtime_ns, head, _system_info(),
-                       f"read={READ_TYPE}", f"decode={DECODE_TYPE}", f"chunk={chunk}",
-                       f"passes={prompt_reader.SCHEDULE}", f"format={FORMAT}", digits=32)
+                       f"read={READ_TYPE}", f"read_flash={int(prompt_reader.READ_FLASH_ATTN)}", f"decode={DECODE_TYPE}",
+                       f"chunk={chunk}", f"passes={prompt_reader.SCHEDULE}", f"format={FORMAT}", digits=32)
 
 
 @functools.lru_cache(maxsize=1)
