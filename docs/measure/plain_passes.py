@@ -2,9 +2,10 @@
 token at a time after a short prompt, and Llama.eval([token]) on the same tokens, the same file and 2 threads, both
 with flash attention and the bfloat16 cache (peer_llama: the layout our runner loads). Prints ms a token, 3 rounds.
 
-    .venv/bin/python docs/measure/plain_passes.py
+    .venv/bin/python docs/measure/plain_passes.py [--target SRC]   # default: the embedded model
 """
 
+import argparse
 import time
 
 import torch
@@ -41,7 +42,9 @@ def theirs_ms(peer, prompt: list[int]) -> float:
 
 
 def main() -> None:
-    loaded = load_model(ModelSource.parse("embedded"), LoadOptions(backend="llama.cpp", device="cpu", threads=2))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="embedded")
+    loaded = load_model(ModelSource.parse(parser.parse_args().target), LoadOptions(backend="llama.cpp", device="cpu", threads=2))
     native = loaded.native
     prompt = loaded.tokenizer(PROMPT)["input_ids"]
     peer = peer_llama(model_path=str(native.path), n_ctx=CONTEXT, n_threads=2, n_threads_batch=2, flash_attn=True,
