@@ -74,19 +74,21 @@ class PromptLookupDrafter(Drafter):
 
     def _longest_match(self, ids: np.ndarray, k: int) -> Draft | None:
         """The continuation of the longest earlier occurrence of the context's end (see _from_context)."""
-        # Every earlier occurrence of the final n-gram ends at an earlier copy of the last token: measure, at each
-        # such copy, how many tokens back it agrees with the context's end (at most max_ngram). One pass over the
-        # context and a few over those copies, far less work than comparing every window once per n.
-        ends = np.flatnonzero(ids[:-1] == ids[-1])
-        if len(ends) == 0:
-            return None
-        tail = ids[::-1][: self.max_ngram]  # the n-gram must end before the last token
-        agree = backward_agreement(ids, ends, tail, known=1, limit=min(self.max_ngram, len(ids) - 1))
-        n = int(agree.max())
+        ends, agree = self._agreement(ids, len(ids) - 1)
+        n = int(agree.max()) if len(ends) else 0
         if n < self.min_ngram:
             return None
         tokens = continuation(ids, ends[agree >= n] + 1, k)
         return Draft(tokens=tokens, acceptance_class=context_class(n), match_length=n)
+
+    def _agreement(self, ids: np.ndarray, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ends, agree): every earlier position of ids[end], and how many tokens back from each the text agrees
+        with ids[..end]'s end (at most max_ngram). Every earlier occurrence of an n-gram ending at `end` ends at an
+        earlier copy of its last token: one pass over the text and a few over those copies, far less work than
+        comparing every window once per n."""
+        ends = np.flatnonzero(ids[:end] == ids[end])
+        tail = ids[end::-1][: self.max_ngram]  # the n-gram must end before `end`
+        return ends, backward_agreement(ids, ends, tail, known=1, limit=min(self.max_ngram, end))
 
     def _resumed_copy(self, ids: np.ndarray, k: int) -> Draft | None:
         """Where a copy of COPY_MATCH or more tokens ran until at most RESUME_WITHIN tokens before the context's
@@ -117,11 +119,9 @@ class PromptLookupDrafter(Drafter):
     def _latest_longest(self, ids: np.ndarray, end: int) -> tuple[int, int]:
         """(n, e): the longest earlier match of ids[..end]'s last tokens, n of them (at most max_ngram), ending at
         e (the latest such match); (0, -1) where ids[end] did not occur before."""
-        ends = np.flatnonzero(ids[:end] == ids[end])
+        ends, agree = self._agreement(ids, end)
         if len(ends) == 0:
             return 0, -1
-        tail = ids[end::-1][: self.max_ngram]
-        agree = backward_agreement(ids, ends, tail, known=1, limit=min(self.max_ngram, end))
         n = int(agree.max())
         return n, int(ends[np.flatnonzero(agree == n)[-1]])
 
