@@ -52,16 +52,24 @@ def load():
     return load_pair(target, None, LoadOptions(backend="llama.cpp", device="cpu"))
 
 
-def first_token(engine, messages: list[Message]) -> tuple[float, str]:
-    """Seconds from asking to the first token (fitting the prompt included), and the whole reply's text."""
-    start, first = time.perf_counter(), None
+def first_token(engine, messages: list[Message], times: dict[str, float] | None = None,
+                name: str = "") -> tuple[float, str]:
+    """Seconds from asking to the first token (fitting the prompt included), and the whole reply's text; with
+    `times`, the first token's and the second's seconds are kept there under `name` and `name + ", 2nd token"`
+    (the second waits for whatever the first did not: the prompt's state moving into the decoding context)."""
+    start, first, second = time.perf_counter(), None, None
     for event in engine.stream(messages, None, CONFIG):
-        first = first or time.perf_counter() - start
+        now = time.perf_counter() - start
+        if first is not None and second is None and event.token_ids:
+            second = now
+        first = first or now
         if event.result is not None:
             stats = event.result.stats
             if os.environ.get("FOLLOW_UP_DEBUG"):
                 print(f"  prompt {stats.prompt_tokens} reused {stats.prompt_reused} restored {stats.prompt_restored}"
                       f" prefill {stats.prefill_s:.3f} s first {first:.3f} s", file=sys.stderr)
+            if times is not None:
+                times[name], times[name + ", 2nd token"] = first, second or now
             return first, event.result.text
     raise RuntimeError("no result")
 
@@ -89,15 +97,15 @@ def run(before: bool) -> dict[str, float]:
     _, reply = first_token(engine, chat_a)
     chat_a += [Message("assistant", reply), Message("user", "Where is that rainforest?")]
     idle(pair)
-    times["no document"], _ = first_token(engine, plain)
+    _, _ = first_token(engine, plain, times, "no document")
     idle(pair)
-    times["(a) right after"], reply = first_token(engine, chat_a)
+    _, reply = first_token(engine, chat_a, times, "(a) right after")
     chat_a += [Message("assistant", reply), Message("user", "When did the Black Death reach Europe?")]
     idle(pair)
     first_token(engine, [Message("user", doc_b + "\n\nWhat was the result of the disobedience protesting the "
                                  "nuclear site?")])
     idle(pair)
-    times["(b) after chat B"], reply = first_token(engine, chat_a)
+    _, reply = first_token(engine, chat_a, times, "(b) after chat B")
     chat_a += [Message("assistant", reply), Message("user", "Which animals carried it?")]
     idle(pair)
     del engine, pair
@@ -105,9 +113,9 @@ def run(before: bool) -> dict[str, float]:
     state_shelf._shelves.clear()  # a new process: the same state folder, nothing in memory
     pair = load()
     engine = LocalChatEngine(pair.engine("none"))
-    times["no document, restarted"], _ = first_token(engine, plain)
+    _, _ = first_token(engine, plain, times, "no document, restarted")
     idle(pair)
-    times["(c) after a restart"], _ = first_token(engine, chat_a)
+    _, _ = first_token(engine, chat_a, times, "(c) after a restart")
     return times
 
 

@@ -53,7 +53,9 @@ class OneTimeWork:
     _settling: int = 0  # threads in settle(): the worker gives way to them
     _replies: int = 0
     _stopped: bool = False
-    _last_reply: float = 0.0
+    # made with the model: the first idle spell starts then, so that nothing runs beside a question asked at once
+    # (on two cores a third busy thread slows llama.cpp's team: a preload beside it cost a first question 45 ms)
+    _last_reply: float = field(default_factory=time.monotonic)
     _worker: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _changed: threading.Condition = field(init=False)

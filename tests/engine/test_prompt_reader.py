@@ -115,3 +115,77 @@ def test_replies_stay_bit_identical_across_drafters_after_a_long_read(native_pai
     plain = native_pair.engine("none").generate(ids, config)
     lookup = native_pair.engine("pld").generate(ids, config)
     assert len(ids) > 2 * prompt_reader.CHUNK and plain.token_ids == lookup.token_ids
+
+
+@pytest.mark.model
+def test_the_first_token_comes_from_the_readers_pass_and_the_state_moves_before_the_next(native_pair):
+    """The prompt's last token is read by the reader too: its logits give the first token, and the KV entries move
+    into the decoding context only before its next pass. What the user gets is what the reader's fresh read and a
+    decoding loop give, however the move was put off."""
+    native = native_pair.target.native
+    first, reply = read_then_decode(native.runner(), LONG[:100])
+
+    runner = native.runner()
+    cache = runner.new_cache(120)
+    logits = runner.forward(torch.tensor([LONG[:100]]), cache, keep=1, prefill=True)
+    assert runner._pending is not None  # nothing moved yet: the first token waited for no state
+    assert torch.equal(logits, first)
+    out = [int(logits[0].argmax())]
+    for _ in range(len(reply) - 1):
+        out.append(int(runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)[0].argmax()))
+    assert runner._pending is None and out == reply
+
+
+@pytest.mark.model
+def test_a_move_put_off_past_a_read_ahead_reads_the_prompt_again_as_it_was(native_pair):
+    """A reply that ends at its first token leaves its state unmoved; the reader may then read ahead (another
+    thread, in the idle time) and change what it holds. The next pass takes the state from a read of the same
+    passes, so it still gives a fresh run's numbers."""
+    native = native_pair.target.native
+    _, reply = read_then_decode(native.runner(), LONG[:100])
+
+    runner = native.runner()
+    read_then_decode(runner, LONG[400:450], steps=1)  # a first prompt: the reader's state layout is checked
+    cache = runner.new_cache(120)
+    out = [int(runner.forward(torch.tensor([LONG[:100]]), cache, keep=1, prefill=True)[0].argmax())]
+    assert runner._pending.raw is None  # the state is not even copied yet
+    runner._reader.read(LONG[:100] + LONG[300:340])  # what a read ahead does to the reader
+    for _ in range(len(reply) - 1):
+        out.append(int(runner.forward(torch.tensor([[out[-1]]]), cache, keep=1)[0].argmax()))
+    assert out == reply
+
+
+@pytest.mark.model
+def test_a_prompt_after_an_unmoved_one_and_a_grown_context_reads_as_a_fresh_one(native_pair):
+    native = native_pair.target.native
+    follow_up = LONG[:100] + LONG[300:340]
+    first, reply = read_then_decode(native.runner(), follow_up)
+
+    runner = native.runner()
+    runner.forward(torch.tensor([LONG[:100]]), runner.new_cache(101), keep=1, prefill=True)  # a one-token reply
+    again = read_then_decode(runner, follow_up)  # the same context
+    assert torch.equal(again[0], first) and again[1] == reply
+    runner.forward(torch.tensor([LONG[:100]]), runner.new_cache(101), keep=1, prefill=True)
+    held = runner._n_ctx
+    runner.new_cache(held + 1)  # a context made anew, for more positions, before the state moved
+    assert runner._n_ctx > held
+    grown = read_then_decode(runner, follow_up)
+    assert torch.equal(grown[0], first) and grown[1] == reply
+
+
+@pytest.mark.model
+def test_a_runner_that_keeps_hidden_states_gets_the_same_first_token_and_its_state(native_pair):
+    """A drafter that reads the target's hidden states (a draft head) gets the prompt's last one from the reader's
+    pass too, so its replies start as plain decoding's do."""
+    native = native_pair.target.native
+    tokens = LONG[:300]
+    plain = read_then_decode(native.runner(), tokens)
+    reading = native.runner(keeps_features=True)
+    assert read_then_decode(reading, tokens)[1] == plain[1]
+    cache = reading.new_cache(len(tokens) + 1)
+    logits = reading.forward(torch.tensor([tokens]), cache, keep=1, prefill=True)
+    assert torch.equal(logits, plain[0]) and reading.features.shape == (1, native.hidden_size)
+    from_reader = reading.features.clone()
+    reading.uses_reader = False  # the old way: the last token's state from a decoding pass
+    reading.forward(torch.tensor([tokens]), reading.new_cache(len(tokens) + 1), keep=1, prefill=True)
+    assert torch.corrcoef(torch.stack([from_reader[0], reading.features[-1]]))[0, 1] > 0.999

@@ -16,8 +16,9 @@ from runner_reads import read_then_decode
 from specchat.core.one_time import Interrupted
 from specchat.engine.backends.llamacpp import prompt_reader, state_shelf
 from specchat.engine.backends.llamacpp.prompt_reader import common_prefix
-from specchat.engine.backends.llamacpp.state_shelf import (HEADER, DamagedState, ShelvedState, StateShelf,
-                                                           read_state_file, state_file_name, write_state_file)
+from specchat.engine.backends.llamacpp.state_files import (HEADER, DamagedState, ShelvedState, read_state_file,
+                                                           state_file_name, write_state_file)
+from specchat.engine.backends.llamacpp.state_shelf import StateShelf
 
 KEY, OTHER_KEY = "a" * 32, "b" * 32
 
@@ -408,3 +409,34 @@ def test_a_reply_that_starts_stops_a_read_ahead_and_the_newest_one_is_owed(nativ
     assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
     native.one_time.drop(state_shelf.READ_AHEAD)
     assert state_shelf.READ_AHEAD not in native.one_time.owed()
+
+
+def test_a_restart_preloads_the_latest_states_that_fit_and_stops_when_a_reply_starts(tmp_path):
+    """After a restart the idle time loads the most recently used files into memory (StateShelf.preload), the
+    newest first, within its budget; a reply's start stops it between blocks, and it goes on later."""
+    size = 3000
+    shelf = StateShelf(tmp_path, memory_bytes=1 << 20)
+    states = {seed: buffer(size, seed) for seed in (1, 2, 3)}
+    for seed in (1, 2, 3):
+        shelf.put(KEY, chat(seed), states[seed])
+    old = time.time() - 100
+    for seed in (1, 2, 3):  # chat 3 used last, then 2
+        os.utime(tmp_path / state_file_name(KEY, chat(seed)), (old + seed, old + seed))
+    budget = 2 * (HEADER.size + 4 * 600 + size + 32)  # two files' worth
+
+    restarted = StateShelf(tmp_path, memory_bytes=1 << 20)
+
+    def reply_started() -> None:
+        raise Interrupted
+
+    with pytest.raises(Interrupted):
+        restarted.preload(KEY, budget, reply_started)
+    assert restarted.memory_used == 0
+    assert restarted.preload(KEY, budget) == 2 and restarted.memory_used == 2 * size
+    mtimes = {seed: os.stat(tmp_path / state_file_name(KEY, chat(seed))).st_mtime for seed in (1, 2, 3)}
+    assert mtimes == {seed: old + seed for seed in (1, 2, 3)}  # a preload uses nothing: no file marked as used
+    os.unlink(tmp_path / state_file_name(KEY, chat(3)))  # memory serves it still, without its file
+    found = restarted.lookup(KEY, chat(3))
+    assert found is not None and bytes(found.state) == bytes(states[3])
+    assert restarted.preload(KEY, budget) == 0  # nothing more fits
+    assert StateShelf(tmp_path).preload(OTHER_KEY, budget) == 0

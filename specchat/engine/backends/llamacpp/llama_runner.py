@@ -50,8 +50,8 @@ from .extra_buffers import extra_buffers_usable
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 from .prompt_reader import CHUNK as READER_CHUNK
-from .prompt_reader import PromptReader, StateFormatError, common_prefix, sequence_state
-from .state_shelf import forget_model, owe_read_ahead, read_prompt
+from .prompt_reader import PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix, sequence_state
+from .state_shelf import PromptRead, forget_model, owe_preload, owe_read_ahead, read_prompt
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +210,7 @@ class LlamaCppModel:
         self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
         self._embeddings: TargetEmbeddings | None = None
         self.one_time = OneTimeWork()  # the verdict and the curve, measured while no reply runs (core/one_time.py)
+        owe_preload(self)  # the latest kept prompt states into memory, in the idle time (state_shelf.py)
 
     def runner(self, keeps_features: bool = False) -> LlamaCppRunner:
         return LlamaCppRunner(self, keeps_features)
@@ -392,6 +393,9 @@ class LlamaCppRunner:
         self._threads = model.threads  # the context's thread count now
         self.cost_curve = model.cost_curve  # what a pass of n tokens costs (cost_curve.py), for the K policy
         self._reader: PromptReader | None = None  # reads prompts at llama.cpp's speed (prompt_reader.py)
+        # a prompt the reader read whose state has not moved here yet: it moves before this context's next pass
+        # (_settle), after the first token, which the reader's logits give
+        self._pending: PromptRead | None = None
         # False: prompts are read on this decoding context (a cache state the reader cannot convert, or a comparison:
         # `specchat prefill --on-decoding-context`)
         self.uses_reader = True
@@ -424,8 +428,10 @@ class LlamaCppRunner:
         tokens = input_ids.reshape(-1).tolist()
         rows = max(keep, hidden_rows if self.keeps_features else 0)
         if prefill and cache.length == 0 and rows <= 1 and self._reader_reads(tokens):
-            tokens = self._read_prompt(tokens, cache, cancel)
-        elif prefill and cache.length == 0:
+            logits = self._read_prompt(tokens, cache, cancel)
+            if logits is not None:
+                return logits
+        if prefill and cache.length == 0:
             tokens = self._reuse_prefix(tokens, cache, reusable=rows <= 1)
         self._drop_from(cache.length)  # positions held beyond the caller's cache (a new cache, not a prefill)
         if cache.length + len(tokens) > self._n_ctx:
@@ -468,26 +474,44 @@ class LlamaCppRunner:
             return True
         return len(tokens) - self._reusable(tokens) > READER_CHUNK
 
-    def _read_prompt(self, tokens: list[int], cache: LlamaCppCache, cancel: threading.Event | None) -> list[int]:
-        """All but the prompt's last token read by the reader, their KV entries restored here; returns what is left
-        to run here (the last token, whose logits and hidden state then come from a decoding pass, the same for
-        every drafter's runner). A long prompt's state is restored from, and kept on, the state shelf
-        (state_shelf.py). Reads here instead, for good, where this model's cache state has another layout."""
+    def _read_prompt(self, tokens: list[int], cache: LlamaCppCache,
+                     cancel: threading.Event | None) -> torch.Tensor | None:
+        """The prompt read by the reader, its last token included; returns that token's logits [1, vocab] (its
+        hidden state in `features`, when kept), from the reader's pass, so the first token waits for no decoding
+        pass and no state move: the KV entries move here before this context's next pass (_settle). A long
+        prompt's state is restored from, and kept on, the state shelf (state_shelf.py). None where this model's
+        cache state has another layout: prompts are then read here, for good."""
         if self._reader is None:
             self._reader = PromptReader(self.model, self._n_ctx)
         try:
-            read = read_prompt(self._reader, self.model, tokens[:-1], cancel)
+            read = read_prompt(self._reader, self.model, tokens, cancel, logits=True, features=self.keeps_features)
         except StateFormatError as error:
             log.info("prompts are read on the decoding context: %s", error)
             self.uses_reader = False
-            return self._reuse_prefix(tokens, cache, reusable=True)
+            return None
         self._drop_from(0)
-        if self.llama.llama_state_seq_set_data(self._ctx, read.state, len(read.state), 0) != len(read.state):
-            raise DecodeError("llama.cpp could not take the prompt's KV entries from the prompt reader")
-        self._held = tokens[:-1]
-        cache.length = len(self._held)
+        self._pending, self._held = read, list(tokens)
+        cache.length = len(tokens)
         self.reused_tokens, self.restored_tokens = read.kept, read.restored
-        return tokens[-1:]
+        if self.keeps_features:
+            self.features = torch.from_numpy(read.features).unsqueeze(0)
+        return torch.from_numpy(read.logits).unsqueeze(0)
+
+    def _settle(self) -> None:
+        """Moves the state of a prompt the reader read (_read_prompt) into this context, before its next pass or
+        any change to what it holds."""
+        if self._pending is None:
+            return
+        read, self._pending = self._pending, None
+        try:
+            state = read.decoding_state(self._reader)
+        except StaleRead:  # read again as it was (the same passes: the same entries), as the first token came
+            state = self._reader.read(self._held, logits=True, features=self.keeps_features).state
+            as_decoding_state(state)
+        if self.llama.llama_state_seq_set_data(self._ctx, state, len(state), 0) != len(state):
+            self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, 0, -1)
+            self._held = []
+            raise DecodeError("llama.cpp could not take the prompt's KV entries from the prompt reader")
 
     def _run(self, tokens: list[int], cache: LlamaCppCache, outputs_from: int,
              cancel: threading.Event | None = None) -> None:
@@ -528,10 +552,14 @@ class LlamaCppRunner:
 
     def _drop_from(self, position: int) -> None:
         if len(self._held) > position:
+            if position == 0:
+                self._pending = None  # replaced before it moved here
+            self._settle()
             self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, position, -1)
             del self._held[position:]
 
     def _decode(self, tokens: list[int], position: int, outputs_from: int) -> None:
+        self._settle()
         batch = self._batch
         batch.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
@@ -553,6 +581,8 @@ class LlamaCppRunner:
     def _make_context(self, n_ctx: int) -> None:
         """A context of n_ctx positions. The positions the old one held move into it as they are (their state
         copied, not computed again on other kernels), so that growing a context changes no logits."""
+        if self._pending is not None:  # not moved yet: the next prompt is read again, from the reader's positions
+            self._pending, self._held = None, []
         held, state = self._held, self._sequence_state()
         self._free_context()
         if self._reader is not None:  # it holds at most the old context's positions: made again when needed
@@ -586,9 +616,11 @@ class LlamaCppRunner:
         """The positions this context holds, as llama.cpp copies a sequence's state; None when it holds none."""
         if self._ctx is None or not self._held:
             return None
+        self._settle()
         return sequence_state(self.llama, self._ctx)
 
     def _free_context(self) -> None:
+        self._pending = None
         if self._ctx is not None:
             self.llama.llama_free(self._ctx)
             self._ctx = None

@@ -7,14 +7,15 @@ attention then costs about 2.5 times what llama.cpp's tiled float16 kernel takes
 
 Plain and speculative decoding share their prefill, so the prefill need not use a decoding pass's kernels. A
 PromptReader is a second llama.cpp context with llama.cpp's default float16 cache, without flash attention, as
-llama-cpp-python reads a prompt by default. It reads the prompt, and its KV entries are converted to bfloat16 (V
-from its transposed layout into rows) and restored into the decoding context (llama_state_seq_get_data /
-set_data): every reply then starts from the same KV entries and last logits, and decodes on batch-invariant
-kernels. Without flash attention rather than with it (READ_FLASH_ATTN): a short pass deep in a long chat, the next
-message after a document, costs a fifth (15 tokens after 4,096 positions: 117-126 ms against 680-686 ms on a
-Sapphire Rapids, whose tiled flash-attention kernel only starts at larger passes), for 13% more on a long prompt's
-first read (4,096 tokens: 20.1-20.7 s against 17.8-18.0 s); docs/performance.md, "A follow-up without flash
-attention".
+llama-cpp-python reads a prompt by default. It reads the whole prompt, the last token's logits (and hidden state, for
+a runner that keeps them) coming from its last pass, and its KV entries are converted to bfloat16 (V from its
+transposed layout into rows) and restored into the decoding context (llama_state_seq_get_data / set_data) before that
+context's next pass: every reply then starts from the same KV entries and last logits, and decodes on batch-invariant
+kernels, and the first token waits for no move. Without flash attention rather than with it (READ_FLASH_ATTN): a
+short pass deep in a long chat, the next message after a document, costs a fifth (15 tokens after 4,096 positions:
+117-126 ms against 680-686 ms on a Sapphire Rapids, whose tiled flash-attention kernel only starts at larger passes),
+for 13% more on a long prompt's first read (4,096 tokens: 20.1-20.7 s against 17.8-18.0 s); docs/performance.md, "A
+follow-up without flash attention".
 
 A reused prefix gives what a fresh read gives. The reader feeds a prompt in passes fixed by its tokens alone
 (pass_end): a pass ends after a turn-ending token (`<|im_end|>`: llama.cpp's end-of-generation tokens), or CHUNK
@@ -31,7 +32,9 @@ import ctypes
 import logging
 import struct
 import threading
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from specchat.core.errors import DecodeError, ModelLoadError, PrefillCancelled
@@ -45,6 +48,19 @@ READ_FLASH_ATTN = False  # the reader without flash attention: short passes at d
 DECODE_TYPE = 30  # GGML_TYPE_BF16 (llama_runner.KV_CACHE_TYPE)
 
 
+@dataclass(frozen=True)
+class Read:
+    """What a read gave: the sequence's state as the reader's float16 cache holds it, the leading positions kept
+    rather than read, and, when asked for, the last position's logits [vocab] and final-norm hidden state [hidden]
+    (float32 copies)."""
+
+    state: ctypes.Array | None  # None: deferred (PromptReader.deferred_state)
+    kept: int
+    logits: np.ndarray | None = None
+    features: np.ndarray | None = None
+    version: int = 0  # the reader's version after the read (PromptReader.deferred_state)
+
+
 class PromptReader:
     """A float16 llama.cpp context that reads prompts for one decoding context (LlamaCppRunner)."""
 
@@ -52,6 +68,7 @@ class PromptReader:
         """`model`: the LlamaCppModel; `n_ctx`: positions, the decoding context's (a prompt it holds fits here)."""
         self.llama = model.llama
         self.n_ctx = n_ctx
+        self._vocab, self._hidden = model.vocab_size, model.hidden_size
         params = self.llama.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = CHUNK
@@ -62,6 +79,7 @@ class PromptReader:
         params.type_k = params.type_v = READ_TYPE
         params.no_perf = True
         params.op_offload = model.placement.offloaded
+        params.pooling_type = self.llama.LLAMA_POOLING_TYPE_NONE  # a last pass may output the hidden states too
         self._ctx = self.llama.llama_init_from_model(model.handle, params)
         if not self._ctx:
             raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
@@ -72,25 +90,54 @@ class PromptReader:
         # the decoding state handed to the runner (read, decoding_copy), reused: a fresh buffer of a long prompt's
         # state costs its page faults each time (60 ms for 94 MB here); the model thread's only
         self._scratch: ctypes.Array | None = None
+        self._version = 0  # counts the changes to what this context holds: a deferred state is taken only unchanged
+        self._layout_checked = False  # whether a state of this context passed as_decoding_state's check
 
-    def reusable(self, tokens: list[int]) -> int:
-        """How many of `tokens`' first positions a read would keep: the whole passes they share with what is held."""
+    def reusable(self, tokens: list[int], most: int | None = None) -> int:
+        """How many of `tokens`' first positions a read would keep: the whole passes they share with what is held,
+        within their first `most` (default: all)."""
+        most = len(tokens) if most is None else most
         with self._lock:
-            return whole_passes(tokens, common_prefix(self._held, tokens, len(tokens)), self._turn_ends)
+            return whole_passes(tokens, common_prefix(self._held, tokens, most), self._turn_ends)
 
-    def read(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
-        """Reads `tokens` (keeping the whole passes already held); returns the state of the sequence as a bfloat16
-        cache holds it (a buffer for llama_state_seq_set_data, valid until this reader's next read: it is reused)
-        and how many positions were kept rather than read. No logits: the caller runs the prompt's last token
-        itself. PrefillCancelled when `cancel` is set between passes."""
+    def read(self, tokens: list[int], cancel: threading.Event | None = None, logits: bool = False,
+             features: bool = False, defer: bool = False) -> Read:
+        """Reads `tokens` (keeping the whole passes already held); the state in this reader's reused buffer (valid
+        until its next read; the caller converts it there for the decoding context: as_decoding_state). With
+        `logits`, the last token is read whatever is held and its logits come back (with `features`, its hidden
+        state too): a prompt's first token then needs no decoding pass. With `defer`, once a state of this context
+        passed the layout check, the state is not copied yet (its 94 MB take 60 ms at 4,000 positions here): the
+        caller takes it later (deferred_state). PrefillCancelled when `cancel` is set between passes;
+        StateFormatError where the state cannot be converted."""
         with self._lock:
-            kept = self._read_passes(tokens, cancel)
-            size = self.llama.llama_state_seq_get_size(self._ctx, 0)
-            state = self._scratch_of(size)
-            if self.llama.llama_state_seq_get_data(self._ctx, state, size, 0) != size:
-                raise DecodeError("llama.cpp could not copy a prompt's KV entries")
+            kept, last_logits, last_features = self._read_passes(tokens, cancel, logits, features)
+            if defer and self._layout_checked:
+                return Read(None, kept, last_logits, last_features, self._version)
+            return Read(self._state_in_scratch(), kept, last_logits, last_features, self._version)
+
+    def deferred_state(self, version: int) -> ctypes.Array:
+        """The state of a deferred read (read with defer) that left this reader at `version`, converted for the
+        decoding context in the reused buffer; StaleRead when the reader has read, dropped or restored since."""
+        with self._lock:
+            if self._ctx is None or version != self._version:
+                raise StaleRead("the prompt reader changed before the prompt's state was taken")
+            state = self._state_in_scratch()
         as_decoding_state(state)
-        return state, kept
+        return state
+
+    def _state_in_scratch(self) -> ctypes.Array:
+        """The sequence's state copied into the reused buffer, its layout checked (StateFormatError)."""
+        size = self.llama.llama_state_seq_get_size(self._ctx, 0)
+        state = self._scratch_of(size)
+        if self.llama.llama_state_seq_get_data(self._ctx, state, size, 0) != size:
+            raise DecodeError("llama.cpp could not copy a prompt's KV entries")
+        self._check_layout(state)
+        return state
+
+    def _check_layout(self, state: ctypes.Array) -> None:
+        if not self._layout_checked:
+            as_decoding_state(state, convert=False)
+            self._layout_checked = True
 
     def decoding_copy(self, raw: ctypes.Array) -> ctypes.Array:
         """`raw`, a state as read_raw gives it, converted for the decoding context into this reader's reused buffer
@@ -106,29 +153,46 @@ class PromptReader:
             self._scratch = (ctypes.c_uint8 * size)()
         return (ctypes.c_uint8 * size).from_buffer(self._scratch)
 
-    def read_raw(self, tokens: list[int], cancel: threading.Event | None = None) -> tuple[ctypes.Array, int]:
-        """As read, but the state as this float16 context holds it, in a buffer of its own: what a later read can
-        continue from (the state shelf keeps it: state_shelf.py)."""
+    def read_raw(self, tokens: list[int], cancel: threading.Event | None = None, logits: bool = False,
+                 features: bool = False) -> Read:
+        """As read, but the state in a buffer of its own, which nothing converts: what a later read can continue
+        from (the state shelf keeps it: state_shelf.py)."""
         with self._lock:
-            kept = self._read_passes(tokens, cancel)
-            return self._state(), kept
+            kept, last_logits, last_features = self._read_passes(tokens, cancel, logits, features)
+            state = self._state()
+            self._check_layout(state)
+            return Read(state, kept, last_logits, last_features, self._version)
 
-    def _read_passes(self, tokens: list[int], cancel: threading.Event | None) -> int:
-        """Reads what `tokens` do not share with what is held, pass by pass (pass_end); returns the positions kept.
-        Called with the lock held."""
+    def _read_passes(self, tokens: list[int], cancel: threading.Event | None, logits: bool = False,
+                     features: bool = False) -> tuple[int, np.ndarray | None, np.ndarray | None]:
+        """Reads what `tokens` do not share with what is held, pass by pass (pass_end); returns the positions kept,
+        and with `logits` the last position's logits (its hidden state too with `features`). Called with the lock
+        held."""
         if self._ctx is None:
             raise PrefillCancelled  # closed (its runner's context grew: the runner makes a new reader)
-        kept = self.reusable(tokens)
+        kept = self.reusable(tokens, len(tokens) - 1 if logits else None)
         self._drop_from(kept)
         start = kept
         while start < len(tokens):
             if start > kept and cancel is not None and cancel.is_set():
                 raise PrefillCancelled
             end = min(pass_end(tokens, start, self._turn_ends), len(tokens))
-            self._decode(tokens[start:end], start)
+            last = logits and end == len(tokens)
+            self._decode(tokens[start:end], start, output_last=last, embeddings=last and features)
             self._held.extend(tokens[start:end])
+            self._version += 1
             start = end
-        return kept
+        if not logits:
+            return kept, None, None
+        return kept, self._last_row(self.llama.llama_get_logits_ith, self._vocab), (
+            self._last_row(self.llama.llama_get_embeddings_ith, self._hidden) if features else None)
+
+    def _last_row(self, getter, width: int) -> np.ndarray:
+        """A copy of the last output row of the latest pass, through llama_get_logits_ith or _embeddings_ith."""
+        row = getter(self._ctx, -1)
+        if not row:
+            raise DecodeError("llama.cpp gave no output for the prompt's last token")
+        return np.ctypeslib.as_array(row, shape=(width,)).copy()
 
     def restore(self, tokens: list[int] | tuple[int, ...], state: ctypes.Array) -> bool:
         """Makes this context hold `state`, a state that a reader of the same model and settings wrote for `tokens`
@@ -139,6 +203,7 @@ class PromptReader:
             if self._ctx is None:
                 raise PrefillCancelled
             self._drop_from(0)
+            self._version += 1
             if len(tokens) > self.n_ctx or self.llama.llama_state_seq_set_data(self._ctx, state, len(state),
                                                                                  0) != len(state):
                 self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, 0, -1)
@@ -146,7 +211,9 @@ class PromptReader:
             self._held = list(tokens)
             return True
 
-    def _decode(self, tokens: list[int], position: int) -> None:
+    def _decode(self, tokens: list[int], position: int, output_last: bool = False, embeddings: bool = False) -> None:
+        """One pass; `output_last`: the last token's logits are wanted, and its hidden state with `embeddings`
+        (llama.cpp then outputs every row of the pass: only a prompt's last pass asks)."""
         batch = self._batch
         batch.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
@@ -154,8 +221,14 @@ class PromptReader:
             batch.pos[i] = position + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
-            batch.logits[i] = False
-        status = self.llama.llama_decode(self._ctx, batch)
+            batch.logits[i] = output_last and i == len(tokens) - 1
+        if embeddings:
+            self.llama.llama_set_embeddings(self._ctx, True)
+        try:
+            status = self.llama.llama_decode(self._ctx, batch)
+        finally:
+            if embeddings:
+                self.llama.llama_set_embeddings(self._ctx, False)
         if status != 0:
             self._drop_from(position)
             raise DecodeError(f"llama.cpp could not read a prompt pass of {len(tokens)} tokens (status {status})")
@@ -170,6 +243,7 @@ class PromptReader:
         if len(self._held) > position:
             self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, position, -1)
             del self._held[position:]
+            self._version += 1
 
     def close(self) -> None:
         """Frees the context, once a pass that another thread runs on it (a read ahead: state_shelf.py) ends."""
@@ -221,11 +295,15 @@ def sequence_state(llama, ctx) -> ctypes.Array | None:
     return buffer if llama.llama_state_seq_get_data(ctx, buffer, size, 0) == size else None
 
 
+class StaleRead(RuntimeError):
+    """A deferred read's state asked for after its reader changed (PromptReader.deferred_state)."""
+
+
 class StateFormatError(ValueError):
     """A sequence state laid out otherwise than a plain KV cache's (another memory kind, cell extras)."""
 
 
-def as_decoding_state(state: bytearray | memoryview) -> None:
+def as_decoding_state(state: bytearray | memoryview, convert: bool = True) -> None:
     """Rewrites, in place, a sequence state of a float16 KV cache (llama_state_seq_get_data) for a bfloat16 cache of
     the same model: each layer's K and V rows converted, rounding to nearest even as ggml does (torch's conversion,
     the same bits and several times numpy's speed), and the type fields changed. The layout (llama-kv-cache.cpp,
@@ -233,7 +311,8 @@ def as_decoding_state(state: bytearray | memoryview) -> None:
     then v_trans, the layer count, and per layer a type, a row size and the rows, K first then V. A transposed V (a
     context without flash attention: v_trans 1) has per layer a type, an element's size and a cell's element count,
     then each element's values over the cells; it is rewritten as rows, as the decoding context's flash attention
-    keeps V. StateFormatError for any other layout (an SWA or recurrent memory, another type, cells with extras)."""
+    keeps V. StateFormatError for any other layout (an SWA or recurrent memory, another type, cells with extras).
+    Without `convert`, only the layout is checked (about a millisecond): a read whose move waits checks it at once."""
     view = memoryview(state).cast("B")
     offset = 8  # magic, seq id
     (streams,) = struct.unpack_from("<I", view, offset)
@@ -247,7 +326,8 @@ def as_decoding_state(state: bytearray | memoryview) -> None:
             _, n_seq = struct.unpack_from("<iI", view, offset)
             offset += 8 + 4 * n_seq
         v_trans, layers = struct.unpack_from("<II", view, offset)
-        struct.pack_into("<I", view, offset, 0)  # the decoding context's V is not transposed (flash attention)
+        if convert:
+            struct.pack_into("<I", view, offset, 0)  # the decoding context's V is not transposed (flash attention)
         offset += 8
         for block in range(2 * layers):  # K of every layer, then V of every layer
             transposed = bool(v_trans) and block >= layers
@@ -261,11 +341,11 @@ def as_decoding_state(state: bytearray | memoryview) -> None:
             size = cells * row
             if offset + 12 + size > len(view):
                 raise StateFormatError("a state shorter than its layers")
-            struct.pack_into("<iQ", view, offset, DECODE_TYPE, row)
-            offset += 12
-            halves = torch.frombuffer(view, dtype=torch.float16, count=size // 2, offset=offset)
-            rounded = halves.to(torch.bfloat16).view(torch.float16)
-            halves.copy_(rounded.view(width, cells).t().reshape(-1) if transposed else rounded)
-            offset += size
+            if convert:
+                struct.pack_into("<iQ", view, offset, DECODE_TYPE, row)
+                halves = torch.frombuffer(view, dtype=torch.float16, count=size // 2, offset=offset + 12)
+                rounded = halves.to(torch.bfloat16).view(torch.float16)
+                halves.copy_(rounded.view(width, cells).t().reshape(-1) if transposed else rounded)
+            offset += 12 + size
     if offset != len(view):
         raise StateFormatError("a state longer than its layers")

@@ -32,8 +32,6 @@ import functools
 import hashlib
 import logging
 import os
-import struct
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -49,12 +47,13 @@ from specchat.core.paths import cache_file
 
 from . import prompt_reader
 from .kernels import verdict_key
+from .state_files import (FORMAT, MAX_TOKENS, SUFFIX, DamagedState, ShelvedState, file_size, read_head,
+                          read_state_file, write_state_file)
 from .prompt_reader import DECODE_TYPE, READ_TYPE, common_prefix
 
 log = logging.getLogger(__name__)
 
 FOLDER = "llama-states"  # in the user cache
-SUFFIX = ".state"
 MEMORY_ENV = "SPECCHAT_STATE_MEMORY_MIB"  # 0 turns the shelf off
 DISK_ENV = "SPECCHAT_STATE_DISK_MIB"  # 0 keeps states in memory only
 DEFAULT_MEMORY_MIB = 512
@@ -65,48 +64,14 @@ MIN_SHARED = 64  # the fewest leading tokens a prompt must share with a kept sta
 # next turn nearly as well (a follow-up's message, read again in well under a second), and a reply that ends its
 # turn keeps a state that holds it (owe_read_ahead); not copying 100 MB for it saves the follow-up 60-70 ms
 MIN_NEW = 256
-FORMAT = 1
 READ_AHEAD = "read ahead"  # the one-time task that reads a finished turn (owe_read_ahead)
-MAGIC = b"SPCSTATE"
-HEADER = struct.Struct("<8sI32sIQ")  # magic, format, key (32 hex digits), token count, state bytes
-DIGEST_BYTES = 32  # the file's sha256, at its end
-MAX_TOKENS = 1 << 22  # bounds what a file may claim to hold
+PRELOAD = "kept states"  # the one-time task that loads a model's latest state files into memory (owe_preload)
+PRELOAD_SHARE = 2  # the latest files preloaded fill at most 1/PRELOAD_SHARE of the memory cap
 MAX_FILES = 1024  # state files kept in the folder (the oldest go first), and read per listing
 HEADER_HASHED = 1 << 20  # bytes of a model file hashed into its key
-BLOCK = 8 << 20  # bytes written or read per step (a reply's start interrupts a write between steps)
 STALE_TEMP_S = 3600  # a staging file this old was left by a writer that died
 FREE_MARGIN = 1 << 30  # a state is not written where it would leave less free space than this on the disk
 Defer = Callable[[str, Callable[[Callable[[], None]], None]], None]  # core.one_time.OneTimeWork.owe
-
-
-class DamagedState(ValueError):
-    """A kept state file that is not what it claims to be (truncated, altered, another key's): it is deleted."""
-
-
-@dataclass(frozen=True, eq=False)
-class ShelvedState:
-    """A sequence state of the prompt reader's context and the tokens whose positions it holds."""
-
-    key: str  # shelf_key of the model and settings it was read with
-    tokens: tuple[int, ...]
-    state: ctypes.Array  # llama_state_seq_get_data's bytes (a float16 cache)
-
-    @property
-    def name(self) -> str:
-        return state_file_name(self.key, self.tokens)
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.state)
-
-
-def state_file_name(key: str, tokens: Sequence[int]) -> str:
-    """`<key>-<hash of the tokens><SUFFIX>`: a state's file name, the same in every process."""
-    return f"{key}-{hashlib.sha256(_token_bytes(tokens)).hexdigest()[:24]}{SUFFIX}"
-
-
-def _token_bytes(tokens: Sequence[int]) -> bytes:
-    return np.asarray(tokens, dtype="<u4").tobytes()
 
 
 class StateShelf:
@@ -149,6 +114,24 @@ class StateShelf:
             if entry is not None:
                 return entry
         return None
+
+    def preload(self, key: str, budget: int, check: Callable[[], None] | None = None) -> int:
+        """Loads the most recently used state files of `key` into memory while they fit in `budget` bytes beside
+        what memory holds already; `check` runs between blocks read (one_time's interruption). Why: after a
+        restart, a chat's follow-up would otherwise read and check its state file (94 MB: 0.11 s here) on its first
+        token's path. Returns how many were loaded."""
+        with self._lock:
+            names = [n for n in self._disk_entries(key) if n not in self._memory]
+            room = budget - self._memory_used
+        newest = sorted(names, key=lambda n: _mtime(self.folder / n), reverse=True)
+        loaded = 0
+        for name in newest:
+            size = _size(self.folder / name)
+            if size > room:
+                break
+            if self._load(key, name, check, touch=False) is not None:
+                loaded, room = loaded + 1, room - size
+        return loaded
 
     def _touch(self, name: str) -> ShelvedState | None:
         """The memory tier's state `name`, marked as just used; None when it has gone meanwhile."""
@@ -259,7 +242,7 @@ class StateShelf:
     def _read_tokens(self, key: str, name: str) -> tuple[int, ...] | None:
         try:
             with open(self.folder / name, "rb") as stream:
-                tokens, _ = _read_head(stream, key, name, self.disk_bytes)
+                tokens, _ = read_head(stream, key, name, self.disk_bytes)
             return tokens
         except FileNotFoundError:
             return None
@@ -268,12 +251,14 @@ class StateShelf:
             self._delete(name)
             return None
 
-    def _load(self, key: str, name: str) -> ShelvedState | None:
+    def _load(self, key: str, name: str, check: Callable[[], None] | None = None,
+              touch: bool = True) -> ShelvedState | None:
         """The state in file `name`, read and checked whole with the lock released (hundreds of MB for a long
-        document: the background writer goes on meanwhile), then kept in memory and its file marked as just used."""
+        document: the background writer goes on meanwhile), then kept in memory and, with `touch`, its file marked
+        as just used (a preload does not: it uses nothing); `check` as read_state_file's."""
         path = self.folder / name
         try:
-            entry = read_state_file(path, key, self.disk_bytes)
+            entry = read_state_file(path, key, self.disk_bytes, check)
         except FileNotFoundError:
             with self._lock:
                 self._on_disk.pop(name, None)
@@ -283,8 +268,9 @@ class StateShelf:
             with self._lock:
                 self._delete(name)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)
+        if touch:
+            with contextlib.suppress(OSError):
+                os.utime(path)
         with self._lock:
             if name in self._memory:  # another thread loaded it meanwhile
                 self._memory.move_to_end(name)
@@ -327,11 +313,6 @@ class StateShelf:
             total, count = total - size, count - 1
 
 
-def file_size(entry: ShelvedState) -> int:
-    """The bytes of `entry`'s file: the header, the tokens, the state and the checksum."""
-    return HEADER.size + 4 * len(entry.tokens) + entry.nbytes + DIGEST_BYTES
-
-
 def _no_room(needed: int, place: Path, free: int) -> OSError:
     return OSError(f"{free >> 20} MiB free in {place}; a state needs {needed >> 20} MiB with the margin left free")
 
@@ -346,122 +327,58 @@ def _starts(tokens: tuple[int, ...], prefix: tuple[int, ...]) -> bool:
     return len(prefix) < len(tokens) and tokens[:len(prefix)] == prefix
 
 
-# --- the file ---------------------------------------------------------------------------------------------------------
-
-def write_state_file(path: Path, entry: ShelvedState, check: Callable[[], None] = lambda: None) -> None:
-    """Writes `entry` to `path`: the header, the tokens (little-endian uint32), the state and the sha256 of all
-    that, to a staging file of its own in the same folder (tempfile: two writers never share one), synced, then
-    renamed over `path`, so a reader sees no file or a whole one. The staging file is removed on any failure or
-    interruption (whatever `check` raises between blocks is raised)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as out:
-            digest = hashlib.sha256()
-            body = memoryview(entry.state).cast("B")
-            pieces = [HEADER.pack(MAGIC, FORMAT, entry.key.encode("ascii"), len(entry.tokens), entry.nbytes),
-                      _token_bytes(entry.tokens)]
-            pieces += [body[start:start + BLOCK] for start in range(0, len(body), BLOCK)]
-            for piece in pieces:
-                check()
-                digest.update(piece)
-                out.write(piece)
-            out.write(digest.digest())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(staging, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(staging)
-        raise
-    _sync_folder(path.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """fsync of the folder, so that the rename survives a crash (where the system allows it)."""
-    with contextlib.suppress(OSError, AttributeError):
-        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
-def read_state_file(path: Path, key: str, limit: int) -> ShelvedState:
-    """The state kept in `path` for `key`, read and checked whole: DamagedState when its header, sizes (a state of
-    at most `limit` bytes), name or checksum are not right; OSError (FileNotFoundError) as reading raises it."""
-    with open(path, "rb") as stream:
-        tokens, nbytes = _read_head(stream, key, path.name, limit)
-        digest = hashlib.sha256()
-        stream.seek(0)
-        digest.update(_read_exactly(stream, HEADER.size + 4 * len(tokens)))
-        state = (ctypes.c_uint8 * nbytes)()
-        view = memoryview(state).cast("B")
-        for start in range(0, nbytes, BLOCK):
-            block = view[start:start + BLOCK]
-            if stream.readinto(block) != len(block):
-                raise DamagedState("shorter than its header says")
-            digest.update(block)
-        if stream.read(DIGEST_BYTES + 1) != digest.digest():
-            raise DamagedState("its checksum does not match")
-    return ShelvedState(key, tokens, state)
-
-
-def _read_head(stream, key: str, name: str, limit: int) -> tuple[tuple[int, ...], int]:
-    """The tokens and state size in a state file's header, checked against the file's size, its name and `key`."""
-    size = os.fstat(stream.fileno()).st_size
-    magic, version, file_key, n_tokens, nbytes = HEADER.unpack(_read_exactly(stream, HEADER.size))
-    if magic != MAGIC or version != FORMAT:
-        raise DamagedState("not a state file of this version")
-    if file_key != key.encode("ascii") or not name.startswith(key):
-        raise DamagedState("written for another model, build or setting")
-    if not 0 < n_tokens <= MAX_TOKENS or not 0 < nbytes <= limit:
-        raise DamagedState(f"a size out of bounds ({n_tokens} tokens, {nbytes} bytes)")
-    if size != HEADER.size + 4 * n_tokens + nbytes + DIGEST_BYTES:
-        raise DamagedState(f"{size} bytes where its header says {HEADER.size + 4 * n_tokens + nbytes + DIGEST_BYTES}")
-    tokens = tuple(np.frombuffer(_read_exactly(stream, 4 * n_tokens), dtype="<u4").tolist())
-    if state_file_name(key, tokens) != name:
-        raise DamagedState("its tokens are not those its name says")
-    return tokens, nbytes
-
-
-def _read_exactly(stream, count: int) -> bytes:
-    data = stream.read(count)
-    if len(data) != count:
-        raise DamagedState("truncated")
-    return data
-
-
 # --- the runner's side ------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass
 class PromptRead:
-    """What reading a prompt gave the runner."""
+    """What reading a prompt gave the runner: the state, converted for the decoding context only when it moves
+    there (decoding_state), so that a prompt's first token does not wait for it."""
 
-    state: ctypes.Array  # the sequence state for the decoding context (a bfloat16 cache)
+    raw: ctypes.Array | None  # the sequence state as the reader's float16 cache holds it; None: deferred
     kept: int  # leading positions not read: held by the reader, or restored from the shelf
     restored: int  # of those, restored from the shelf (0 when the shelf gave nothing)
+    logits: np.ndarray | None = None  # the last position's, when asked for
+    features: np.ndarray | None = None  # the last position's final-norm hidden state, when asked for
+    shared: bool = False  # `raw` is on the shelf too: converted through a copy, not in place
+    version: int = 0  # the reader's version after the read, for a deferred state
+    _moved: bool = False
+
+    def decoding_state(self, reader) -> ctypes.Array:
+        """The state for the decoding context's bfloat16 cache (prompt_reader.as_decoding_state), once: `raw` is
+        `reader`'s reused buffer, valid until its next read, unless shared; a deferred one is taken from `reader`
+        now (StaleRead when it changed since)."""
+        if self._moved:
+            raise RuntimeError("a prompt's state moves into the decoding context once")
+        self._moved = True
+        if self.raw is None:
+            return reader.deferred_state(self.version)
+        if self.shared:
+            return reader.decoding_copy(self.raw)
+        prompt_reader.as_decoding_state(self.raw)
+        return self.raw
 
 
 def read_prompt(reader, model, tokens: list[int], cancel: threading.Event | None = None,
-                shelf: StateShelf | None = None) -> PromptRead:
+                shelf: StateShelf | None = None, logits: bool = False, features: bool = False) -> PromptRead:
     """Reads `tokens` with `reader` (a PromptReader of `model`, a LlamaCppModel), first restoring the kept state
     that shares more whole chunks with them than the reader holds, then keeps the reader's state on the shelf
-    (`shelf`, else default_shelf(); none for a prompt under MIN_SHELVED tokens). PrefillCancelled as reader.read;
-    StateFormatError where the cache cannot be converted (then nothing is kept)."""
+    (`shelf`, else default_shelf(); none for a prompt under MIN_SHELVED tokens). `logits` and `features` as
+    PromptReader.read; with `logits`, a state that is not shelved is deferred (taken when it moves).
+    PrefillCancelled as reader.read; StateFormatError where the cache cannot be converted (then nothing is
+    kept)."""
     shelf = shelf if shelf is not None else default_shelf()
     if shelf is None or len(tokens) < MIN_SHELVED:
-        state, kept = reader.read(tokens, cancel)
-        return PromptRead(state, kept, 0)
+        read = reader.read(tokens, cancel, logits, features, defer=logits)
+        return PromptRead(read.state, read.kept, 0, read.logits, read.features, version=read.version)
     key = shelf_key(model)
     restored = _restore(reader, shelf, key, tokens)
     if len(tokens) - reader.reusable(tokens) < MIN_NEW:  # a follow-up's message: the kept state serves it still
-        state, kept = reader.read(tokens, cancel)
-        return PromptRead(state, kept, min(restored, kept))
-    raw, kept = reader.read_raw(tokens, cancel)
-    state = reader.decoding_copy(raw)
-    shelf.put(key, tokens, raw, getattr(getattr(model, "one_time", None), "owe", None))
-    return PromptRead(state, kept, min(restored, kept))
+        read = reader.read(tokens, cancel, logits, features, defer=logits)
+        return PromptRead(read.state, read.kept, min(restored, read.kept), read.logits, read.features,
+                          version=read.version)
+    read = reader.read_raw(tokens, cancel, logits, features)  # its layout checked: kept only if it converts
+    shelf.put(key, tokens, read.state, getattr(getattr(model, "one_time", None), "owe", None))
+    return PromptRead(read.state, read.kept, min(restored, read.kept), read.logits, read.features, shared=True)
 
 
 def owe_read_ahead(reader, model, tokens: Sequence[int], shelf: StateShelf | None = None) -> None:
@@ -483,13 +400,45 @@ def owe_read_ahead(reader, model, tokens: Sequence[int], shelf: StateShelf | Non
         try:
             key = shelf_key(model)
             _restore(reader, shelf, key, tokens)
-            raw, kept = reader.read_raw(tokens, _Between(check))
+            read = reader.read_raw(tokens, _Between(check))
         except PrefillCancelled:  # the reader was closed: its runner's context grew, and a new reader reads anew
             return
-        if kept < len(tokens):
-            shelf.put(key, tokens, raw, model.one_time.owe)
+        if read.kept < len(tokens):
+            shelf.put(key, tokens, read.state, model.one_time.owe)
 
     model.one_time.owe(READ_AHEAD, read, replace=True)
+
+
+def owe_preload(model, shelf: StateShelf | None = None) -> None:
+    """Owes to `model`'s idle time (core/one_time.py) the loading of its latest kept states from disk into the
+    shelf's memory (`shelf`, else default_shelf()), up to 1/PRELOAD_SHARE of its cap (StateShelf.preload): a chat
+    continued after a restart then restores its state from memory."""
+    shelf = shelf if shelf is not None else default_shelf()
+    if shelf is None or shelf.folder is None:
+        return
+
+    def preload(check: Callable[[], None]) -> None:
+        try:
+            key = shelf_key(model)
+        except OSError:  # the model file went away: nothing of it to load
+            return
+        shelf.preload(key, shelf.memory_bytes // PRELOAD_SHARE, check)
+
+    model.one_time.owe(PRELOAD, preload)
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class _Between:
