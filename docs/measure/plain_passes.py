@@ -11,7 +11,7 @@ import time
 import torch
 
 from specchat.engine.backends.llamacpp.extra_buffers import peer_llama
-from specchat.engine.backends.llamacpp.llama_runner import KV_CACHE_TYPE
+from specchat.engine.backends.llamacpp.prompt_reader import decoding_types
 from specchat.engine.loading.load import LoadOptions, load_model
 from specchat.models.sources import ModelSource
 
@@ -48,7 +48,7 @@ def main() -> None:
     native = loaded.native
     prompt = loaded.tokenizer(PROMPT)["input_ids"]
     peer = peer_llama(model_path=str(native.path), n_ctx=CONTEXT, n_threads=2, n_threads_batch=2, flash_attn=True,
-                      type_k=KV_CACHE_TYPE, type_v=KV_CACHE_TYPE, verbose=False)
+                      type_k=decoding_types(False)[0], type_v=decoding_types(False)[1], verbose=False)
     print(native.kernels.label)
     for round_ in range(3):
         ours, theirs = ours_ms(native, prompt), theirs_ms(peer, prompt)

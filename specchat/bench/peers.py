@@ -17,7 +17,8 @@ from pathlib import Path
 from ..core.errors import SpecchatError
 from ..engine.backends.llamacpp import llama_runner as llamacpp
 from ..engine.backends.llamacpp.extra_buffers import peer_llama
-from ..engine.backends.llamacpp.llama_runner import INSTALL_HINT, KV_CACHE_TYPE, default_threads, gpu_layers_for
+from ..engine.backends.llamacpp.llama_runner import INSTALL_HINT, default_threads, gpu_layers_for
+from ..engine.backends.llamacpp.prompt_reader import decoding_types
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
 CONTEXT = 2048
@@ -38,10 +39,11 @@ class LlamaCppPeer:
 
         threads = threads or default_threads()
         gpu_layers, _ = gpu_layers_for(Path(gguf_path))  # offloaded as our target is: the same device, same layers
+        type_k, type_v = decoding_types(offloaded=gpu_layers != 0)
         self._make = lambda n_ctx: peer_llama(
             model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
             n_gpu_layers=gpu_layers,
-            flash_attn=True, type_k=KV_CACHE_TYPE, type_v=KV_CACHE_TYPE,  # as in our runner: the same numbers
+            flash_attn=True, type_k=type_k, type_v=type_v,  # as in our runner: the same numbers
             draft_model=LlamaPromptLookupDecoding(num_pred_tokens=lookup_tokens) if prompt_lookup else None,
             # its draft mode keeps logits of every position but sizes that array from this flag: without it, any
             # sequence past n_batch (512) tokens fails with a numpy shape error

@@ -113,7 +113,9 @@ NEAR_TIE = 1.0  # logits: above the largest deviation between llama.cpp's kernel
 def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is_caught(quantized, monkeypatch):
     """Q4_K_M with repacking, no cap: passes of 4+ rows take another kernel (up to ~0.5 logit apart). The exact
     rule then may part from plain decoding only where plain's top two nearly tie; a rule that also accepts the
-    target's second choice parts where the margin is large."""
+    target's second choice parts where the margin is large. Eight prompts: a reply's first parting under the wrong
+    rule may itself come at a small margin (on three prompts it did, once the decoding cache's V became float16);
+    over eight the wrong rule parts at margins of 1.1 and 6.5, the right one below 0.26."""
     from specchat.engine.backends.llamacpp.kernels import KernelChoice
     from specchat.engine.backends.llamacpp.llama_runner import LlamaCppModel
     from specchat.engine.decoding import speculative
@@ -126,7 +128,12 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
     tokenizer = load_tokenizer(ModelSource.parse("embedded"))  # the same vocabulary as the requantized file
     texts = ["Repeat exactly: the quick brown fox jumps over the lazy dog, then the lazy dog sleeps all day.",
              "Copy this list: apples, pears, plums, cherries, apples, pears, plums, cherries, apples, pears.",
-             "Write the numbers from one to twenty in words, separated by commas."]
+             "Write the numbers from one to twenty in words, separated by commas.",
+             "Repeat this sentence three times: my sister keeps bees on the roof of an old mill by the river.",
+             "Copy this exactly: red, green, blue, red, green, blue, red, green, blue, red, green, blue.",
+             "Repeat exactly: one small step for a man, one giant leap for mankind, one small step again.",
+             "Write the days of the week, then write them again in reverse order.",
+             "Spell the word banana letter by letter, three times."]
     prompts = [build_prompt_ids(tokenizer, [Message("user", t)]) for t in texts]
     config = GenerationConfig(max_new_tokens=40, k=8, adaptive_k=False)
     eos = {native.eos_token_id}

@@ -10,6 +10,7 @@ from test_sampling import chi_square_p, lossy_verify
 from specchat.core.errors import ModelLoadError, SpecchatError
 from specchat.engine.backends.llamacpp import llama_runner as llamacpp
 from specchat.engine.backends.llamacpp import prompt_reader
+from specchat.engine.backends.llamacpp.prompt_reader import BF16, F16
 from specchat.engine.backends.llamacpp.governor import ThreadGovernor
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.sampling import Sampler, SamplingParams, verify_stochastic
@@ -72,13 +73,13 @@ def test_every_row_of_a_pass_is_bit_identical_to_one_token_passes(native_pair):
     assert native_pair.target.native.kernels.exactness == "bit-identical" and native_pair.target.exactness == "bit-identical"
 
 
-@pytest.mark.parametrize("kv_type, flash, prefix", [(llamacpp.KV_CACHE_TYPE, 0, 96), (1, 1, 560)])  # 1: GGML_TYPE_F16
-def test_the_check_catches_settings_whose_rows_depend_on_the_batch(native_pair, monkeypatch, kv_type, flash, prefix):
+@pytest.mark.parametrize("kv_types, flash, prefix", [((BF16, F16), 0, 96), ((F16, F16), 1, 560)])
+def test_the_check_catches_settings_whose_rows_depend_on_the_batch(native_pair, monkeypatch, kv_types, flash, prefix):
     # Without flash attention the attention's products differ between one row and several, at any length; with a
-    # float16 cache, one-token passes over 512+ positions split them between threads and prefills of 64+ tokens are
-    # tiled.
+    # float16 K and V, one-token passes over 512+ positions split them between threads and prefills of 64+ tokens
+    # are tiled (the runner's bfloat16 K keeps both off).
     monkeypatch.setattr(native_pair.target.native.llama, "LLAMA_FLASH_ATTN_TYPE_ENABLED", flash)
-    monkeypatch.setattr(llamacpp, "KV_CACHE_TYPE", kv_type)
+    monkeypatch.setattr(llamacpp, "decoding_types", lambda offloaded: kv_types)
     runner = native_pair.target.native.runner()
     assert not batch_invariant(runner, LONG[:prefix + 40], range(4, 6), prefix=prefix)
 

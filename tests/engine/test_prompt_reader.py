@@ -11,7 +11,8 @@ import torch
 from runner_reads import read_then_decode
 
 from specchat.engine.backends.llamacpp import prompt_reader
-from specchat.engine.backends.llamacpp.prompt_reader import DECODE_TYPE, READ_TYPE, StateFormatError, as_decoding_state
+from specchat.engine.backends.llamacpp.prompt_reader import (BF16, F16, READ_TYPE, StateFormatError,
+                                                             as_decoding_state, decoding_types)
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.speculative import GenerationConfig
 
@@ -39,31 +40,40 @@ def reference_bfloat16(values: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def test_a_float16_state_becomes_the_bfloat16_state_ggml_would_round_to():
+@pytest.mark.parametrize("types", [(BF16, BF16), (BF16, F16)])
+def test_a_float16_state_becomes_the_decoding_state_ggml_would_round_to(types):
+    """K and, where the decoding cache's V is bfloat16 (layers offloaded), V too are rounded to nearest even; a
+    float16 V (on the CPU: decoding_types) keeps its bits."""
     rng = np.random.default_rng(0)
     values = np.concatenate([rng.normal(0, 3, 2 * 2 * 5 * 6 - 6),
                              [0.0, -0.0, 65504.0, 1e-7, np.inf, -np.inf]]).astype(np.float16)
     state = fake_state(values, cells=5, layers=2)
-    as_decoding_state(state)
+    as_decoding_state(state, types)
     offset = 12 + 4 + 5 * 12 + 8
     rounded = reference_bfloat16(values).reshape(4, -1)
-    for block in rounded:
+    for number, (block, kept) in enumerate(zip(rounded, values.view(np.uint16).reshape(4, -1))):
         kind, row = struct.unpack_from("<iQ", state, offset)
-        assert kind == DECODE_TYPE and row == block.size * 2 // 5
+        target = types[number >= 2]
+        assert kind == target and row == block.size * 2 // 5
         offset += 12
-        assert np.array_equal(np.frombuffer(state, np.uint16, block.size, offset), block)
+        assert np.array_equal(np.frombuffer(state, np.uint16, block.size, offset), block if target == BF16 else kept)
         offset += block.size * 2
     assert offset == len(state)
 
 
-def test_a_transposed_v_becomes_the_rows_a_flash_attention_cache_holds():
+def test_the_decoding_cache_has_a_bfloat16_k_and_on_the_cpu_a_float16_v():
+    assert decoding_types(offloaded=False) == (BF16, F16) and decoding_types(offloaded=True) == (BF16, BF16)
+
+
+@pytest.mark.parametrize("types", [(BF16, BF16), (BF16, F16)])
+def test_a_transposed_v_becomes_the_rows_a_flash_attention_cache_holds(types):
     # a reader without flash attention keeps V transposed: the decoding state is the one a flash-attention reader
     # of the same values gives, V in rows and v_trans 0
     values = np.random.default_rng(1).normal(0, 2, 2 * 3 * 7 * 8).astype(np.float16)
     transposed, rows = fake_state(values, cells=7, layers=3, v_trans=1), fake_state(values, cells=7, layers=3)
     assert transposed != rows
-    as_decoding_state(transposed)
-    as_decoding_state(rows)
+    as_decoding_state(transposed, types)
+    as_decoding_state(rows, types)
     assert transposed == rows
 
 
@@ -71,9 +81,9 @@ def test_a_transposed_v_becomes_the_rows_a_flash_attention_cache_holds():
 def test_a_state_of_another_layout_is_refused_not_misread(change, why):
     state = fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1, **change)
     with pytest.raises(StateFormatError, match=why):
-        as_decoding_state(state)
+        as_decoding_state(state, (BF16, F16))
     with pytest.raises(StateFormatError):
-        as_decoding_state(fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1)[:-2])
+        as_decoding_state(fake_state(np.zeros(2 * 3 * 4, np.float16), cells=3, layers=1)[:-2], (BF16, F16))
 
 
 LONG = [100 + (7919 * i) % 40000 for i in range(600)]

@@ -33,6 +33,8 @@ from specchat.core.fs import fingerprint, read_kept, write_kept
 from specchat.core.paths import cache_file
 from specchat.core.vocabulary import BIT_IDENTICAL, DISTRIBUTION, EXACTNESS, EXACTNESS_LABELS
 
+from .prompt_reader import BF16, decoding_types
+
 log = logging.getLogger(__name__)
 
 MAX_CHECKED_ROWS = 16  # the longest verification worth checking: K = 15
@@ -171,14 +173,17 @@ def verdict_kept(path: Path, repack: bool, placement: str = "", cache_file: Path
 
 
 def verdict_key(path: Path, repack: bool, placement: str = "") -> str:
-    """The file (path, size, modification time), llama.cpp's build, the CPU's features, the setting and, for a file
-    whose layers are offloaded, the GPU backend, device and layer count (a GPU's kernels have verdicts of their
-    own); a file on the CPU keeps the key it had before offloading existed."""
+    """The file (path, size, modification time), llama.cpp's build, the CPU's features, the setting, the decoding
+    cache's types where they are not both bfloat16 and, for a file whose layers are offloaded, the GPU backend,
+    device and layer count (a GPU's kernels have verdicts of their own)."""
     stat = path.stat()
     parts = [str(path.resolve()), str(stat.st_size), str(stat.st_mtime_ns), _llama_build(), _cpu_features(),
              f"repack={int(repack)}", f"tiled={os.environ.get('GGML_CPU_TILED_MM', '')}"]
     if placement:
         parts.append(f"offload={placement}")
+    kv = decoding_types(offloaded=bool(placement))
+    if kv != (BF16, BF16):  # the cache the verdict was measured over (a bfloat16 one before 2026-12-07)
+        parts.append(f"kv={kv[0]}/{kv[1]}")
     return fingerprint(*parts, digits=24)
 
 

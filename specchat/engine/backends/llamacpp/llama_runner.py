@@ -16,8 +16,10 @@ Losslessness needs the logits of a position to be the same whether the pass hold
 the prompt's chunking. Attention is made so: without flash attention the products differ by batch size; with it
 and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads (flash
 decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16 KV
-cache both are off (they take float16/float32 caches only), every row is reduced by one thread in one order, and
-the speed is the same. So the runner forces flash attention and a bfloat16 cache. The matrix products change
+K both are off (they take float16/float32 caches with K and V of one type only), every row is reduced by one
+thread in one order. So the runner forces flash attention and a bfloat16 K; V stays float16 on the CPU, which that
+kernel adds without converting it (prompt_reader.decoding_types: a one-token pass deep in a document costs 30%
+less than over a bfloat16 V). The matrix products change
 kernel with the rows of a pass, by tensor type: engine/backends/llamacpp/kernels.py measures up to how many rows a file stays
 bit-identical, once per file, build and CPU, and the engine verifies at most that many ("bit-identical"), or takes
 the fastest kernels with no cap ("same distribution").
@@ -50,14 +52,14 @@ from .extra_buffers import extra_buffers_usable
 from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
                       plan_layers, requested_layers)
 from .prompt_reader import CHUNK as READER_CHUNK
-from .prompt_reader import PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix, sequence_state
+from .prompt_reader import (PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix,
+                            decoding_types, sequence_state)
 from .state_shelf import PromptRead, forget_model, owe_preload, owe_read_ahead, read_prompt
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = ('pip install "llama-cpp-python==0.3.36" (builds llama.cpp from source: about 3-4 minutes on two '
                 'cores; `make setup` does it)')
-KV_CACHE_TYPE = 30  # GGML_TYPE_BF16 (module docstring)
 CONTEXT_STEP = 1024  # contexts are made in multiples of this many positions, and remade larger when needed
 MAX_BATCH = 512  # tokens per llama_decode call; longer prompts are fed in chunks
 
@@ -507,7 +509,7 @@ class LlamaCppRunner:
             state = read.decoding_state(self._reader)
         except StaleRead:  # read again as it was (the same passes: the same entries), as the first token came
             state = self._reader.read(self._held, logits=True, features=self.keeps_features).state
-            as_decoding_state(state)
+            as_decoding_state(state, self._reader.decode_types)
         if self.llama.llama_state_seq_set_data(self._ctx, state, len(state), 0) != len(state):
             self.llama.llama_memory_seq_rm(self.llama.llama_get_memory(self._ctx), 0, 0, -1)
             self._held = []
@@ -593,9 +595,9 @@ class LlamaCppRunner:
         params.n_batch = params.n_ubatch = MAX_BATCH
         params.n_seq_max = 1
         params.n_threads = params.n_threads_batch = self.model.threads
-        # Flash attention over a bfloat16 cache keeps every row's numbers independent of the batch (module docstring).
+        # Flash attention over a bfloat16 K keeps every row's numbers independent of the batch (module docstring).
         params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        params.type_k = params.type_v = KV_CACHE_TYPE
+        params.type_k, params.type_v = decoding_types(self.model.placement.offloaded)
         params.no_perf = True
         # A GPU build sends a CPU-placed model's large passes (32+ tokens) to the GPU all the same, whose kernels
         # round otherwise: a prefill and a one-token pass would then disagree. A model on the CPU stays there.

@@ -43,9 +43,20 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256  # the most positions per pass: the fastest size here (docs/performance.md), finer reuse
 SCHEDULE = "turns"  # how passes are cut (pass_end), in the state shelf's key: states cut otherwise are not reused
-READ_TYPE = 1  # GGML_TYPE_F16: llama.cpp's default cache
+F16, BF16 = 1, 30  # GGML_TYPE_F16, GGML_TYPE_BF16
+READ_TYPE = F16  # llama.cpp's default cache
 READ_FLASH_ATTN = False  # the reader without flash attention: short passes at depth cost a fifth (module docstring)
-DECODE_TYPE = 30  # GGML_TYPE_BF16 (llama_runner.KV_CACHE_TYPE)
+
+
+def decoding_types(offloaded: bool) -> tuple[int, int]:
+    """(type_k, type_v) of the decoding context's KV cache (llama_runner.py's module docstring). llama.cpp's CPU
+    flash attention splits a one-token pass between threads, or tiles a long pass, only where K and V are both
+    float16 or float32; else every row is reduced by one thread in one order, so a verification pass gives the
+    rows of one-token passes. A bfloat16 K keeps it so; V stays float16 there, llama.cpp's default, whose rows the
+    kernel adds without converting them: a one-token pass after 2,048 positions of the embedded model costs 13.5
+    ms against 19.4 ms with a bfloat16 V (docs/performance.md). With layers offloaded, both bfloat16: a GPU's
+    kernels are checked for that pair."""
+    return (BF16, BF16) if offloaded else (BF16, F16)
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class PromptReader:
         self.llama = model.llama
         self.n_ctx = n_ctx
         self._vocab, self._hidden = model.vocab_size, model.hidden_size
+        self.decode_types = decoding_types(model.placement.offloaded)  # the decoding context's cache types
         params = self.llama.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = CHUNK
@@ -122,7 +134,7 @@ class PromptReader:
             if self._ctx is None or version != self._version:
                 raise StaleRead("the prompt reader changed before the prompt's state was taken")
             state = self._state_in_scratch()
-        as_decoding_state(state)
+        as_decoding_state(state, self.decode_types)
         return state
 
     def _state_in_scratch(self) -> ctypes.Array:
@@ -136,7 +148,7 @@ class PromptReader:
 
     def _check_layout(self, state: ctypes.Array) -> None:
         if not self._layout_checked:
-            as_decoding_state(state, convert=False)
+            as_decoding_state(state, self.decode_types, convert=False)
             self._layout_checked = True
 
     def decoding_copy(self, raw: ctypes.Array) -> ctypes.Array:
@@ -144,7 +156,7 @@ class PromptReader:
         (valid until its next read): `raw` stays as it is, for the state shelf."""
         state = self._scratch_of(len(raw))
         ctypes.memmove(state, raw, len(raw))
-        as_decoding_state(state)
+        as_decoding_state(state, self.decode_types)
         return state
 
     def _scratch_of(self, size: int) -> ctypes.Array:
@@ -303,10 +315,11 @@ class StateFormatError(ValueError):
     """A sequence state laid out otherwise than a plain KV cache's (another memory kind, cell extras)."""
 
 
-def as_decoding_state(state: bytearray | memoryview, convert: bool = True) -> None:
-    """Rewrites, in place, a sequence state of a float16 KV cache (llama_state_seq_get_data) for a bfloat16 cache of
-    the same model: each layer's K and V rows converted, rounding to nearest even as ggml does (torch's conversion,
-    the same bits and several times numpy's speed), and the type fields changed. The layout (llama-kv-cache.cpp,
+def as_decoding_state(state: bytearray | memoryview, types: tuple[int, int], convert: bool = True) -> None:
+    """Rewrites, in place, a sequence state of a float16 KV cache (llama_state_seq_get_data) for a cache of the same
+    model whose K and V have `types` (decoding_types): each layer's rows of a bfloat16 part converted, rounding to
+    nearest even as ggml does (torch's conversion, the same bits and several times numpy's speed), those of a
+    float16 part kept, and the type fields changed. The layout (llama-kv-cache.cpp,
     state_write): magic, seq id, streams; per stream the cell count, per cell its position, sequence count and ids;
     then v_trans, the layer count, and per layer a type, a row size and the rows, K first then V. A transposed V (a
     context without flash attention: v_trans 1) has per layer a type, an element's size and a cell's element count,
@@ -341,11 +354,15 @@ def as_decoding_state(state: bytearray | memoryview, convert: bool = True) -> No
             size = cells * row
             if offset + 12 + size > len(view):
                 raise StateFormatError("a state shorter than its layers")
+            target = types[block >= layers]
+            if target not in (F16, BF16):
+                raise ValueError(f"no conversion to ggml type {target}")
             if convert:
-                struct.pack_into("<iQ", view, offset, DECODE_TYPE, row)
+                struct.pack_into("<iQ", view, offset, target, row)
                 halves = torch.frombuffer(view, dtype=torch.float16, count=size // 2, offset=offset + 12)
-                rounded = halves.to(torch.bfloat16).view(torch.float16)
-                halves.copy_(rounded.view(width, cells).t().reshape(-1) if transposed else rounded)
+                rounded = halves.to(torch.bfloat16).view(torch.float16) if target == BF16 else halves.clone()
+                if transposed or target == BF16:
+                    halves.copy_(rounded.view(width, cells).t().reshape(-1) if transposed else rounded)
             offset += 12 + size
     if offset != len(view):
         raise StateFormatError("a state longer than its layers")

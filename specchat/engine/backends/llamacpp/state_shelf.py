@@ -49,7 +49,7 @@ from . import prompt_reader
 from .kernels import verdict_key
 from .state_files import (FORMAT, MAX_TOKENS, SUFFIX, DamagedState, ShelvedState, file_size, read_head,
                           read_state_file, write_state_file)
-from .prompt_reader import DECODE_TYPE, READ_TYPE, common_prefix
+from .prompt_reader import READ_TYPE, common_prefix, decoding_types
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +354,7 @@ class PromptRead:
             return reader.deferred_state(self.version)
         if self.shared:
             return reader.decoding_copy(self.raw)
-        prompt_reader.as_decoding_state(self.raw)
+        prompt_reader.as_decoding_state(self.raw, reader.decode_types)
         return self.raw
 
 
@@ -474,15 +474,16 @@ def shelf_key(model) -> str:
     this file format. The context size and the thread count are not in it: they change no byte (measured)."""
     stat = model.path.stat()
     return _key(str(model.path), stat.st_size, stat.st_mtime_ns, model.kernels.repack, model.placement.key,
-                prompt_reader.CHUNK)
+                prompt_reader.CHUNK, decoding_types(model.placement.offloaded))
 
 
 @functools.lru_cache(maxsize=32)
-def _key(path: str, size: int, mtime_ns: int, repack: bool, placement: str, chunk: int) -> str:
+def _key(path: str, size: int, mtime_ns: int, repack: bool, placement: str, chunk: int,
+         decode: tuple[int, int]) -> str:
     with open(path, "rb") as stream:
         head = hashlib.sha256(stream.read(HEADER_HASHED)).hexdigest()
     return fingerprint(verdict_key(Path(path), repack, placement), size, mtime_ns, head, _system_info(),
-                       f"read={READ_TYPE}", f"read_flash={int(prompt_reader.READ_FLASH_ATTN)}", f"decode={DECODE_TYPE}",
+                       f"read={READ_TYPE}", f"read_flash={int(prompt_reader.READ_FLASH_ATTN)}", f"decode={decode[0]}/{decode[1]}",
                        f"chunk={chunk}", f"passes={prompt_reader.SCHEDULE}", f"format={FORMAT}", digits=32)
 
 
