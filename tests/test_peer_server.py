@@ -49,7 +49,7 @@ def test_the_flags_of_each_mode(tmp_path):
     gguf, draft = tmp_path / "t.gguf", tmp_path / "d.gguf"
     plain = server_flags("llama-server", gguf, 2, 4096, 5)
     assert plain == ["-m", str(gguf), "-t", "2", "-tb", "2", "-c", "4096", "-np", "1", "-fa", "on", "-ctk", "bf16",
-                     "-ctv", "bf16", "--no-webui"]
+                     "-ctv", "f16", "--no-webui"]
     drafted = server_flags("llama-server-draft", gguf, 2, 4096, 5, draft)
     assert drafted[len(plain):len(plain) + 6] == ["-md", str(draft), "--spec-type", "draft-simple",
                                                   "--spec-draft-n-max", "5"]

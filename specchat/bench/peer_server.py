@@ -5,7 +5,7 @@
 - `llama-server-ngram`: its prompt-lookup speculation (`--spec-type ngram-simple`), drafts of K tokens.
 
 Each mode starts one server on 127.0.0.1, on a free port, with the target's GGUF file, our runner's threads, flash
-attention and a bfloat16 KV cache (as engine/backends/llamacpp/llama_runner.py runs the target: the same numbers), and one slot. Prompts
+attention and our runner's KV cache types, bfloat16 K and float16 V (as engine/backends/llamacpp/llama_runner.py runs the target: the same numbers), and one slot. Prompts
 go as token ids to its /completion endpoint and the reply comes back as token ids, so both sides see the same tokens;
 the wall time is measured around the request (prompt processing included, as for our modes), and the server's own
 draft counters give α. The binary is built by `make peers` (build/peers/bin/llama-server), or named by
@@ -30,6 +30,7 @@ from pathlib import Path
 from ..core.errors import SpecchatError
 from ..engine.backends.llamacpp.extra_buffers import extra_buffers_usable_here
 from ..engine.backends.llamacpp.llama_runner import default_threads
+from ..engine.backends.llamacpp.prompt_reader import BF16, F16, decoding_types
 from .peer_engine import PeerReply
 
 SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")
@@ -41,6 +42,7 @@ NGRAM_SIZE = 3  # ngram-simple matches exactly this many tokens (our pld tries 6
 STARTUP_S = 180.0  # loading a large GGUF from a cold disk can take a while
 REQUEST_S = 900.0
 STOP_S = 10.0
+CACHE_TYPE_NAMES = {F16: "f16", BF16: "bf16"}  # llama-server's -ctk/-ctv names of the ggml types
 
 
 def server_binary() -> Path:
@@ -68,15 +70,16 @@ def server_flags(mode: str, gguf: Path, threads: int, n_ctx: int, k: int, draft:
     (engine/backends/llamacpp/extra_buffers.py)."""
     if mode not in SERVER_MODES:
         raise SpecchatError(f"unknown llama-server mode {mode!r}; choose from {', '.join(SERVER_MODES)}")
+    type_k, type_v = (CACHE_TYPE_NAMES[t] for t in decoding_types(offloaded=False))  # our runner's cache, on the CPU
     flags = ["-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-np", "1",
-             "-fa", "on", "-ctk", "bf16", "-ctv", "bf16", "--no-webui"] + ([] if repack else ["--no-repack"])
+             "-fa", "on", "-ctk", type_k, "-ctv", type_v, "--no-webui"] + ([] if repack else ["--no-repack"])
     if mode == "llama-server-draft":
         if draft is None:
             raise SpecchatError("the llama-server-draft mode needs a GGUF draft model: load a pair whose draft is a "
                                 "GGUF file, or give --peer-draft PATH")
         flags += ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
-                  "--spec-draft-n-min", "0", "-td", str(threads), "-tbd", str(threads), "-ctkd", "bf16",
-                  "-ctvd", "bf16"]
+                  "--spec-draft-n-min", "0", "-td", str(threads), "-tbd", str(threads), "-ctkd", type_k,
+                  "-ctvd", type_v]
     elif mode == "llama-server-ngram":
         flags += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(NGRAM_SIZE),
                   "--spec-ngram-simple-size-m", str(k)]
