@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -341,7 +341,7 @@ class PromptRead:
     features: np.ndarray | None = None  # the last position's final-norm hidden state, when asked for
     shared: bool = False  # `raw` is on the shelf too: converted through a copy, not in place
     version: int = 0  # the reader's version after the read, for a deferred state
-    _moved: bool = False
+    _moved: bool = field(default=False, init=False)  # decoding_state was called
 
     def decoding_state(self, reader) -> ctypes.Array:
         """The state for the decoding context's bfloat16 cache (prompt_reader.as_decoding_state), once: `raw` is
