@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from ..core.errors import SpecchatError
-from ..engine.backends.llamacpp import llama_runner as llamacpp
+from ..engine.backends.llamacpp import library
 from ..engine.backends.llamacpp.extra_buffers import peer_llama
-from ..engine.backends.llamacpp.llama_runner import INSTALL_HINT, default_threads, gpu_layers_for
+from ..engine.backends.llamacpp.library import INSTALL_HINT, default_threads, gpu_layers_for
 from ..engine.backends.llamacpp.prompt_reader import decoding_types
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
@@ -25,7 +25,7 @@ CONTEXT = 2048
 
 
 def require_llama_cpp() -> None:
-    if not llamacpp.llama_cpp_available():
+    if not library.llama_cpp_available():
         raise SpecchatError(f"the llama-cpp modes run llama-cpp-python, which is not installed; {INSTALL_HINT}")
 
 

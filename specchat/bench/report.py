@@ -15,7 +15,7 @@ from ..chats.run_context import RunContext, RunModels
 from ..core.acceptance import expected_tokens
 from ..core.run_kind import RunKind, speedup
 from ..core.vocabulary import PLAIN
-from ..engine.backends.llamacpp.llama_runner import llama_cpp_available
+from ..engine.backends.llamacpp.library import llama_cpp_available
 from ..engine.loading.pair import ModelPair
 from ..storage.records import RunRecord
 from .runner import OVERHEAD_PARTS, BenchSettings, ModeRecord, add_lists, rounded

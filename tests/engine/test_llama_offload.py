@@ -16,7 +16,7 @@ import torch
 
 from specchat.engine.backends.draft_backends import LlamaCppDraftBackend
 from specchat.engine.backends.llamacpp.kernels import default_cache_file, verdict_key
-from specchat.engine.backends.llamacpp.llama_runner import gpu_layers_for
+from specchat.engine.backends.llamacpp.library import gpu_layers_for
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.divergence import divergence_margin
 from specchat.engine.decoding.speculative import GenerationConfig, SpeculativeEngine

@@ -8,6 +8,7 @@ import torch
 from test_sampling import chi_square_p, lossy_verify
 
 from specchat.core.errors import ModelLoadError, SpecchatError
+from specchat.engine.backends.llamacpp import library
 from specchat.engine.backends.llamacpp import llama_runner as llamacpp
 from specchat.engine.backends.llamacpp import prompt_reader
 from specchat.engine.backends.llamacpp.prompt_reader import BF16, F16
@@ -180,7 +181,7 @@ def test_missing_llama_cpp_gives_clear_messages_and_a_fallback(monkeypatch):
     from specchat.engine.loading.load import LoadOptions, runs_on_llama_cpp
     from specchat.models.sources import ModelSource
 
-    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: False)
+    monkeypatch.setattr(library, "llama_cpp_available", lambda: False)
     with pytest.raises(SpecchatError, match="llama-cpp-python"):
         bench.parse_modes("none,llama-cpp", has_draft=False)
     with pytest.raises(ModelLoadError, match="pip install"):

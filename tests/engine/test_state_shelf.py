@@ -14,7 +14,7 @@ import torch
 from runner_reads import read_then_decode
 
 from specchat.core.one_time import Interrupted
-from specchat.engine.backends.llamacpp import prompt_reader, state_shelf
+from specchat.engine.backends.llamacpp import llama_runner, prompt_reader, state_shelf
 from specchat.engine.backends.llamacpp.prompt_reader import common_prefix
 from specchat.engine.backends.llamacpp.state_files import (HEADER, DamagedState, ShelvedState, read_state_file,
                                                            state_file_name, write_state_file)
@@ -438,5 +438,37 @@ def test_a_restart_preloads_the_latest_states_that_fit_and_stops_when_a_reply_st
     os.unlink(tmp_path / state_file_name(KEY, chat(3)))  # memory serves it still, without its file
     found = restarted.lookup(KEY, chat(3))
     assert found is not None and bytes(found.state) == bytes(states[3])
+    assert restarted.latest_length(KEY) == 600 and restarted.latest_length(OTHER_KEY) == 0
     assert restarted.preload(KEY, budget) == 0  # nothing more fits
+    restarted.memory_bytes = 3 * size  # a full memory drops the older preloaded state first, not the newest
+    restarted.put(KEY, chat(4, 700), buffer(size, 4))
+    restarted.put(KEY, chat(5, 800), buffer(size, 5))
+    os.unlink(tmp_path / state_file_name(KEY, chat(2)))
+    assert restarted.lookup(KEY, chat(3)) is not None and restarted.lookup(KEY, chat(2)) is None
+    assert restarted.latest_length(KEY) == 600  # the lookup just used chat 3's
     assert StateShelf(tmp_path).preload(OTHER_KEY, budget) == 0
+
+
+@pytest.mark.model
+def test_a_chat_continued_after_a_restart_finds_its_contexts_made_ahead(native_pair, fresh_shelves, monkeypatch):
+    """After a restart, the idle time after a first short turn makes the decoding context and the reader that the
+    latest kept chat's next turn needs (room_ahead.py); that chat's follow-up then takes them rather than making its
+    own on its first token's path, and gives bit for bit what a fresh read gives."""
+    monkeypatch.setattr(llama_runner, "CONTEXT_STEP", 256)  # the short documents here outgrow a first context
+    native = native_pair.target.native
+    question, first = a_turn_that_ends(native_pair)
+    follow_up = ids(native_pair, question, first.text, "And when does it open?")
+    fresh_shelves()  # a new process: the same folder, an empty memory tier
+    state_shelf.owe_preload(native)  # as a load owes it (run at once here: SPECCHAT_MEASURE_NOW=1)
+    runner = native.runner()
+    hello = ids(native_pair, "Hello!")
+    read_then_decode(runner, hello)  # its first context owes the room (made at once here, after the preload)
+    assert runner._room.n_ctx >= len(follow_up) + llama_runner.NEXT_MESSAGE > runner._n_ctx == 256
+    made_here = []
+    with monkeypatch.context() as patch:
+        patch.setattr(llama_runner, "new_decoding_context", lambda *args: made_here.append(args))
+        restored = read_then_decode(runner, follow_up)
+    assert made_here == [] and runner._room.n_ctx == 0 and runner.restored_tokens > 0
+    fresh = fresh_reply(native, follow_up, monkeypatch)
+    assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
+

@@ -277,7 +277,7 @@ def load_model(source: ModelSource, options: LoadOptions = LoadOptions()) -> Loa
         dtype = _auto_cpu_dtype(location)
     note = None
     if "gguf_file" in extra and device.type == "cpu" and (options.backend or "auto") == "auto":
-        from ..backends.llamacpp.llama_runner import INSTALL_HINT
+        from ..backends.llamacpp.library import INSTALL_HINT
 
         note = "torch: llama.cpp is not installed"
         log.warning("llama.cpp is not installed: GGUF models run on transformers' float32 copy, several times "
@@ -304,7 +304,7 @@ def runs_on_llama_cpp(source: ModelSource, options: LoadOptions = LoadOptions())
     """Whether load_model puts `source` on llama.cpp: a GGUF file, llama-cpp-python installed, the backend not
     "torch", and for a GPU named by the device setting ("cuda", "mps"), a llama.cpp that can offload to one (else
     auto takes the torch path on that GPU). An explicit "llama.cpp" that cannot run is a ModelLoadError saying why."""
-    from ..backends.llamacpp.llama_runner import INSTALL_HINT, llama_cpp_available, why_no_gpu_offload
+    from ..backends.llamacpp.library import INSTALL_HINT, llama_cpp_available, why_no_gpu_offload
 
     backend = options.backend or "auto"
     if backend not in BACKENDS:

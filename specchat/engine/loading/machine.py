@@ -11,7 +11,7 @@ from ...core.accelerators import cpu_has_native_bf16
 from ...core.errors import SpecchatError
 from ...models.catalog import entries as cat
 from ...models.catalog.fit import Machine
-from ..backends.llamacpp.llama_runner import _llama, llama_cpp_available
+from ..backends.llamacpp.library import _llama, llama_cpp_available
 from ..backends.llamacpp.offload import free_memory, offload_target
 from .load import choose_device, choose_dtype
 

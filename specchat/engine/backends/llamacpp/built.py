@@ -83,7 +83,7 @@ def build_report() -> BuildReport:
     elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         torch_gpus = ["mps"]
     torch_part = dict(torch_version=torch.__version__, torch_cuda=torch.version.cuda, torch_gpus=tuple(torch_gpus))
-    from .llama_runner import _llama, llama_cpp_available
+    from .library import _llama, llama_cpp_available
     from .offload import built_backends, llama_devices
 
     if not llama_cpp_available():

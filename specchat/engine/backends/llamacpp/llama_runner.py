@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
 import logging
-import os
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -44,135 +43,25 @@ from specchat.core.one_time import OneTimeWork
 from specchat.core.vocabulary import BIT_IDENTICAL, DISTRIBUTION
 
 from ...decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve
-from ...loading.gguf_header import layer_shape
 from .governor import ThreadGovernor
 from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
                       verdicts_for)
 from .extra_buffers import extra_buffers_usable
-from .offload import (KV_BYTES, PLAN_CONTEXT, LoadLog, Placement, built_backends, free_memory, offload_target,
-                      plan_layers, requested_layers)
+from .library import _llama, _load_recording, default_threads, gpu_layers_for
+from .offload import Placement, offload_target
 from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import (PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix,
                             decoding_types, sequence_state)
-from .state_shelf import PromptRead, forget_model, owe_preload, owe_read_ahead, read_prompt
+from .room_ahead import RoomAhead
+from .state_shelf import PromptRead, forget_model, latest_kept_length, owe_preload, owe_read_ahead, read_prompt
+from .target_embeddings import TargetEmbeddings
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ('pip install "llama-cpp-python==0.3.36" (builds llama.cpp from source: about 3-4 minutes on two '
-                'cores; `make setup` does it)')
 CONTEXT_STEP = 1024  # contexts are made in multiples of this many positions, and remade larger when needed
 MAX_BATCH = 512  # tokens per llama_decode call; longer prompts are fed in chunks
-
-
-def llama_cpp_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
-
-
-def default_threads() -> int:
-    """SPECCHAT_THREADS, else every core this process may run on (llama.cpp's own default is the physical cores;
-    on a machine without SMT the two agree)."""
-    configured = os.environ.get("SPECCHAT_THREADS", "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-_backend_lock = threading.Lock()
-_backend_ready = False
-
-
-def _llama():
-    """The llama_cpp module, its backend initialised once per process, and its log quietened."""
-    global _backend_ready
-    if not llama_cpp_available():
-        raise ModelLoadError(f"the llama.cpp backend is not installed; {INSTALL_HINT}")
-    import llama_cpp
-
-    with _backend_lock:
-        if not _backend_ready:
-            llama_cpp.llama_backend_init()
-            _quiet_log(llama_cpp)
-            _backend_ready = True
-    return llama_cpp
-
-
-_recording: LoadLog | None = None  # the load whose log lines are being kept (one load at a time: _load_lock)
-_load_lock = threading.Lock()
-
-
-def _log_errors_only(level: int, text: bytes, user_data) -> None:
-    """llama.cpp's log callback: errors go to our log; every line goes to the load being recorded, if any."""
-    if _recording is not None and text:
-        _recording.line(text)
-    if level == 4 and text:  # GGML_LOG_LEVEL_ERROR; llama.cpp's information and debug lines are not for users
-        log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
-
-
-_log_callback = None  # kept alive for as long as llama.cpp may call it
-
-
-def _quiet_log(llama_cpp) -> None:
-    global _log_callback
-    _log_callback = llama_cpp.llama_log_callback(_log_errors_only)
-    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
-
-
-def _load_recording(llama, path: Path, params) -> tuple[object, LoadLog]:
-    """llama_model_load_from_file, with what llama.cpp's log said meanwhile (where the layers went)."""
-    global _recording
-    with _load_lock:
-        _recording = LoadLog()
-        try:
-            return llama.llama_model_load_from_file(str(path).encode(), params), _recording
-        finally:
-            _recording = None
-
-
-def gpu_layers_for(path: Path, device: str | None = None, requested: int | None = None) -> tuple[int, str]:
-    """The n_gpu_layers to load `path` with, and the part of a kernel verdict's key it makes (offload.Placement.key
-    before the load: "" on the CPU). Takes the device setting (LoadOptions.device: "cpu" keeps every layer on the
-    CPU) and the requested count (LoadOptions.gpu_layers, else $SPECCHAT_GPU_LAYERS; offload.requested_layers).
-    With no GPU that llama.cpp can use, 0; else offload.plan_layers from the device's free memory."""
-    llama = _llama()
-    wanted = requested_layers(requested)
-    if (device or "auto") == "cpu" or wanted == 0 or not llama.llama_supports_gpu_offload():
-        return 0, ""
-    target = offload_target(llama)
-    if target is None:
-        return 0, ""
-    n_layers, kv_per_layer = _kv_bytes_per_layer(path)
-    layers = plan_layers(wanted, n_layers, path.stat().st_size, free_memory(target), kv_per_layer)
-    key = f"{target.backend}:{target.name}:{layers}" if layers else ""
-    return layers, key
-
-
-def why_no_gpu_offload() -> str | None:
-    """None where this llama.cpp can put layers on a GPU here; else why not and what to do, for the user."""
-    llama = _llama()
-    if llama.llama_supports_gpu_offload():
-        return None
-    gpu_backends = [name for name in built_backends(llama) if name not in ("CPU", "BLAS", "RPC")]
-    if gpu_backends:
-        hidden = (" (llama.cpp uses a software Vulkan device such as lavapipe only when GGML_VK_VISIBLE_DEVICES "
-                  "names it)" if "Vulkan" in gpu_backends else "")
-        return f"llama.cpp was built with {', '.join(gpu_backends)} but finds no GPU here{hidden}"
-    from specchat.core.accelerators import cmake_args, is_cpu_build, probe
-
-    wanted = cmake_args(probe(full=False))
-    fix = (f"rebuild it with `make clean && make setup` (which builds with CMAKE_ARGS={wanted} here)"
-           if not is_cpu_build(wanted) else "rebuild it with CMAKE_ARGS=-DGGML_CUDA=ON, -DGGML_VULKAN=ON or "
-           "-DGGML_METAL=ON for your GPU (docs/gpu.md)")
-    return f"llama.cpp was built for the CPU only; {fix}"
-
-
-def _kv_bytes_per_layer(path: Path) -> tuple[int, int]:
-    """(repeating layers, KV cache bytes per layer at offload.PLAN_CONTEXT) of a GGUF file, from its header alone
-    (engine/loading/gguf_header.py)."""
-    n_layers, kv_heads, head_size = layer_shape(path)
-    return n_layers, 2 * PLAN_CONTEXT * kv_heads * head_size * KV_BYTES
+NEXT_MESSAGE = READER_CHUNK  # the room made ahead for a chat's next message (LlamaCppRunner.owe_room)
+ROOM = "room ahead"  # the one-time task that makes it (room_ahead.py)
 
 
 class LlamaCppModel:
@@ -211,6 +100,7 @@ class LlamaCppModel:
         self.context_window = int(self.llama.llama_model_n_ctx_train(handle))
         self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
         self._embeddings: TargetEmbeddings | None = None
+        self.reader_layout_checked = False  # a prompt reader's state of this model passed the layout check
         self.one_time = OneTimeWork()  # the verdict and the curve, measured while no reply runs (core/one_time.py)
         owe_preload(self)  # the latest kept prompt states into memory, in the idle time (state_shelf.py)
 
@@ -329,39 +219,6 @@ def load_with_exactness(path: Path | str, threads: int | None = None, wanted: st
     return LlamaCppModel(path, threads, kernels=kernels, gpu_layers=layers)
 
 
-class TargetEmbeddings(torch.nn.Module):
-    """What a draft head needs of its target besides hidden states: token embeddings and the output head (the same
-    matrix when the file ties them). Offers the two accessors of a transformers model, so the head code is shared."""
-
-    def __init__(self, embeddings: torch.Tensor, output: torch.Tensor | None = None):
-        super().__init__()
-        self.embed_tokens = torch.nn.Embedding.from_pretrained(embeddings, freeze=True)
-        self.lm_head = torch.nn.Linear(embeddings.shape[1], embeddings.shape[0], bias=False)
-        self.lm_head.weight = self.embed_tokens.weight if output is None else torch.nn.Parameter(output, False)
-
-    @classmethod
-    def from_gguf(cls, path: Path) -> TargetEmbeddings:
-        from gguf import GGUFReader
-        from gguf.quants import dequantize
-
-        tensors = {t.name: t for t in GGUFReader(str(path)).tensors if t.name in ("token_embd.weight", "output.weight")}
-        if "token_embd.weight" not in tensors:
-            raise ModelLoadError(f"{path.name} has no token embeddings")
-
-        def read(name: str) -> torch.Tensor:
-            tensor = tensors[name]
-            return torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
-                                    .reshape(int(tensor.shape[1]), int(tensor.shape[0])).copy())
-
-        return cls(read("token_embd.weight"), read("output.weight") if "output.weight" in tensors else None)
-
-    def get_input_embeddings(self) -> torch.nn.Embedding:
-        return self.embed_tokens
-
-    def get_output_embeddings(self) -> torch.nn.Linear:
-        return self.lm_head
-
-
 class LlamaCppCache:
     """The engine's view of a context's KV cache: how many positions it holds."""
 
@@ -401,6 +258,11 @@ class LlamaCppRunner:
         # False: prompts are read on this decoding context (a cache state the reader cannot convert, or a comparison:
         # `specchat prefill --on-decoding-context`)
         self.uses_reader = True
+        self._asked = 0  # the positions the latest new_cache asked for
+        self._reply_room = 0  # of those, the ones beyond its prompt: the room a reply takes (owe_room)
+        # contexts made in the idle time for the next turn's size (room_ahead.py); its callables hold no runner
+        self._room = RoomAhead(functools.partial(new_decoding_context, model, keeps_features), self.llama.llama_free,
+                               functools.partial(PromptReader, model))
 
     @property
     def max_pass_rows(self) -> int | None:
@@ -412,10 +274,17 @@ class LlamaCppRunner:
         """An empty cache with room for `capacity` positions (the context is remade only when it must grow, with
         the positions it held). The KV entries of the previous generation stay until the prefill, which keeps their
         common prefix."""
-        capacity = min(max(capacity, 1), self.context_window)
+        capacity = self._asked = min(max(capacity, 1), self.context_window)
         if self._ctx is None or capacity > self._n_ctx:
-            self._make_context(min(-(-capacity // CONTEXT_STEP) * CONTEXT_STEP, self.context_window))
+            first = self._ctx is None
+            self._make_context(self._context_size(capacity))
+            if first:  # a chat continued after a restart: room for the latest kept state, in the idle time
+                self.owe_room(0)
         return LlamaCppCache(self)
+
+    def _context_size(self, positions: int) -> int:
+        """The size a context for `positions` is made at: CONTEXT_STEP's next multiple, within the model's window."""
+        return min(-(-positions // CONTEXT_STEP) * CONTEXT_STEP, self.context_window)
 
     def forward(self, input_ids: torch.Tensor, cache: LlamaCppCache, keep: int, hidden_rows: int = 0,
                 prefill: bool = False, cancel: threading.Event | None = None) -> torch.Tensor:
@@ -429,6 +298,8 @@ class LlamaCppRunner:
         checked between the passes of MAX_BATCH tokens a long prompt takes (PrefillCancelled)."""
         tokens = input_ids.reshape(-1).tolist()
         rows = max(keep, hidden_rows if self.keeps_features else 0)
+        if prefill and cache.length == 0:
+            self._reply_room = max(self._asked - len(tokens), 0)
         if prefill and cache.length == 0 and rows <= 1 and self._reader_reads(tokens):
             logits = self._read_prompt(tokens, cache, cancel)
             if logits is not None:
@@ -462,9 +333,31 @@ class LlamaCppRunner:
     def read_ahead(self, tokens: list[int]) -> None:
         """After a reply that ended its turn: `tokens` (its prompt, then the reply up to the token that ended it)
         are read by this runner's prompt reader in the model's idle time and kept on the state shelf
-        (state_shelf.owe_read_ahead), so that the chat's next prompt reads only its new message."""
+        (state_shelf.owe_read_ahead), so that the chat's next prompt reads only its new message; and the room
+        that next prompt needs is made then too (owe_room)."""
         if self._reader is not None and self.uses_reader:
             owe_read_ahead(self._reader, self.model, tokens)
+        self.owe_room(len(tokens))
+
+    def owe_room(self, turn: int) -> None:
+        """Owes to the model's idle time (core/one_time.py) contexts large enough for the next turn, where this one
+        is not (room_ahead.py): the longer of the turn just ended (`turn` positions) and the latest state kept for
+        this model (a chat continued after a restart: state_shelf.latest_kept_length), then NEXT_MESSAGE positions
+        and the latest reply's room. The task holds this runner weakly: a runner gone owes nothing. Not with layers
+        offloaded: a GPU's memory may hold the larger contexts only once the smaller ones are freed."""
+        if self.model.placement.offloaded:
+            return
+        runner = weakref.ref(self)
+
+        def make_room(check) -> None:
+            live = runner()
+            if live is None:
+                return
+            wanted = live._context_size(max(turn, latest_kept_length(live.model)) + NEXT_MESSAGE + live._reply_room)
+            if wanted > live._n_ctx:
+                live._room.make(wanted, check, with_reader=live.uses_reader)
+
+        self.model.one_time.owe(f"{ROOM} {id(self)}", make_room, replace=True)
 
     def _reader_reads(self, tokens: list[int]) -> bool:
         """Whether the prompt reader (prompt_reader.py) reads this prompt: always where replies are bit-identical
@@ -590,25 +483,12 @@ class LlamaCppRunner:
         if self._reader is not None:  # it holds at most the old context's positions: made again when needed
             self._reader.close()
             self._reader = None
-        params = self.llama.llama_context_default_params()
-        params.n_ctx = n_ctx
-        params.n_batch = params.n_ubatch = MAX_BATCH
-        params.n_seq_max = 1
-        params.n_threads = params.n_threads_batch = self.model.threads
-        # Flash attention over a bfloat16 K keeps every row's numbers independent of the batch (module docstring).
-        params.flash_attn_type = self.llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        params.type_k, params.type_v = decoding_types(self.model.placement.offloaded)
-        params.no_perf = True
-        # A GPU build sends a CPU-placed model's large passes (32+ tokens) to the GPU all the same, whose kernels
-        # round otherwise: a prefill and a one-token pass would then disagree. A model on the CPU stays there.
-        params.op_offload = self.model.placement.offloaded
-        if self.keeps_features:
-            params.embeddings = True
-            params.pooling_type = self.llama.LLAMA_POOLING_TYPE_NONE
+        made_ahead = self._room.take(n_ctx)  # made in the idle time for this turn (owe_room), else made here
+        if made_ahead is not None:
+            ctx, n_ctx, self._reader = made_ahead
+        else:
+            ctx = new_decoding_context(self.model, self.keeps_features, n_ctx)
         self._threads = self.model.threads
-        ctx = self.llama.llama_init_from_model(self.model.handle, params)
-        if not ctx:
-            raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
         self._ctx, self._n_ctx = ctx, n_ctx
         self._held = []
         if state is not None and self.llama.llama_state_seq_set_data(ctx, state, len(state), 0) == len(state):
@@ -630,6 +510,33 @@ class LlamaCppRunner:
     def __del__(self):
         try:
             self._free_context()
+            self._room.free()
             self.llama.llama_batch_free(self._batch)
         except Exception:  # interpreter shutdown
             pass
+
+
+def new_decoding_context(model: LlamaCppModel, keeps_features: bool, n_ctx: int):
+    """A decoding context of `n_ctx` positions for a runner of `model` (with `keeps_features`, one that outputs the
+    final-norm hidden states too); ModelLoadError where llama.cpp cannot make it. Made on the runner's thread, or
+    ahead in the idle time (room_ahead.py)."""
+    llama = model.llama
+    params = llama.llama_context_default_params()
+    params.n_ctx = n_ctx
+    params.n_batch = params.n_ubatch = MAX_BATCH
+    params.n_seq_max = 1
+    params.n_threads = params.n_threads_batch = model.threads
+    # Flash attention over a bfloat16 K keeps every row's numbers independent of the batch (module docstring).
+    params.flash_attn_type = llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+    params.type_k, params.type_v = decoding_types(model.placement.offloaded)
+    params.no_perf = True
+    # A GPU build sends a CPU-placed model's large passes (32+ tokens) to the GPU all the same, whose kernels round
+    # otherwise: a prefill and a one-token pass would then disagree. A model on the CPU stays there.
+    params.op_offload = model.placement.offloaded
+    if keeps_features:
+        params.embeddings = True
+        params.pooling_type = llama.LLAMA_POOLING_TYPE_NONE
+    ctx = llama.llama_init_from_model(model.handle, params)
+    if not ctx:
+        raise ModelLoadError(f"llama.cpp could not make a context of {n_ctx} positions (out of memory?)")
+    return ctx

@@ -79,6 +79,7 @@ class PromptReader:
         """`model`: the LlamaCppModel; `n_ctx`: positions, the decoding context's (a prompt it holds fits here)."""
         self.llama = model.llama
         self.n_ctx = n_ctx
+        self._model = model  # whose readers' state layout is checked once (_check_layout)
         self._vocab, self._hidden = model.vocab_size, model.hidden_size
         self.decode_types = decoding_types(model.placement.offloaded)  # the decoding context's cache types
         params = self.llama.llama_context_default_params()
@@ -103,7 +104,6 @@ class PromptReader:
         # state costs its page faults each time (60 ms for 94 MB here); the model thread's only
         self._scratch: ctypes.Array | None = None
         self._version = 0  # counts the changes to what this context holds: a deferred state is taken only unchanged
-        self._layout_checked = False  # whether a state of this context passed as_decoding_state's check
 
     def reusable(self, tokens: list[int], most: int | None = None) -> int:
         """How many of `tokens`' first positions a read would keep: the whole passes they share with what is held,
@@ -146,10 +146,17 @@ class PromptReader:
         self._check_layout(state)
         return state
 
+    @property
+    def _layout_checked(self) -> bool:
+        """Whether a state of this model's readers passed as_decoding_state's check: the layout is the model's and
+        its cache types', not a context's, so a reader made anew for a larger context (a chat continued after a
+        restart) defers its first state too, rather than copying 94 MB (60-75 ms here) on its first token's path."""
+        return self._model.reader_layout_checked
+
     def _check_layout(self, state: ctypes.Array) -> None:
         if not self._layout_checked:
             as_decoding_state(state, self.decode_types, convert=False)
-            self._layout_checked = True
+            self._model.reader_layout_checked = True
 
     def decoding_copy(self, raw: ctypes.Array) -> ctypes.Array:
         """`raw`, a state as read_raw gives it, converted for the decoding context into this reader's reused buffer

@@ -124,14 +124,24 @@ class StateShelf:
             names = [n for n in self._disk_entries(key) if n not in self._memory]
             room = budget - self._memory_used
         newest = sorted(names, key=lambda n: _mtime(self.folder / n), reverse=True)
-        loaded = 0
+        loaded: list[str] = []
         for name in newest:
             size = _size(self.folder / name)
             if size > room:
                 break
             if self._load(key, name, check, touch=False) is not None:
-                loaded, room = loaded + 1, room - size
-        return loaded
+                loaded, room = loaded + [name], room - size
+        with self._lock:  # the newest file as the most recently used: the last evicted, the one latest_length sees
+            for name in reversed(loaded):
+                if name in self._memory:
+                    self._memory.move_to_end(name)
+        return len(loaded)
+
+    def latest_length(self, key: str) -> int:
+        """The positions of the state of `key` used or kept last in memory (0: none): the chat most likely
+        continued next (after a restart, the newest file preloaded)."""
+        with self._lock:
+            return next((len(e.tokens) for e in reversed(self._memory.values()) if e.key == key), 0)
 
     def _touch(self, name: str) -> ShelvedState | None:
         """The memory tier's state `name`, marked as just used; None when it has gone meanwhile."""
@@ -407,6 +417,18 @@ def owe_read_ahead(reader, model, tokens: Sequence[int], shelf: StateShelf | Non
             shelf.put(key, tokens, read.state, model.one_time.owe)
 
     model.one_time.owe(READ_AHEAD, read, replace=True)
+
+
+def latest_kept_length(model, shelf: StateShelf | None = None) -> int:
+    """The positions of the state kept last for `model` in the shelf's memory (`shelf`, else default_shelf()), 0
+    when none is: what a runner makes room for ahead (LlamaCppRunner.owe_room)."""
+    shelf = shelf if shelf is not None else default_shelf()
+    if shelf is None:
+        return 0
+    try:
+        return shelf.latest_length(shelf_key(model))
+    except OSError:  # the model file went away
+        return 0
 
 
 def owe_preload(model, shelf: StateShelf | None = None) -> None:

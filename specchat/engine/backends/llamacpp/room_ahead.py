@@ -1,0 +1,69 @@
+"""Room made ahead: the larger decoding context and prompt reader that a chat's next turn will need, made in the
+model's idle time (core/one_time.py) rather than on that turn's first token's path.
+
+Why: a runner's contexts grow in steps (LlamaCppRunner.new_cache), and llama.cpp makes a context by allocating and
+clearing its whole KV cache: about 12 ms per 1,024 positions for each of the two contexts on the embedded model
+here, 0.2 s for a 4,000-token document's chat. A chat continued after a restart (its state preloaded: state_shelf.py)
+or a chat about to outgrow its context paid that on its next turn's first token. The runner says how large the next
+turn may be (LlamaCppRunner.owe_room); the contexts are made then, in the idle time, and the runner takes them when
+it must grow (take), or frees them with itself. Only one pair is ever kept: a larger need replaces a smaller one.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+
+class RoomAhead:
+    """A decoding context and a prompt reader of one size, made ahead for one runner. Thread-safe: made by the idle
+    worker, taken on the runner's thread (which waits for a make in progress rather than making its own)."""
+
+    def __init__(self, make_context: Callable[[int], object], free_context: Callable[[object], None],
+                 make_reader: Callable[[int], object]):
+        """`make_context(n_ctx)`: a decoding context of n_ctx positions (raises where llama.cpp cannot make it);
+        `free_context(ctx)` frees one; `make_reader(n_ctx)`: a PromptReader of that size (closed with close())."""
+        self._make_context, self._free_context, self._make_reader = make_context, free_context, make_reader
+        self._lock = threading.Lock()
+        self._ctx: object | None = None
+        self._reader = None
+        self.n_ctx = 0  # the size made ahead (0: nothing)
+
+    def make(self, n_ctx: int, check: Callable[[], None], with_reader: bool) -> None:
+        """Makes a context of `n_ctx` positions unless one as large is ready (a smaller one is freed first), then,
+        with `with_reader`, its prompt reader; `check` runs between the two (one_time's interruption: a reply that
+        starts meanwhile finds the context ready, and the reader is made at the next idle spell)."""
+        with self._lock:
+            if self.n_ctx < n_ctx:
+                self._free()
+                self._ctx, self.n_ctx = self._make_context(n_ctx), n_ctx
+        check()
+        if with_reader:
+            with self._lock:
+                if self._ctx is not None and self._reader is None:
+                    self._reader = self._make_reader(self.n_ctx)
+
+    def take(self, n_ctx: int) -> tuple[object, int, object | None] | None:
+        """(context, its positions, its reader or None) when the room made ahead holds `n_ctx` positions or more,
+        handed over to the caller; else None (and a smaller room is freed: the caller makes a larger context)."""
+        with self._lock:
+            if self._ctx is None:
+                return None
+            if self.n_ctx < n_ctx:
+                self._free()
+                return None
+            taken = (self._ctx, self.n_ctx, self._reader)
+            self._ctx, self._reader, self.n_ctx = None, None, 0
+            return taken
+
+    def free(self) -> None:
+        """Frees what was made ahead (the runner goes, or made its contexts otherwise)."""
+        with self._lock:
+            self._free()
+
+    def _free(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._ctx is not None:
+            self._free_context(self._ctx)
+        self._ctx, self._reader, self.n_ctx = None, None, 0
