@@ -202,7 +202,7 @@ def nvidia_free_bytes() -> int | None:
 
 class LoadLog:
     """What llama.cpp's log said while a model loaded: the offloaded layers and the buffers the weights went to.
-    engine/backends/llamacpp/llama_runner.py's log callback feeds `line` while one is being recorded."""
+    engine/backends/llamacpp/library.py's log callback feeds `line` while one is being recorded."""
 
     def __init__(self):
         self.offloaded: tuple[int, int] | None = None
