@@ -11,7 +11,7 @@ import time
 import torch
 
 from specchat.engine.backends.llamacpp.extra_buffers import peer_llama
-from specchat.engine.backends.llamacpp.prompt_reader import decoding_types
+from specchat.engine.backends.llamacpp.cache_types import decoding_types
 from specchat.engine.loading.load import LoadOptions, load_model
 from specchat.models.sources import ModelSource
 

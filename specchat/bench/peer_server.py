@@ -30,7 +30,7 @@ from pathlib import Path
 from ..core.errors import SpecchatError
 from ..engine.backends.llamacpp.extra_buffers import extra_buffers_usable_here
 from ..engine.backends.llamacpp.library import default_threads
-from ..engine.backends.llamacpp.prompt_reader import BF16, F16, decoding_types
+from ..engine.backends.llamacpp.cache_types import BF16, F16, decoding_types
 from .peer_engine import PeerReply
 
 SERVER_MODES = ("llama-server", "llama-server-draft", "llama-server-ngram")

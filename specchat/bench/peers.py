@@ -18,7 +18,7 @@ from ..core.errors import SpecchatError
 from ..engine.backends.llamacpp import library
 from ..engine.backends.llamacpp.extra_buffers import peer_llama
 from ..engine.backends.llamacpp.library import INSTALL_HINT, default_threads, gpu_layers_for
-from ..engine.backends.llamacpp.prompt_reader import decoding_types
+from ..engine.backends.llamacpp.cache_types import decoding_types
 
 PEER_MODES = ("llama-cpp", "llama-cpp-pld")
 CONTEXT = 2048

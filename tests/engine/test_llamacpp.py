@@ -11,7 +11,7 @@ from specchat.core.errors import ModelLoadError, SpecchatError
 from specchat.engine.backends.llamacpp import library
 from specchat.engine.backends.llamacpp import llama_runner as llamacpp
 from specchat.engine.backends.llamacpp import prompt_reader
-from specchat.engine.backends.llamacpp.prompt_reader import BF16, F16
+from specchat.engine.backends.llamacpp.cache_types import BF16, F16
 from specchat.engine.backends.llamacpp.governor import ThreadGovernor
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.sampling import Sampler, SamplingParams, verify_stochastic

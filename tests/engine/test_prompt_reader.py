@@ -11,8 +11,8 @@ import torch
 from runner_reads import read_then_decode
 
 from specchat.engine.backends.llamacpp import prompt_reader
-from specchat.engine.backends.llamacpp.prompt_reader import (BF16, F16, READ_TYPE, StateFormatError,
-                                                             as_decoding_state, decoding_types)
+from specchat.engine.backends.llamacpp.cache_types import BF16, F16, READ_TYPE, decoding_types
+from specchat.engine.backends.llamacpp.prompt_reader import StateFormatError, as_decoding_state
 from specchat.engine.chat_prompt import Message, build_prompt_ids
 from specchat.engine.decoding.speculative import GenerationConfig
 

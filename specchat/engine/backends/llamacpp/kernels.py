@@ -33,7 +33,7 @@ from specchat.core.fs import fingerprint, read_kept, write_kept
 from specchat.core.paths import cache_file
 from specchat.core.vocabulary import BIT_IDENTICAL, DISTRIBUTION, EXACTNESS, EXACTNESS_LABELS
 
-from .prompt_reader import BF16, decoding_types
+from .cache_types import BF16, decoding_types
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ The speculative loop needs three things of a backend, and llama.cpp has them all
 - the last hidden states for the draft head, in the same pass: with `embeddings` on and no pooling, llama.cpp
   returns the final-norm output (the output head's input, as the torch paths keep) beside the logits.
 
-Losslessness needs the logits of a position to be the same whether the pass holds 1 token or K+1, and whatever
-the prompt's chunking. Attention is made so: without flash attention the products differ by batch size; with it
-and a float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads (flash
-decoding) and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16 KV
-K both are off (they take float16/float32 caches with K and V of one type only), every row is reduced by one
-thread in one order. So the runner forces flash attention and a bfloat16 K; V stays float16 on the CPU, which that
-kernel adds without converting it (prompt_reader.decoding_types: a one-token pass deep in a document costs 30%
-less than over a bfloat16 V). The matrix products change
-kernel with the rows of a pass, by tensor type: engine/backends/llamacpp/kernels.py measures up to how many rows a file stays
-bit-identical, once per file, build and CPU, and the engine verifies at most that many ("bit-identical"), or takes
-the fastest kernels with no cap ("same distribution").
+Losslessness needs the logits of a position to be the same whether the pass holds 1 token or K+1, and whatever the
+prompt's chunking. Attention is made so: without flash attention the products differ by batch size; with it and a
+float16 KV cache, a one-token pass over 512 or more cached positions splits them between threads (flash decoding)
+and a pass of 64 or more tokens uses a tiled kernel, each summing in another order. With a bfloat16 KV K both are
+off (they take float16/float32 caches with K and V of one type only), every row is reduced by one thread in one
+order. So the runner forces flash attention and a bfloat16 K; V stays float16 on the CPU, which that kernel adds
+without converting it (cache_types.decoding_types: a one-token pass deep in a document costs 30% less than over a
+bfloat16 V). The matrix products change kernel with the rows of a pass, by tensor type:
+engine/backends/llamacpp/kernels.py measures up to how many rows a file stays bit-identical, once per file, build
+and CPU, and the engine verifies at most that many ("bit-identical"), or takes the fastest kernels with no cap
+("same distribution").
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from specchat.core.one_time import OneTimeWork
 from specchat.core.vocabulary import BIT_IDENTICAL, DISTRIBUTION
 
 from ...decoding.cost_curve import CostCurve, curve_for, kept_curve, measure_curve
+from .cache_types import decoding_types
 from .governor import ThreadGovernor
 from .kernels import (PROVISIONAL, KernelChoice, KernelVerdict, choose, measure_verdict, verdict_kept, verdict_key,
                       verdicts_for)
@@ -51,7 +52,7 @@ from .library import _llama, _load_recording, default_threads, gpu_layers_for
 from .offload import Placement, offload_target
 from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import (PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix,
-                            decoding_types, sequence_state)
+                            sequence_state)
 from .room_ahead import RoomAhead
 from .state_shelf import PromptRead, forget_model, latest_kept_length, owe_preload, owe_read_ahead, read_prompt
 from .target_embeddings import TargetEmbeddings

@@ -39,24 +39,13 @@ import torch
 
 from specchat.core.errors import DecodeError, ModelLoadError, PrefillCancelled
 
+from .cache_types import BF16, F16, READ_TYPE, decoding_types
+
 log = logging.getLogger(__name__)
 
 CHUNK = 256  # the most positions per pass: the fastest size here (docs/performance.md), finer reuse
 SCHEDULE = "turns"  # how passes are cut (pass_end), in the state shelf's key: states cut otherwise are not reused
-F16, BF16 = 1, 30  # GGML_TYPE_F16, GGML_TYPE_BF16
-READ_TYPE = F16  # llama.cpp's default cache
 READ_FLASH_ATTN = False  # the reader without flash attention: short passes at depth cost a fifth (module docstring)
-
-
-def decoding_types(offloaded: bool) -> tuple[int, int]:
-    """(type_k, type_v) of the decoding context's KV cache (llama_runner.py's module docstring). llama.cpp's CPU
-    flash attention splits a one-token pass between threads, or tiles a long pass, only where K and V are both
-    float16 or float32; else every row is reduced by one thread in one order, so a verification pass gives the
-    rows of one-token passes. A bfloat16 K keeps it so; V stays float16 there, llama.cpp's default, whose rows the
-    kernel adds without converting them: a one-token pass after 2,048 positions of the embedded model costs 13.5
-    ms against 19.4 ms with a bfloat16 V (docs/performance.md). With layers offloaded, both bfloat16: a GPU's
-    kernels are checked for that pair."""
-    return (BF16, BF16) if offloaded else (BF16, F16)
 
 
 @dataclass(frozen=True)

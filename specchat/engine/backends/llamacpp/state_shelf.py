@@ -49,7 +49,8 @@ from . import prompt_reader
 from .kernels import verdict_key
 from .state_files import (FORMAT, MAX_TOKENS, SUFFIX, DamagedState, ShelvedState, file_size, read_head,
                           read_state_file, write_state_file)
-from .prompt_reader import READ_TYPE, common_prefix, decoding_types
+from .cache_types import READ_TYPE, decoding_types
+from .prompt_reader import common_prefix
 
 log = logging.getLogger(__name__)
 
