@@ -10,7 +10,10 @@ from specchat.engine.backends.llamacpp.room_ahead import RoomAhead
 
 class Reader:
     def __init__(self, n_ctx: int):
-        self.n_ctx, self.closed = n_ctx, False
+        self.n_ctx, self.closed, self.reserved = n_ctx, False, 0
+
+    def reserve(self, size: int) -> None:
+        self.reserved = size
 
     def close(self) -> None:
         self.closed = True
@@ -34,10 +37,10 @@ def made():
 
 def test_a_room_is_made_once_for_its_size_and_handed_over_once(made):
     room, contexts, freed, readers = made
-    room.make(2048, lambda: None, with_reader=True)
+    room.make(2048, lambda: None, with_reader=True, state_bytes=5000)
     room.make(2048, lambda: None, with_reader=True)  # as large: nothing made again
     room.make(1024, lambda: None, with_reader=True)  # smaller: kept as it is
-    assert contexts == ["ctx0:2048"] and [r.n_ctx for r in readers] == [2048]
+    assert contexts == ["ctx0:2048"] and [(r.n_ctx, r.reserved) for r in readers] == [(2048, 5000)]
     ctx, n_ctx, reader = room.take(1500)
     assert (ctx, n_ctx, reader) == ("ctx0:2048", 2048, readers[0]) and not reader.closed
     assert room.take(1500) is None and room.n_ctx == 0 and freed == []

@@ -438,14 +438,14 @@ def test_a_restart_preloads_the_latest_states_that_fit_and_stops_when_a_reply_st
     os.unlink(tmp_path / state_file_name(KEY, chat(3)))  # memory serves it still, without its file
     found = restarted.lookup(KEY, chat(3))
     assert found is not None and bytes(found.state) == bytes(states[3])
-    assert restarted.latest_length(KEY) == 600 and restarted.latest_length(OTHER_KEY) == 0
+    assert restarted.latest(KEY).tokens == tuple(chat(3)) and restarted.latest(OTHER_KEY) is None
     assert restarted.preload(KEY, budget) == 0  # nothing more fits
     restarted.memory_bytes = 3 * size  # a full memory drops the older preloaded state first, not the newest
     restarted.put(KEY, chat(4, 700), buffer(size, 4))
     restarted.put(KEY, chat(5, 800), buffer(size, 5))
     os.unlink(tmp_path / state_file_name(KEY, chat(2)))
     assert restarted.lookup(KEY, chat(3)) is not None and restarted.lookup(KEY, chat(2)) is None
-    assert restarted.latest_length(KEY) == 600  # the lookup just used chat 3's
+    assert restarted.latest(KEY).tokens == tuple(chat(3))  # the lookup just used chat 3's
     assert StateShelf(tmp_path).preload(OTHER_KEY, budget) == 0
 
 

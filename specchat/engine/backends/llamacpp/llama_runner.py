@@ -54,7 +54,7 @@ from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import (PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix,
                             sequence_state)
 from .room_ahead import RoomAhead
-from .state_shelf import PromptRead, forget_model, latest_kept_length, owe_preload, owe_read_ahead, read_prompt
+from .state_shelf import PromptRead, forget_model, latest_kept, owe_preload, owe_read_ahead, read_prompt
 from .target_embeddings import TargetEmbeddings
 
 log = logging.getLogger(__name__)
@@ -341,11 +341,12 @@ class LlamaCppRunner:
         self.owe_room(len(tokens))
 
     def owe_room(self, turn: int) -> None:
-        """Owes to the model's idle time (core/one_time.py) contexts large enough for the next turn, where this one
-        is not (room_ahead.py): the longer of the turn just ended (`turn` positions) and the latest state kept for
-        this model (a chat continued after a restart: state_shelf.latest_kept_length), then NEXT_MESSAGE positions
-        and the latest reply's room. The task holds this runner weakly: a runner gone owes nothing. Not with layers
-        offloaded: a GPU's memory may hold the larger contexts only once the smaller ones are freed."""
+        """Owes to the model's idle time (core/one_time.py) contexts large enough for the next turn, where this one is
+        not (room_ahead.py): the longer of the turn just ended (`turn` positions) and the latest state kept
+        for this model (a chat continued after a restart: state_shelf.latest_kept), then NEXT_MESSAGE
+        positions and the latest reply's room; the reader's state buffer is made ready for that kept state's
+        size. The task holds this runner weakly: a runner gone owes nothing. Not with layers offloaded: a
+        GPU's memory may hold the larger contexts only once the smaller ones are freed."""
         if self.model.placement.offloaded:
             return
         runner = weakref.ref(self)
@@ -354,9 +355,12 @@ class LlamaCppRunner:
             live = runner()
             if live is None:
                 return
-            wanted = live._context_size(max(turn, latest_kept_length(live.model)) + NEXT_MESSAGE + live._reply_room)
+            kept = latest_kept(live.model)
+            longest = max(turn, len(kept.tokens) if kept is not None else 0)
+            wanted = live._context_size(longest + NEXT_MESSAGE + live._reply_room)
             if wanted > live._n_ctx:
-                live._room.make(wanted, check, with_reader=live.uses_reader)
+                live._room.make(wanted, check, with_reader=live.uses_reader,
+                                state_bytes=kept.nbytes if kept is not None else 0)
 
         self.model.one_time.owe(f"{ROOM} {id(self)}", make_room, replace=True)
 

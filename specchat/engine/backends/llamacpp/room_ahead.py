@@ -29,10 +29,11 @@ class RoomAhead:
         self._reader = None
         self.n_ctx = 0  # the size made ahead (0: nothing)
 
-    def make(self, n_ctx: int, check: Callable[[], None], with_reader: bool) -> None:
+    def make(self, n_ctx: int, check: Callable[[], None], with_reader: bool, state_bytes: int = 0) -> None:
         """Makes a context of `n_ctx` positions unless one as large is ready (a smaller one is freed first), then,
-        with `with_reader`, its prompt reader; `check` runs between the two (one_time's interruption: a reply that
-        starts meanwhile finds the context ready, and the reader is made at the next idle spell)."""
+        with `with_reader`, its prompt reader, its state buffer ready for `state_bytes` (PromptReader.reserve);
+        `check` runs between the two (one_time's interruption: a reply that starts meanwhile finds the context
+        ready, and the reader is made at the next idle spell)."""
         with self._lock:
             if self.n_ctx < n_ctx:
                 self._free()
@@ -42,6 +43,8 @@ class RoomAhead:
             with self._lock:
                 if self._ctx is not None and self._reader is None:
                     self._reader = self._make_reader(self.n_ctx)
+                    if state_bytes:
+                        self._reader.reserve(state_bytes)
 
     def take(self, n_ctx: int) -> tuple[object, int, object | None] | None:
         """(context, its positions, its reader or None) when the room made ahead holds `n_ctx` positions or more,

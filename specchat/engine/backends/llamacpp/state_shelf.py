@@ -132,17 +132,17 @@ class StateShelf:
                 break
             if self._load(key, name, check, touch=False) is not None:
                 loaded, room = loaded + [name], room - size
-        with self._lock:  # the newest file as the most recently used: the last evicted, the one latest_length sees
+        with self._lock:  # the newest file as the most recently used: the last evicted, the one `latest` gives
             for name in reversed(loaded):
                 if name in self._memory:
                     self._memory.move_to_end(name)
         return len(loaded)
 
-    def latest_length(self, key: str) -> int:
-        """The positions of the state of `key` used or kept last in memory (0: none): the chat most likely
-        continued next (after a restart, the newest file preloaded)."""
+    def latest(self, key: str) -> ShelvedState | None:
+        """The state of `key` used or kept last in memory (None: none): the chat most likely continued next (after
+        a restart, the newest file preloaded)."""
         with self._lock:
-            return next((len(e.tokens) for e in reversed(self._memory.values()) if e.key == key), 0)
+            return next((e for e in reversed(self._memory.values()) if e.key == key), None)
 
     def _touch(self, name: str) -> ShelvedState | None:
         """The memory tier's state `name`, marked as just used; None when it has gone meanwhile."""
@@ -420,16 +420,16 @@ def owe_read_ahead(reader, model, tokens: Sequence[int], shelf: StateShelf | Non
     model.one_time.owe(READ_AHEAD, read, replace=True)
 
 
-def latest_kept_length(model, shelf: StateShelf | None = None) -> int:
-    """The positions of the state kept last for `model` in the shelf's memory (`shelf`, else default_shelf()), 0
-    when none is: what a runner makes room for ahead (LlamaCppRunner.owe_room)."""
+def latest_kept(model, shelf: StateShelf | None = None) -> ShelvedState | None:
+    """The state kept last for `model` in the shelf's memory (`shelf`, else default_shelf()), None when none is:
+    what a runner makes room for ahead (LlamaCppRunner.owe_room)."""
     shelf = shelf if shelf is not None else default_shelf()
     if shelf is None:
-        return 0
+        return None
     try:
-        return shelf.latest_length(shelf_key(model))
+        return shelf.latest(shelf_key(model))
     except OSError:  # the model file went away
-        return 0
+        return None
 
 
 def owe_preload(model, shelf: StateShelf | None = None) -> None:
