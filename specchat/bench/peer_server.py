@@ -134,7 +134,9 @@ class LlamaServerPeer:
         if draft is not None and not Path(draft).is_file():
             raise SpecchatError(f"the draft GGUF file {draft} does not exist")
         self.mode, self.gguf, self.threads, self.k, self.draft = mode, Path(gguf), threads, k, draft
-        self.repack = extra_buffers_usable_here()  # the weights' layout our runner loads
+        # llama.cpp's default layout (repacked), unless the extra buffer types crash in this llama_cpp's build (AMX):
+        # read from llama-cpp-python's build, not the binary's (`make peers` builds it without AMX)
+        self.repack = extra_buffers_usable_here()
         server_flags(mode, self.gguf, threads, CONTEXT, k, draft, self.repack)  # bad arguments fail before starting
         self.end_tokens = set(end_tokens)
         self.startup_s, self.request_s = startup_s, request_s

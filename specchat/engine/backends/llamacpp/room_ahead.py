@@ -7,6 +7,9 @@ here, 0.2 s for a 4,000-token document's chat. A chat continued after a restart 
 or a chat about to outgrow its context paid that on its next turn's first token. The runner says how large the next
 turn may be (LlamaCppRunner.owe_room); the contexts are made then, in the idle time, and the runner takes them when
 it must grow (take), or frees them with itself. Only one pair is ever kept: a larger need replaces a smaller one.
+What it holds is bounded as the kept states are: only a state in the shelf's memory counts (512 MiB by default, a
+preload fills half of it), so a chat about a 30,000-token document, whose state the memory tier does not hold, is
+not made room for ahead; its contexts are made when its next turn comes, as before.
 """
 
 from __future__ import annotations
