@@ -56,7 +56,8 @@ def test_the_context_grows_past_its_first_size_with_the_same_logits(draft_model,
     fresh.forward(TOKENS[:step - 4])
     for token in TOKENS[step - 4:step + 8]:
         expected = fresh.forward([token])
-    assert fresh._runner._n_ctx == 4 * step and torch.equal(last, expected)
+    # at least that large (it may take contexts its model made ahead: room_ahead.py), so it never grew meanwhile
+    assert fresh._runner._n_ctx >= 4 * step and torch.equal(last, expected)
 
 
 @pytest.mark.parametrize("drafter", ["model", "universal"])

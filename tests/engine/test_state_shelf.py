@@ -459,6 +459,7 @@ def test_a_chat_continued_after_a_restart_finds_its_contexts_made_ahead(native_p
     question, first = a_turn_that_ends(native_pair)
     follow_up = ids(native_pair, question, first.text, "And when does it open?")
     fresh_shelves()  # a new process: the same folder, an empty memory tier
+    native.room(keeps_features=False).free()  # and no contexts made ahead
     state_shelf.owe_preload(native)  # as a load owes it (run at once here: SPECCHAT_MEASURE_NOW=1)
     runner = native.runner()
     hello = ids(native_pair, "Hello!")

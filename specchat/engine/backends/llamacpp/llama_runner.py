@@ -102,6 +102,7 @@ class LlamaCppModel:
         self.eos_token_id = int(self.llama.llama_vocab_eos(self.vocab))
         self._embeddings: TargetEmbeddings | None = None
         self.reader_layout_checked = False  # a prompt reader's state of this model passed the layout check
+        self._rooms: dict[bool, RoomAhead] = {}  # contexts made ahead, one pair per keeps_features (room)
         self.one_time = OneTimeWork()  # the verdict and the curve, measured while no reply runs (core/one_time.py)
         owe_preload(self)  # the latest kept prompt states into memory, in the idle time (state_shelf.py)
 
@@ -170,9 +171,22 @@ class LlamaCppModel:
             self._embeddings = TargetEmbeddings.from_gguf(self.path)
         return self._embeddings
 
+    def room(self, keeps_features: bool) -> RoomAhead:
+        """The contexts made ahead for this model's runners that keep hidden states or not (room_ahead.py): one
+        pair per model, whichever runner grows first takes it, so a model with several runners (the race's lanes,
+        the calibration's engine) never holds a pair ahead for each. Its callables hold the model weakly."""
+        if keeps_features not in self._rooms:
+            model = weakref.ref(self)
+            self._rooms[keeps_features] = RoomAhead(
+                lambda n_ctx: new_decoding_context(model(), keeps_features, n_ctx), self.llama.llama_free,
+                lambda n_ctx: PromptReader(model(), n_ctx))
+        return self._rooms[keeps_features]
+
     def close(self) -> None:
         if getattr(self, "handle", None):
             self.one_time.stop()
+            for room in self._rooms.values():  # its contexts before the weights they run on
+                room.free()
             forget_model(self)  # its prompts' states leave memory; their files stay for the next load
             self.llama.llama_model_free(self.handle)
             self.handle = None
@@ -261,9 +275,7 @@ class LlamaCppRunner:
         self.uses_reader = True
         self._asked = 0  # the positions the latest new_cache asked for
         self._reply_room = 0  # of those, the ones beyond its prompt: the room a reply takes (owe_room)
-        # contexts made in the idle time for the next turn's size (room_ahead.py); its callables hold no runner
-        self._room = RoomAhead(functools.partial(new_decoding_context, model, keeps_features), self.llama.llama_free,
-                               functools.partial(PromptReader, model))
+        self._room = model.room(keeps_features)  # contexts made ahead for a next turn, the model's (room_ahead.py)
 
     @property
     def max_pass_rows(self) -> int | None:
@@ -345,8 +357,9 @@ class LlamaCppRunner:
         not (room_ahead.py): the longer of the turn just ended (`turn` positions) and the latest state kept
         for this model (a chat continued after a restart: state_shelf.latest_kept), then NEXT_MESSAGE
         positions and the latest reply's room; the reader's state buffer is made ready for that kept state's
-        size. The task holds this runner weakly: a runner gone owes nothing. Not with layers offloaded: a
-        GPU's memory may hold the larger contexts only once the smaller ones are freed."""
+        size. One task per model and kind of runner, the latest need replacing an earlier one (the room is the
+        model's: LlamaCppModel.room); it holds this runner weakly: a runner gone owes nothing. Not with layers
+        offloaded: a GPU's memory may hold the larger contexts only once the smaller ones are freed."""
         if self.model.placement.offloaded:
             return
         runner = weakref.ref(self)
@@ -362,7 +375,7 @@ class LlamaCppRunner:
                 live._room.make(wanted, check, with_reader=live.uses_reader,
                                 state_bytes=kept.nbytes if kept is not None else 0)
 
-        self.model.one_time.owe(f"{ROOM} {id(self)}", make_room, replace=True)
+        self.model.one_time.owe(f"{ROOM} {self.keeps_features}", make_room, replace=True)  # the latest need
 
     def _reader_reads(self, tokens: list[int]) -> bool:
         """Whether the prompt reader (prompt_reader.py) reads this prompt: always where replies are bit-identical
@@ -483,12 +496,16 @@ class LlamaCppRunner:
         copied, not computed again on other kernels), so that growing a context changes no logits."""
         if self._pending is not None:  # not moved yet: the next prompt is read again, from the reader's positions
             self._pending, self._held = None, []
+        growing = self._ctx is not None
         held, state = self._held, self._sequence_state()
         self._free_context()
         if self._reader is not None:  # it holds at most the old context's positions: made again when needed
             self._reader.close()
             self._reader = None
-        made_ahead = self._room.take(n_ctx)  # made in the idle time for this turn (owe_room), else made here
+        # made in the idle time for a next turn (owe_room), else made here; a runner's first context is made at its
+        # own size, so that a short first question (another runner's, the calibration's) leaves the room to the
+        # turn that outgrows its context
+        made_ahead = self._room.take(n_ctx) if growing else None
         if made_ahead is not None:
             ctx, n_ctx, self._reader = made_ahead
         else:
@@ -515,7 +532,6 @@ class LlamaCppRunner:
     def __del__(self):
         try:
             self._free_context()
-            self._room.free()
             self.llama.llama_batch_free(self._batch)
         except Exception:  # interpreter shutdown
             pass

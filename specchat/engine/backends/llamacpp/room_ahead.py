@@ -5,8 +5,10 @@ Why: a runner's contexts grow in steps (LlamaCppRunner.new_cache), and llama.cpp
 clearing its whole KV cache: about 12 ms per 1,024 positions for each of the two contexts on the embedded model
 here, 0.2 s for a 4,000-token document's chat. A chat continued after a restart (its state preloaded: state_shelf.py)
 or a chat about to outgrow its context paid that on its next turn's first token. The runner says how large the next
-turn may be (LlamaCppRunner.owe_room); the contexts are made then, in the idle time, and the runner takes them when
-it must grow (take), or frees them with itself. Only one pair is ever kept: a larger need replaces a smaller one.
+turn may be (LlamaCppRunner.owe_room); the contexts are made then, in the idle time, and whichever of the model's
+runners must grow first takes them (take). The room is the model's (LlamaCppModel.room), one pair per kind of
+runner, freed with the model: a larger need replaces a smaller one, and the race's lanes or the calibration's
+engine never hold a pair each.
 What it holds is bounded as the kept states are: only a state in the shelf's memory counts (512 MiB by default, a
 preload fills half of it), so a chat about a 30,000-token document, whose state the memory tier does not hold, is
 not made room for ahead; its contexts are made when its next turn comes, as before.
@@ -19,8 +21,8 @@ from typing import Callable
 
 
 class RoomAhead:
-    """A decoding context and a prompt reader of one size, made ahead for one runner. Thread-safe: made by the idle
-    worker, taken on the runner's thread (which waits for a make in progress rather than making its own)."""
+    """A decoding context and a prompt reader of one size, made ahead for a model's runners. Thread-safe: made by
+    the idle worker, taken on the model's thread (which waits for a make in progress rather than making its own)."""
 
     def __init__(self, make_context: Callable[[int], object], free_context: Callable[[object], None],
                  make_reader: Callable[[int], object]):
