@@ -10,7 +10,7 @@ import torch
 from specchat.engine.backends.llamacpp import kernels as llama_kernels
 from specchat.engine.backends.llamacpp.kernels import KernelVerdict, choose, verdicts_for
 from specchat.engine.chat_prompt import Message, build_prompt_ids
-from specchat.engine.decoding.divergence import divergence_margins
+from specchat.engine.decoding.divergence import PlainReference, divergence_margins
 from specchat.engine.decoding.speculative import GenerationConfig
 
 QUANTS = {"Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7, "Q4_0": 2, "IQ4_XS": 30}  # llama_ftype values
@@ -97,7 +97,7 @@ def test_every_common_quantization_stays_on_llama_cpp_with_a_cap_that_holds(quan
     monkeypatch.setattr(llama_kernels, "CHECK_PREFIX", 96)  # the attention path past 512 is the embedded test's
     source = ModelSource.parse(str(quantized[quant]))
     assert source.kind == "gguf" and runs_on_llama_cpp(source, LoadOptions(device="cpu"))
-    native = load_with_exactness(quantized[quant], threads=2, wanted="bit-identical")
+    native = load_with_exactness(quantized[quant], wanted="bit-identical")
     rows = native.kernels.max_pass_rows
     assert native.kernels.exactness == "bit-identical" and rows >= 3, native.kernels
     # The cap holds: a pass of `rows` tokens gives the rows of one-token passes, bit for bit.
@@ -124,7 +124,7 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
     from specchat.models.sources import ModelSource
 
     kernels = KernelChoice(repack=True, exactness="distribution", max_pass_rows=None, reuse_prefix=False)
-    native = LlamaCppModel(quantized["Q4_K_M"], threads=2, kernels=kernels)
+    native = LlamaCppModel(quantized["Q4_K_M"], kernels=kernels)
     tokenizer = load_tokenizer(ModelSource.parse("embedded"))  # the same vocabulary as the requantized file
     texts = ["Repeat exactly: the quick brown fox jumps over the lazy dog, then the lazy dog sleeps all day.",
              "Copy this list: apples, pears, plums, cherries, apples, pears, plums, cherries, apples, pears.",
@@ -138,12 +138,16 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
     config = GenerationConfig(max_new_tokens=40, k=8, adaptive_k=False)
     eos = {native.eos_token_id}
 
-    def engines():
-        return (speculative.SpeculativeEngine(native.runner(), tokenizer, None, eos_token_ids=eos),
-                speculative.SpeculativeEngine(native.runner(), tokenizer, PromptLookupDrafter(), eos_token_ids=eos))
+    def drafting():
+        return speculative.SpeculativeEngine(native.runner(), tokenizer, PromptLookupDrafter(), eos_token_ids=eos)
 
-    plain, drafted = engines()
-    identical, margins = divergence_margins(plain, drafted, native.runner(), prompts, config)
+    # Plain decoding takes no draft, so neither rule changes its replies: computed once, for both, by hand (as
+    # plain decoding runs, the engine's own plain reply checked against it).
+    plain = PlainReference(native.runner(), config.max_new_tokens, eos)
+    engine_plain = speculative.SpeculativeEngine(native.runner(), tokenizer, None, eos_token_ids=eos)
+    assert list(engine_plain.generate(prompts[0], config).token_ids) == plain.reply(prompts[0])
+    drafted = drafting()
+    identical, margins = divergence_margins(plain, drafted, prompts, config)
     assert all(m < NEAR_TIE for m in margins), margins
     assert drafted.generate(prompts[0], config).stats.draft_accepted > 0  # the drafts were really verified
 
@@ -156,8 +160,7 @@ def test_on_the_fastest_kernels_divergences_sit_at_near_ties_and_a_wrong_rule_is
         return n, int(torch.argmax(logits[n]))
 
     monkeypatch.setattr(speculative, "verify_greedy", top2_rule)
-    plain, drafted = engines()
-    _, wrong = divergence_margins(plain, drafted, native.runner(), prompts, config)
+    _, wrong = divergence_margins(plain, drafting(), prompts, config)
     assert any(m >= NEAR_TIE for m in wrong), wrong
     native.close()
 

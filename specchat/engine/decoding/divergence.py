@@ -46,14 +46,56 @@ def divergence_margin(runner, prompt: list[int], plain: list[int], other: list[i
     return plain_margins(runner, prompt, plain[: first + 1])[first]
 
 
-def divergence_margins(engine_plain, engine_drafted, runner, prompts, config) -> tuple[int, list[float]]:
-    """(replies identical to plain decoding, plain's margin where each other reply first parts from it), for the
-    two engines' greedy replies to each prompt's token ids."""
+def plain_greedy(runner, prompt: list[int], max_new_tokens: int, eos: set[int]) -> tuple[list[int], list[float]]:
+    """Plain greedy decoding by hand, as plain_margins runs it (the prompt in one prefill, then one-token passes):
+    (the reply, up to `max_new_tokens` or its first token in `eos`, which it keeps; plain's top-2 margin at each of
+    its steps). One run gives both, so a comparison need not decode the plain reply twice."""
+    cache = runner.new_cache(len(prompt) + max_new_tokens + 1)
+    logits = runner.forward(torch.tensor([prompt]), cache, keep=1, prefill=True)[0]
+    reply, margins = [], []
+    while len(reply) < max_new_tokens:
+        top = torch.topk(logits.float(), 2)
+        margins.append(float(top.values[0] - top.values[1]))
+        reply.append(int(top.indices[0]))
+        if reply[-1] in eos or len(reply) == max_new_tokens:
+            break
+        logits = runner.forward(torch.tensor([[reply[-1]]]), cache, keep=1)[0]
+    return reply, margins
+
+
+class PlainReference:
+    """Plain greedy replies to prompts with their top-2 margins (plain_greedy), each computed once: the plain side
+    of several comparisons (an acceptance rule and a wrong one) is the same, and on a real model it is most of
+    their cost. `runner`: a target runner; `max_new_tokens` and `eos` as the compared engine's."""
+
+    def __init__(self, runner, max_new_tokens: int, eos: set[int]):
+        self._runner, self._max_new_tokens, self._eos = runner, max_new_tokens, set(eos)
+        self._runs: dict[tuple[int, ...], tuple[list[int], list[float]]] = {}
+
+    def _run(self, ids: Sequence[int]) -> tuple[list[int], list[float]]:
+        key = tuple(ids)
+        if key not in self._runs:
+            self._runs[key] = plain_greedy(self._runner, list(ids), self._max_new_tokens, self._eos)
+        return self._runs[key]
+
+    def reply(self, ids: Sequence[int]) -> list[int]:
+        return self._run(ids)[0]
+
+    def margin(self, ids: Sequence[int], other: Sequence[int]) -> float | None:
+        """divergence_margin for `other` against the plain reply to `ids`."""
+        plain, margins = self._run(ids)
+        first = first_divergence(plain, other)
+        if first is None:
+            return None
+        return 0.0 if first >= len(plain) else margins[first]
+
+
+def divergence_margins(reference: PlainReference, engine_drafted, prompts, config) -> tuple[int, list[float]]:
+    """(replies identical to plain decoding, plain's margin where each other reply first parts from it), for
+    `engine_drafted`'s greedy replies to each prompt's token ids against `reference`'s."""
     identical, margins = 0, []
     for ids in prompts:
-        plain = list(engine_plain.generate(ids, config).token_ids)
-        drafted = list(engine_drafted.generate(ids, config).token_ids)
-        margin = divergence_margin(runner, ids, plain, drafted)
+        margin = reference.margin(ids, engine_drafted.generate(ids, config).token_ids)
         if margin is None:
             identical += 1
         else:
