@@ -23,17 +23,28 @@ class TargetEmbeddings(torch.nn.Module):
 
     @classmethod
     def from_gguf(cls, path: Path) -> TargetEmbeddings:
-        from gguf import GGUFReader
+        """The embeddings and output head of the GGUF file at `path`, dequantized to float32 (ModelLoadError
+        where the file has no embeddings or cannot be read)."""
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
         from gguf.quants import dequantize
 
-        tensors = {t.name: t for t in GGUFReader(str(path)).tensors if t.name in ("token_embd.weight", "output.weight")}
+        from specchat.engine.loading.gguf_header import tensor_bytes
+
+        sizes = {int(kind): size for kind, size in GGML_QUANT_SIZES.items()}
+        tensors = tensor_bytes(path, {"token_embd.weight", "output.weight"}, sizes)
         if "token_embd.weight" not in tensors:
             raise ModelLoadError(f"{path.name} has no token embeddings")
 
         def read(name: str) -> torch.Tensor:
             tensor = tensors[name]
-            return torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
-                                    .reshape(int(tensor.shape[1]), int(tensor.shape[0])).copy())
+            if len(tensor.dims) != 2:
+                raise ModelLoadError(f"{path.name}: {name} is not a matrix")
+            try:
+                values = dequantize(tensor.data, GGMLQuantizationType(tensor.ggml_type))
+            except (NotImplementedError, ValueError) as error:
+                raise ModelLoadError(f"{path.name}: {name}'s type cannot be read here ({error})") from error
+            return torch.from_numpy(values.astype(np.float32, copy=False)
+                                    .reshape(int(tensor.dims[1]), int(tensor.dims[0])).copy())
 
         return cls(read("token_embd.weight"), read("output.weight") if "output.weight" in tensors else None)
 
