@@ -1,5 +1,7 @@
 """Integration tests on the real embedded SmolLM2-135M-Instruct (one model load shared by all of them)."""
 
+import re
+
 import pytest
 
 from specchat.engine.chat_prompt import Message, build_prompt_ids
@@ -123,6 +125,8 @@ def test_self_test_passes_on_the_default_pair():
     assert run_self_test(out) == 0
     line = out.getvalue()
     assert line.count("\n") == 1 and line.startswith("specchat self-test: PASS: 24 tokens identical")
+    accepted, proposed = map(int, re.search(r"(\d+)/(\d+) drafts accepted", line).groups())
+    assert proposed > 0 and 0 < accepted <= proposed  # drafts were really checked, not plain against plain
 
 
 def test_self_test_failure_is_one_line_and_exit_code_1(monkeypatch):
