@@ -473,3 +473,27 @@ def test_a_chat_continued_after_a_restart_finds_its_contexts_made_ahead(native_p
     fresh = fresh_reply(native, follow_up, monkeypatch)
     assert torch.equal(restored[0], fresh[0]) and restored[1] == fresh[1]
 
+
+
+def test_the_room_made_ahead_serves_the_largest_need_of_the_models_runners(native_pair, fresh_shelves, monkeypatch):
+    """Two runners of one model (a chat's and a race lane's) owe their next turns while a reply runs: the one task
+    the model runs when idle makes room for the larger need, not for the need said last."""
+    monkeypatch.setattr(llama_runner, "CONTEXT_STEP", 256)
+    monkeypatch.setenv("SPECCHAT_MEASURE_NOW", "0")  # owed tasks wait for the idle time, as in the app
+    native = native_pair.target.native
+    room = native.room(keeps_features=False)
+    room.free()
+    chat, lane = native.runner(), native.runner()
+    with native.one_time.reply():  # a reply runs: both needs are owed before either is made
+        chat.new_cache(64)
+        lane.new_cache(64)
+        chat.owe_room(1000)
+        lane.owe_room(10)  # said last, and smaller
+    native.one_time.settle()
+    assert chat._n_ctx == lane._n_ctx == 256 and room.n_ctx >= 1000 + llama_runner.NEXT_MESSAGE
+    del chat  # a runner gone needs nothing: the lane's own need is what is left
+    room.free()
+    lane.owe_room(10)
+    native.one_time.settle()
+    assert 0 < room.n_ctx < 1000
+    room.free()

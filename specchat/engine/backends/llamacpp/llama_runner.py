@@ -357,25 +357,31 @@ class LlamaCppRunner:
         not (room_ahead.py): the longer of the turn just ended (`turn` positions) and the latest state kept
         for this model (a chat continued after a restart: state_shelf.latest_kept), then NEXT_MESSAGE
         positions and the latest reply's room; the reader's state buffer is made ready for that kept state's
-        size. One task per model and kind of runner, the latest need replacing an earlier one (the room is the
-        model's: LlamaCppModel.room); it holds this runner weakly: a runner gone owes nothing. Not with layers
-        offloaded: a GPU's memory may hold the larger contexts only once the smaller ones are freed."""
+        size. The room is the model's (LlamaCppModel.room): each runner's latest need is kept beside it (weakly:
+        a runner gone owes nothing), and one task per model and kind of runner makes room for the largest need
+        of a runner that its own contexts do not hold. Not with layers offloaded: a GPU's memory may hold the
+        larger contexts only once the smaller ones are freed."""
         if self.model.placement.offloaded:
             return
-        runner = weakref.ref(self)
+        room = self._room
+        room.needs[self] = turn
+        model = weakref.ref(self.model)
 
         def make_room(check) -> None:
-            live = runner()
+            live = model()
             if live is None:
                 return
-            kept = latest_kept(live.model)
-            longest = max(turn, len(kept.tokens) if kept is not None else 0)
-            wanted = live._context_size(longest + NEXT_MESSAGE + live._reply_room)
-            if wanted > live._n_ctx:
-                live._room.make(wanted, check, with_reader=live.uses_reader,
-                                state_bytes=kept.nbytes if kept is not None else 0)
+            kept = latest_kept(live)
+            kept_tokens = len(kept.tokens) if kept is not None else 0
+            wanted, with_reader = 0, False
+            for runner, need in list(room.needs.items()):
+                size = runner._context_size(max(need, kept_tokens) + NEXT_MESSAGE + runner._reply_room)
+                if size > runner._n_ctx:
+                    wanted, with_reader = max(wanted, size), with_reader or runner.uses_reader
+            if wanted:
+                room.make(wanted, check, with_reader=with_reader, state_bytes=kept.nbytes if kept is not None else 0)
 
-        self.model.one_time.owe(f"{ROOM} {self.keeps_features}", make_room, replace=True)  # the latest need
+        self.model.one_time.owe(f"{ROOM} {self.keeps_features}", make_room, replace=True)
 
     def _reader_reads(self, tokens: list[int]) -> bool:
         """Whether the prompt reader (prompt_reader.py) reads this prompt: always where replies are bit-identical

@@ -7,8 +7,8 @@ here, 0.2 s for a 4,000-token document's chat. A chat continued after a restart 
 or a chat about to outgrow its context paid that on its next turn's first token. The runner says how large the next
 turn may be (LlamaCppRunner.owe_room); the contexts are made then, in the idle time, and whichever of the model's
 runners must grow first takes them (take). The room is the model's (LlamaCppModel.room), one pair per kind of
-runner, freed with the model: a larger need replaces a smaller one, and the race's lanes or the calibration's
-engine never hold a pair each.
+runner, freed with the model: it is made for the largest need among the runners that have said theirs (`needs`),
+and the race's lanes or the calibration's engine never hold a pair each.
 What it holds is bounded as the kept states are: only a state in the shelf's memory counts (512 MiB by default, a
 preload fills half of it), so a chat about a 30,000-token document, whose state the memory tier does not hold, is
 not made room for ahead; its contexts are made when its next turn comes, as before.
@@ -17,6 +17,7 @@ not made room for ahead; its contexts are made when its next turn comes, as befo
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Callable
 
 
@@ -33,6 +34,8 @@ class RoomAhead:
         self._ctx: object | None = None
         self._reader = None
         self.n_ctx = 0  # the size made ahead (0: nothing)
+        # each runner's latest turn (LlamaCppRunner.owe_room), held weakly: a runner gone needs nothing
+        self.needs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def make(self, n_ctx: int, check: Callable[[], None], with_reader: bool, state_bytes: int = 0) -> None:
         """Makes a context of `n_ctx` positions unless one as large is ready (a smaller one is freed first), then,
