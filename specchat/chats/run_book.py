@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..core.run_kind import RunKind, drafted_enough, plainly, speedup as speedup_over_plain
 from ..core.vocabulary import (BIT_IDENTICAL, CONTEXT, DISTRIBUTION, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH,
-                               STREAMING)
+                               STREAMING, drafter_kind)
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
 from ..storage.run_values import CALIBRATED, OWN_PLAIN_STEPS
@@ -138,6 +138,19 @@ class RunBook:
         return text
 
 
+def drafter_words(run) -> str:
+    """What drafted a run, as the status bar names it: the drafter's label and its K ("prompt lookup + past
+    replies, adaptive K"), "plain decoding" alone (no draft, no K), a remote engine's drafter as its server named
+    it. Takes a RunInfo or RunRecord."""
+    kind = RunKind.parse(run.drafter)
+    if kind.is_remote:
+        return run.drafter
+    label = drafter_kind(run.drafter).label
+    if kind.is_plain:
+        return label
+    return f"{label}, {'adaptive K' if run.adaptive else f'K={run.k}'}"
+
+
 def footer_text(run, part: int | None = None) -> str:
     """The line under a reply: tokens, speed, the time to the first token, acceptance, τ, drafter and K, speedup,
     and how it ended. Takes the reply's run as stored (a RunInfo read with its chat) or as just written (the
@@ -159,8 +172,7 @@ def footer_text(run, part: int | None = None) -> str:
     if drafted:
         parts += [f"accepted {run.draft_accepted / run.draft_proposed:.0%}",
                   f"τ {run.new_tokens / max(run.target_passes, 1):.2f}"]
-    parts.append(run.drafter if kind.is_remote else
-                 f"{run.drafter}, {'adaptive K' if run.adaptive else f'K={run.k}'}")
+    parts.append(drafter_words(run))
     if not kind.is_plain and not kind.is_remote and not drafted_enough(run.new_tokens, run.draft_accepted):
         # no ratio: with (almost) no draft kept, any difference from plain decoding is noise
         parts.append(plainly(run.draft_proposed, run.draft_accepted, awaiting_costs=run.awaiting_costs))

@@ -181,3 +181,18 @@ def test_a_first_reply_held_back_for_the_costs_says_so_as_written_and_after_a_re
     other = store.add_message(chat.conversation_id, "assistant", "Hey")
     runs.complete(chat.conversation_id, other.id, result("Hey", (T, T, T)), context)
     assert not store.chat(chat.conversation_id)[2][other.id].awaiting_costs
+
+
+@pytest.mark.parametrize("drafter, config, words", [
+    ("pld", GenerationConfig(max_new_tokens=8, k=4, adaptive_k=False), "prompt lookup, K=4"),
+    ("history", GenerationConfig(max_new_tokens=8), "prompt lookup + past replies, adaptive K"),
+    ("none", GenerationConfig(max_new_tokens=8), "plain decoding")])
+def test_the_footer_names_the_drafter_as_the_status_bar_does(store, runs, chat, drafter, config, words):
+    """The footer said the run's stored key ("history, adaptive K") where the status bar says "prompt lookup + past
+    replies": one name a thing. Plain decoding has no K to name."""
+    context = RunContext(config, RunModels("tiny", "cpu"), drafter).seeded(3)
+    message = store.add_message(chat.conversation_id, "assistant", "Hey")
+    written = runs.complete(chat.conversation_id, message.id, result("Hey", (T, T, T)), context)
+    _, _, stored = store.chat(chat.conversation_id)
+    for footer in (footer_text(written), footer_text(stored[message.id])):
+        assert words in footer.split(" · ") and "history" not in footer and "K" not in words.split(", ")[0]
