@@ -18,20 +18,20 @@ from .budget import ReadBudget
 
 READABLE = "text, Markdown, source code, PDF, DOCX (Word) and HTML files"
 
-_CODE_SUFFIXES = frozenset(
+_CODE_SUFFIXES = tuple(  # in order: the file dialog lists them so (a set's order changed with every run)
     ".py .pyi .pyx .ipynb .js .mjs .cjs .jsx .ts .tsx .c .h .cc .cpp .cxx .hpp .hh .hxx .rs .go .java .kt .kts "
     ".scala .rb .php .pl .pm .swift .m .mm .cs .fs .lua .r .jl .sh .bash .zsh .fish .ps1 .bat .cmd .sql .json "
     ".jsonl .yaml .yml .toml .ini .cfg .conf .env .csv .tsv .xml .css .scss .sass .less .vue .svelte .dart .hs .ml "
     ".mli .ex .exs .erl .clj .el .vim .gradle .cmake .mk .proto .graphql .tf .nix .zig .asm .s .f90 .v .sv .vhd "
     ".diff .patch .dockerfile".split())
 _CODE_NAMES = frozenset({"makefile", "dockerfile", "gnumakefile", "cmakelists.txt", "justfile", "vagrantfile"})
-KIND_BY_SUFFIX = {
-    **{suffix: "code" for suffix in _CODE_SUFFIXES},
-    **{suffix: "text" for suffix in (".txt", ".text", ".log", ".rst", ".tex", ".org", ".adoc", ".srt", ".vtt")},
-    **{suffix: "markdown" for suffix in (".md", ".markdown", ".mdown", ".mkd", ".mdx")},
-    **{suffix: "html" for suffix in (".html", ".htm", ".xhtml")},
+KIND_BY_SUFFIX = {  # the file dialog's order: the documents people attach most first, source code last
     ".pdf": "pdf",
     ".docx": "docx",
+    **{suffix: "markdown" for suffix in (".md", ".markdown", ".mdown", ".mkd", ".mdx")},
+    **{suffix: "text" for suffix in (".txt", ".text", ".log", ".rst", ".tex", ".org", ".adoc", ".srt", ".vtt")},
+    **{suffix: "html" for suffix in (".html", ".htm", ".xhtml")},
+    **{suffix: "code" for suffix in _CODE_SUFFIXES},
 }
 _HINTS = {  # formats people attach that specchat does not read, with what to do instead
     ".doc": "an old Word .doc file: open it in Word or LibreOffice, save it as .docx and attach that",

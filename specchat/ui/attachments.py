@@ -18,13 +18,14 @@ for the first time under this model), the meter guessing them and saying "counti
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtCore import QEvent, QObject, QSettings, QStandardPaths, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFileDialog, QToolButton
 
@@ -68,6 +69,19 @@ def chip_text(document: Document, tokens: int | None = None, counting: bool = Fa
     elif counting:
         parts.append(COUNTING)
     return " · ".join(parts)
+
+
+ATTACH_FOLDER_KEY = "attachments/folder"  # QSettings: the folder files were last attached from
+
+
+def start_folder(settings: QSettings) -> str:
+    """Where the paperclip's dialog opens: the folder files were last attached from while it is still there, else
+    the user's Documents folder, else their home; never the folder specchat happened to be started in."""
+    kept = settings.value(ATTACH_FOLDER_KEY)
+    if isinstance(kept, str) and os.path.isdir(kept):
+        return kept
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return documents if documents and os.path.isdir(documents) else os.path.expanduser("~")
 
 
 def file_filter() -> str:
@@ -212,9 +226,12 @@ class Attachments(QObject):
     # -- adding ---------------------------------------------------------------------------------------------------
 
     def choose_files(self) -> None:
-        """The paperclip: asks for files, in the formats specchat reads, and attaches them."""
-        paths, _ = QFileDialog.getOpenFileNames(self.window, "Attach documents", "", file_filter())
+        """The paperclip: asks for files, in the formats specchat reads, from the folder the last ones came from
+        (start_folder), and attaches them."""
+        settings = QSettings()
+        paths, _ = QFileDialog.getOpenFileNames(self.window, "Attach documents", start_folder(settings), file_filter())
         if paths:
+            settings.setValue(ATTACH_FOLDER_KEY, os.path.dirname(os.path.abspath(paths[0])))
             self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:

@@ -10,7 +10,7 @@ import docx
 import pytest
 import torch
 from documents.document_files import pdf_with_pages
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QFileDialog
 
@@ -423,3 +423,44 @@ def test_a_drop_of_more_files_than_a_message_takes_attaches_twenty_and_says_so(q
     assert len(chip_texts(window)) == 20 and window.composer.toPlainText() == "Compare these"  # no paths pasted
     assert window.attachments.tray.problem.label.text() == ("A message takes at most 20 documents: 2 of these were "
                                                             "not attached.")
+
+
+def test_the_paperclip_opens_where_files_were_last_attached_from_with_documents_first(
+        qtbot, make_window, tmp_path, monkeypatch):
+    """The dialog opened in the folder specchat was started in, and listed a set's order of 90 code suffixes first
+    ("*.ipynb *.zsh *.hpp", another order each run): it opens in the Documents folder (else home) and then where
+    the last file came from, with PDF, Word, Markdown and text first, in the same order every time."""
+    from specchat.documents.formats import KIND_BY_SUFFIX
+    from specchat.ui.attachments import ATTACH_FOLDER_KEY, file_filter
+
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DOCUMENTS_DIR", raising=False)
+    QSettings().remove(ATTACH_FOLDER_KEY)
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    note = folder / "note.txt"
+    note.write_text("The meeting moved to Tuesday.", encoding="utf-8")
+    asked = []
+
+    def dialog(parent, title, start, filters):
+        asked.append((start, filters))
+        return [str(note)], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", dialog)
+    window = make_window()
+    try:
+        window.attachments.attach_button.click()
+        wait_for_reads(qtbot, window)
+        window.attachments.attach_button.click()
+        wait_for_reads(qtbot, window)
+    finally:
+        QSettings().remove(ATTACH_FOLDER_KEY)
+    assert [start for start, _ in asked] == [str(home / "Documents"), str(folder)]
+    assert asked[0][1] == asked[1][1] == file_filter()
+    every = file_filter().split(";;")[0]
+    assert every.startswith("Documents (*.pdf *.docx *.md ") and "*.txt" in every.split("*.py")[0]
+    assert file_filter().split(";;")[1:4] == ["PDF (*.pdf)", "Word (DOCX) (*.docx)",
+                                              "Markdown (*.md *.markdown *.mdown *.mkd *.mdx)"]
+    assert list(KIND_BY_SUFFIX)[:2] == [".pdf", ".docx"] and set(KIND_BY_SUFFIX) >= {".py", ".ipynb", ".zsh"}
