@@ -18,6 +18,7 @@ reads the same prefix as the turn before it. A document whose message was left o
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from dataclasses import dataclass, replace
@@ -260,9 +261,25 @@ class DeferredCounts:
         return -(-len(text) // CHARS_PER_TOKEN_GUESS)
 
 
+DOCUMENT_END = "\n</document>\n\n"
+_DOCUMENT_START = re.compile(r'^<document name="([^"\n]*)">$', re.MULTILINE)
+
+
 def document_block(name: str, text: str) -> str:
     """A whole document as the model reads it, before the text of the message it was attached to."""
-    return f'<document name="{_attribute(name)}">\n{text}\n</document>\n\n'
+    return f'<document name="{_attribute(name)}">\n{text}{DOCUMENT_END}'
+
+
+def question_title(text: str) -> str:
+    """A short line for a question as the model read it (OpenChat.question_as_read): its first line, after the
+    names of the documents placed before it ("notes.txt, report.pdf: When does it open?"). Takes any prompt; one
+    without documents gives its first line."""
+    names: list[str] = []
+    if text.startswith('<document name="') and DOCUMENT_END in text:
+        documents, text = text.rsplit(DOCUMENT_END, 1)
+        names = [name.replace("\\\\", "\\") for name in _DOCUMENT_START.findall(documents)]
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{', '.join(names)}: {line}" if names else line
 
 
 PASSAGES_INTRO = "Passages from the attached documents that best match the question:\n\n"

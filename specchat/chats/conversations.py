@@ -15,8 +15,8 @@ from ..documents.document import Document
 from ..engine.chat_engine import PromptFitter
 from ..engine.chat_prompt import Message
 from ..storage.records import ConversationInfo, FolderInfo, MessageHit, MessageInfo, RunInfo
-from .context_plan import (ChatDocument, DeferredCounts, PromptPlan, Search, Source, counter_for, plan_prompt,
-                           stored_sources)
+from .context_plan import (ChatDocument, DeferredCounts, PromptPlan, Search, Source, counter_for, document_block,
+                           plan_prompt, stored_sources)
 from .copy_sources import KeptSources
 from .plan_start import first_planned, shifted
 from .run_book import footer_text
@@ -70,6 +70,17 @@ class OpenChat:
     def of(cls, info: ConversationInfo) -> OpenChat:
         """A chat just made (Conversations.start, create): no messages yet, nothing to read."""
         return cls(info.id, info.system_prompt, in_history=info.in_history)
+
+    def question_as_read(self) -> str:
+        """The chat's last question as the model read it: the text of every document attached on its branch up to
+        it, whole (context_plan.document_block), then the question ("" when it has none). The race is primed with
+        it: the question alone, about a document the lanes would not see, races something else."""
+        asked = [m for m in self.messages if m.role == "user"]
+        if not asked:
+            return ""
+        # every stored document of the branch: none is attached after its last question (replies hold none)
+        blocks = [document_block(d.name, d.document.text) for d in self.documents if d.message_id is not None]
+        return "".join(blocks) + asked[-1].text
 
     def history(self) -> list[Message]:
         """The messages as the engine reads them (role and text), in order."""
@@ -261,15 +272,6 @@ class Conversations:
         if conversation_id is None:
             return None
         return next((m for m in self.store.messages(conversation_id) if m.id == message_id), None)
-
-    def last_question(self, conversation_id: int) -> str:
-        """The text of the chat's last user message ("" when it has none): what the race window is primed with."""
-        for last in (8, None):  # its end first: a chat of 150,000 messages is not read for its last question
-            messages = self.store.chat(conversation_id, last)[1]
-            asked = [m.text for m in messages if m.role == "user"]
-            if asked or last is None or len(messages) < last:
-                return asked[-1] if asked else ""
-        return ""
 
     def add_user_message(self, conversation_id: int, text: str) -> MessageInfo:
         """Appends the user's message to the chat (which moves to the top of the list); returns it as stored."""

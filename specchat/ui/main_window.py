@@ -488,14 +488,15 @@ class MainWindow(QMainWindow):
     # -- race and dashboard ---------------------------------------------------------------------------------------
 
     def open_race(self) -> None:
-        """The race window (one per main window), primed with the prompt in the box or the chat's last question."""
+        """The race window (one per main window), primed with the prompt in the box or the chat's last question
+        with its documents (OpenChat.question_as_read)."""
         from .race import RaceWindow
 
         if self.race_window is None:
             self.race_window = RaceWindow(self.session, self)  # its own window, deleted with this one
         prompt = self.composer.toPlainText().strip()
-        if not prompt and self.conversation_id is not None:
-            prompt = self.conversations.last_question(self.conversation_id)
+        if not prompt and self.conversation_id is not None:  # the last question, with the documents it was about
+            prompt = self._open_chat().question_as_read()
         if prompt and not self.race_window.running():
             self.race_window.prompt.setPlainText(prompt)
         self.race_window.show()

@@ -126,3 +126,12 @@ def test_a_drafted_span_copied_from_a_document_names_its_page():
     spans = ReplySpans(spans=[(0, 9, "target"), (9, 39, "draft"), (39, 44, "draft"), (44, 53, "target")])
     found = span_sources(reply, spans, [chat_document(doc, 1)])
     assert found == {(9, 39): "from contract.pdf, p. 2"}  # the 5-character draft is too short to tell
+
+
+def test_a_question_as_read_is_titled_by_its_documents_and_its_first_line():
+    from specchat.chats.context_plan import document_block, question_title
+
+    body = "A line.\n</document>\n\nnot the end: a document may hold the closing tag"
+    prompt = document_block("notes.txt", body) + document_block('say "hi".md', "Hi.") + "When?\nMore."
+    assert question_title(prompt) == "notes.txt, say 'hi'.md: When?"
+    assert question_title("Plain question\nsecond line") == "Plain question" and question_title("") == ""

@@ -177,8 +177,8 @@ def test_conversations_title_and_regenerate(store):
     assert chat.title == "What is the sea?" and conversations.find("sea")[0].id == chat.id
     conversations.add_user_message(chat.id, "What is the sea?")
     store.add_message(chat.id, "assistant", "Water.")
-    assert conversations.last_question(chat.id) == "What is the sea?"
     opened = conversations.open(chat.id)
+    assert opened.question_as_read() == "What is the sea?"  # no document: the question alone
     conversations.branch_before(opened, opened.last_reply())  # Regenerate: the reply stays, one flip away
     assert [m.role for m in conversations.messages(chat.id)] == ["user"] and opened.last_reply() is None
     asked = conversations.messages(chat.id)[0]

@@ -464,3 +464,25 @@ def test_the_paperclip_opens_where_files_were_last_attached_from_with_documents_
     assert file_filter().split(";;")[1:4] == ["PDF (*.pdf)", "Word (DOCX) (*.docx)",
                                               "Markdown (*.md *.markdown *.mdown *.mkd *.mdx)"]
     assert list(KIND_BY_SUFFIX)[:2] == [".pdf", ".docx"] and set(KIND_BY_SUFFIX) >= {".py", ".ipynb", ".zsh"}
+
+
+def test_the_race_is_primed_with_the_last_question_and_its_document(qtbot, make_window, notes):
+    """The race window took the chat's last question alone: its lanes raced a question about a document they
+    were never given. It is primed with the question as the model read it, the document whole before it."""
+    window = make_window()
+    window.attachments.attach_files([str(notes)])
+    wait_for_reads(qtbot, window)
+    send_and_wait(qtbot, window, "When does the library open?")
+    window.open_race()
+    prompt = window.race_window.prompt.toPlainText()
+    assert prompt == f'<document name="notes.txt">\n{NOTES}\n</document>\n\nWhen does the library open?'
+    with qtbot.waitSignal(window.race_window.race_finished, timeout=STREAM_TIMEOUT):
+        window.race_window.start_race()
+    saved = window.race_window.history.item(0)  # the comparison is listed by its document and question
+    assert saved.text().startswith("notes.txt: When does the library open?"[:40] + "\n")
+    assert len(saved.toolTip()) <= 601
+    window.race_window.close()
+    window.new_conversation()
+    send_and_wait(qtbot, window, "Hello there")
+    window.open_race()
+    assert window.race_window.prompt.toPlainText() == "Hello there"  # a chat without documents: its question

@@ -8,10 +8,13 @@ from typing import Callable
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QMenu, QMessageBox
 
+from ...chats.context_plan import question_title
 from ...core.errors import SpecchatError
 from ...engine.decoding.speculative import GenerationConfig
 from ...engine.race import Track, all_identical, lane_results
 from ...storage.records import RunRecord, track_row
+
+TOOLTIP_CHARS = 600
 
 
 class ComparisonHistory(QListWidget):
@@ -39,11 +42,12 @@ class ComparisonHistory(QListWidget):
         self.clear()
         for info in self.session.comparisons.find():
             when = info.created_at.astimezone().strftime("%d %b %H:%M")
-            first_line = info.prompt.splitlines()[0][:40] if info.prompt else ""
+            first_line = question_title(info.prompt)[:40]
             mark = "" if info.identical is None else (" ✓" if info.identical else " ✗")
             item = QListWidgetItem(f"{first_line}\n{when} · {', '.join(info.drafters[1:]) or 'plain'}{mark}")
             item.setData(Qt.ItemDataRole.UserRole, info.id)
-            item.setToolTip(info.prompt)
+            # a document raced with its question can run to megabytes: the tooltip shows its start
+            item.setToolTip(info.prompt if len(info.prompt) <= TOOLTIP_CHARS else info.prompt[:TOOLTIP_CHARS] + "…")
             self.addItem(item)
             if info.id == select:
                 self.setCurrentItem(item)
