@@ -164,7 +164,8 @@ def test_chart_labels_name_pair_groups_by_what_differs(store):
     assert sorted(chart_labels(groups, "pair").values()) == ["draft model", "hybrid", "plain", "prompt lookup"]
     store.record_run(base_run(target="other", drafter="pld"))
     labels = chart_labels(store.run_groups("pair"), "pair")
-    assert "other · pld" in labels.values() and "tiny · pld" in labels.values()  # two targets: full names
+    # two targets: full names, the drafter as the footers name it
+    assert "other · prompt lookup" in labels.values() and "tiny · prompt lookup" in labels.values()
 
 
 def test_bench_run_values_for_the_store(tiny_pair):
@@ -215,8 +216,8 @@ def test_dashboard_shows_the_seeded_runs(make_dashboard, store):
     table = window.group_table
     assert table.rowCount() == 4
     rows = {table.item(r, 0).text(): [table.item(r, c).text() for c in range(1, 7)] for r in range(4)}
-    assert rows["tiny · pld"] == ["2", "160", "26.7", "1.38×", "0.58", "2.00"]
-    assert rows["tiny · none"][3:5] == ["–", "–"]
+    assert rows["tiny · prompt lookup"] == ["2", "160", "26.7", "1.38×", "0.58", "2.00"]
+    assert rows["tiny · plain decoding"][3:5] == ["–", "–"]
 
 
 def test_runs_that_drafted_too_little_are_left_out_of_the_means(make_dashboard, store):
@@ -232,7 +233,7 @@ def test_runs_that_drafted_too_little_are_left_out_of_the_means(make_dashboard, 
     assert window.timeline.speedup_series["pld"].count() == 2  # no point for it on the speedup line
     table = window.group_table
     rows = {table.item(r, 0).text(): table.item(r, 4).text() for r in range(table.rowCount())}
-    assert rows["tiny · pld"] == "1.38×"  # (1.25 + 1.5) / 2, not with 1.15
+    assert rows["tiny · prompt lookup"] == "1.38×"  # (1.25 + 1.5) / 2, not with 1.15
     assert store.app_session_stats(ids["app_session"]).mean_speedup == pytest.approx(1.5625)  # the status bar's
     assert store.overall_stats().mean_speedup == pytest.approx(1.5625)  # `specchat stats`
 
@@ -272,7 +273,7 @@ def test_grouping_changes_table_and_charts(make_dashboard, store):
     assert window.group_table.rowCount() == 1 and window.group_table.item(0, 0).text() == "Sea poems"
     assert list(window.acceptance.bar_values()) == ["Sea poems"]
     choose(window.group_combo, "category")
-    assert window.group_table.item(0, 0).text() == "coding · hybrid"
+    assert window.group_table.item(0, 0).text() == "coding · draft model + prompt lookup"
     choose(window.group_combo, "app_session")
     assert window.group_table.rowCount() == 1 and window.group_table.item(0, 1).text() == "5"
 

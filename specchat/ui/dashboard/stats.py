@@ -102,6 +102,15 @@ def drafter_of_group(key: str) -> str | None:
     return rest.rpartition("|")[2] if kind in ("pair", "category") and "|" in rest else None
 
 
+def group_name(group: GroupStats) -> str:
+    """A group's full name with its drafter as the status bar and the footers name it ("tiny · prompt lookup +
+    past replies", not the stored key "tiny · history"); other groups (sessions, chats) by their label."""
+    drafter = drafter_of_group(group.key)
+    if drafter is None or " · " not in group.label:
+        return group.label
+    return f"{group.label.rpartition(' · ')[0]} · {drafter_kind(drafter).label}"
+
+
 def group_colours(groups: Sequence[GroupStats]) -> dict[str, str]:
     """A colour per group: a drafter's own colour for the first group of that drafter, so the charts agree with
     the timeline's colours; the other colours for the rest."""
@@ -135,7 +144,7 @@ def chart_labels(groups: Sequence[GroupStats], by: str) -> dict[str, str]:
     """Names for legends and axes that say what tells the groups apart. With one target model (the usual case) a
     pair group is named by its drafter alone, and by its draft model too when there are several; drafters are
     named as in the timeline's legend. The table keeps the full names."""
-    labels = {g.key: g.label for g in groups}
+    labels = {g.key: group_name(g) for g in groups}
     if by == "category":
         for group in groups:
             drafter = drafter_of_group(group.key) or ""
@@ -243,7 +252,8 @@ def group_cells(group: GroupStats) -> list[tuple[str, object]]:
     """(text, sort key) per GROUP_COLUMNS column."""
     a = group.aggregate
     drafted = a.draft_proposed > 0
-    return [(group.label, group.label), (f"{a.runs:,}", a.runs), (f"{a.new_tokens:,}", a.new_tokens),
+    name = group_name(group)
+    return [(name, name), (f"{a.runs:,}", a.runs), (f"{a.new_tokens:,}", a.new_tokens),
             (f"{a.tokens_per_s:.1f}", a.tokens_per_s),
             (_speedup_text(a.mean_speedup), a.mean_speedup),
             (f"{a.mean_alpha:.2f}" if drafted else "–", a.mean_alpha if drafted else None),

@@ -393,7 +393,7 @@ class DashboardWindow(BenchmarkHost):
         for row, group in enumerate(reading_order(self.groups, self.grouping())):
             for column, (text, key) in enumerate(group_cells(group)):
                 item = SortItem(text, key)
-                item.setToolTip(plain_tip(group.label) if column == 0 else "")
+                item.setToolTip(plain_tip(text) if column == 0 else "")
                 if column:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if column == 4 and group.aggregate.mean_speedup is not None:
