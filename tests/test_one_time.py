@@ -134,3 +134,33 @@ def test_a_task_owed_anew_while_its_name_runs_replaces_it_and_runs_next(backgrou
     time.sleep(0.2)
     assert ran == ["older", "newest"]
     work.stop()
+
+
+def test_a_one_shot_command_measures_what_is_owed_and_makes_nothing_for_a_next_turn(capsys, monkeypatch):
+    """`specchat generate` said "Measuring what a verification pass costs…" on every run once the room ahead and
+    the kept states' preload were owed too, and made both before it exited: only a next turn uses them. It now
+    drops them, measures what is still owed, and says so only then."""
+    from types import SimpleNamespace
+
+    from specchat.commands.generate import settle_before_exit
+    from specchat.core.one_time import OneTimeWork
+    from specchat.engine.backends.llamacpp import llama_runner, state_shelf
+
+    from specchat.core import one_time
+
+    monkeypatch.setenv("SPECCHAT_MEASURE_NOW", "0")
+    monkeypatch.setattr(one_time, "IDLE_S", 30.0)  # the worker waits out the idle spell: the command drops first
+    ran = []
+    for owed in (["cost curve"], []):
+        work = OneTimeWork()
+        native = SimpleNamespace(one_time=work, settle=work.settle)
+        native.forget_next_turn = lambda native=native: llama_runner.LlamaCppModel.forget_next_turn(native)
+        with work.reply():  # held while the reply runs, as in the command
+            for name in (state_shelf.READ_AHEAD, state_shelf.PRELOAD, f"{llama_runner.ROOM} False",
+                         f"{llama_runner.ROOM} True", *owed):
+                work.owe(name, lambda check, name=name: ran.append(name))
+        settle_before_exit(SimpleNamespace(target=SimpleNamespace(native=native, name="tiny")))
+        work.stop()
+        said = capsys.readouterr().err
+        assert ("Measuring what a verification pass costs" in said) == bool(owed)
+    assert ran == ["cost curve"]

@@ -63,11 +63,9 @@ def settle_before_exit(pair) -> None:
     """A one-shot command's process ends before the model is ever idle: what a first launch owes (the kernel
     verdict, the cost curve: core/one_time.py) is measured after the reply, once for this file and machine, so that
     the next command's replies draft."""
-    from ..engine.backends.llamacpp.state_shelf import READ_AHEAD
-
     native = pair.target.native
     if native is not None:
-        native.one_time.drop(READ_AHEAD)  # no next turn: the process ends
+        native.forget_next_turn()  # no next turn: the process ends
     if native is not None and native.one_time.owed():
         sys.stdout.flush()
         print(f"Measuring what a verification pass costs on {pair.target.name} here, after the reply (once for this "

@@ -54,7 +54,8 @@ from .prompt_reader import CHUNK as READER_CHUNK
 from .prompt_reader import (PromptReader, StaleRead, StateFormatError, as_decoding_state, common_prefix,
                             sequence_state)
 from .room_ahead import RoomAhead
-from .state_shelf import PromptRead, forget_model, latest_kept, owe_preload, owe_read_ahead, read_prompt
+from .state_shelf import (PRELOAD, READ_AHEAD, PromptRead, forget_model, latest_kept, owe_preload, owe_read_ahead,
+                          read_prompt)
 from .target_embeddings import TargetEmbeddings
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,13 @@ class LlamaCppModel:
         if self._embeddings is None:
             self._embeddings = TargetEmbeddings.from_gguf(self.path)
         return self._embeddings
+
+    def forget_next_turn(self) -> None:
+        """Drops the idle-time work that only a next turn would use: reading the last turn ahead, loading the kept
+        states into memory, the contexts made ahead. A one-shot command (`specchat generate`) ends after its reply;
+        it measures what is still owed (the verdict, the cost curve) and exits, without making any of these."""
+        for name in (READ_AHEAD, PRELOAD, *(f"{ROOM} {keeps}" for keeps in (False, True))):
+            self.one_time.drop(name)
 
     def room(self, keeps_features: bool) -> RoomAhead:
         """The contexts made ahead for this model's runners that keep hidden states or not (room_ahead.py): one
