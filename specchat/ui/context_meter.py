@@ -84,9 +84,13 @@ class MeterBar(QWidget):
         painter.end()
 
 
+# what a part holds beyond what its name says: a chip counts a document's text, the meter what the prompt holds
+NOTES = {"documents": " (their text, each inside the label that names it for the model)"}
+
+
 def legend(meter: ContextMeter) -> str:
     """The bar's tooltip: each colour's part and its tokens, and the reply's room."""
-    rows = [f"<span style='color:{colour}'>■</span> {name}: {getattr(meter, field):,} tokens"
+    rows = [f"<span style='color:{colour}'>■</span> {name}: {getattr(meter, field):,} tokens{NOTES.get(field, '')}"
             for field, name, colour in SEGMENTS]
     rows.append(f"▨ kept for the reply: {meter.reply:,} tokens")
     return (f"What the next message reads of the model's {meter.window:,}-token context window:<br>"

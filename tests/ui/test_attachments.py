@@ -286,6 +286,8 @@ def test_the_meter_follows_the_typing_and_the_chips(qtbot, make_window, notes):
     assert f"documents {meter.meter.documents:,}" in meter.summary.text()
     assert meter.summary.text().endswith(f"message {meter.meter.message:,}")
     assert meter.bar.segments(500.0)[0][0] == "documents" and not meter.warning.isVisible()
+    # the chip counts the text; the bar's tooltip says why its documents hold more (the label around each)
+    assert f"documents: {meter.meter.documents:,} tokens (their text, each inside the label" in meter.bar.toolTip()
     window.attachments.remove(window.attachments.pending[0])
     assert meter.meter.documents == 0
 
