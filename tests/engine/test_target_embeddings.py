@@ -72,3 +72,33 @@ def test_a_damaged_or_hostile_file_is_refused_with_its_name(tmp_path):
         with pytest.raises(ModelLoadError, match=words) as caught:
             TargetEmbeddings.from_gguf(path)
         assert path.name in str(caught.value)
+
+
+def hand_made(path, fields: bytes, n_fields: int, tensors: bytes = b"", n_tensors: int = 0) -> None:
+    """A GGUF v3 file of raw header bytes: what a hostile file can say that gguf-py's writer never writes."""
+    import struct
+
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_fields) + fields + tensors + b"\0" * 64)
+
+
+def test_hostile_headers_are_refused_without_filling_memory_or_the_stack(tmp_path):
+    import struct
+
+    def key(name: str) -> bytes:
+        return struct.pack("<Q", len(name)) + name.encode()
+
+    nested = key("x") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 5000 + struct.pack("<IQ", 4, 0)
+    huge_alignment = key("general.alignment") + struct.pack("<IIQ", 9, 4, 1 << 40)  # an array, 2^40 values
+    long_name = struct.pack("<Q", 1 << 40)  # a key said to be a terabyte long
+    embd = key("token_embd.weight")
+    overflow = embd + struct.pack("<I", 3) + struct.pack("<QQQ", 4, 1 << 32, 1 << 32) + struct.pack("<IQ", 0, 0)
+    empty = embd + struct.pack("<I", 2) + struct.pack("<QQ", 4, 0) + struct.pack("<IQ", 0, 0)
+    cases = {"nested.gguf": (nested, 1, b"", 0), "alignment.gguf": (huge_alignment, 1, b"", 0),
+             "name.gguf": (long_name, 1, b"", 0), "overflow.gguf": (b"", 0, overflow, 1),
+             "empty.gguf": (b"", 0, empty, 1)}
+    for name, (fields, n_fields, tensors, n_tensors) in cases.items():
+        path = tmp_path / name
+        hand_made(path, fields, n_fields, tensors, n_tensors)
+        with pytest.raises(ModelLoadError) as caught:
+            TargetEmbeddings.from_gguf(path)
+        assert path.name in str(caught.value) and not str(caught.value).endswith(": "), caught.value

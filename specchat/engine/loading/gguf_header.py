@@ -11,6 +11,7 @@ before handing them over, tensor_bytes 50 ms (it skips the vocabulary's strings 
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -23,6 +24,8 @@ from ...core.errors import ModelLoadError
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 STRING, ARRAY = 8, 9
 MAX_STRING = 1 << 24  # bytes: a chat template is a few KiB, a key or a tensor's name tens of bytes
+MAX_KEPT_ITEMS = 1 << 20  # values of an array read into a list (per-layer values: a few hundred)
+MAX_DEPTH = 4  # arrays within arrays
 
 
 def _read(handle: BinaryIO, fmt: str):
@@ -45,8 +48,10 @@ def _length(handle: BinaryIO) -> int:
     return length
 
 
-def _value(handle: BinaryIO, kind: int, keep: bool):
-    """The next value of type `kind`; arrays and unwanted strings are skipped (None) unless `keep`."""
+def _value(handle: BinaryIO, kind: int, keep: bool, depth: int = 0):
+    """The next value of type `kind`; arrays and unwanted strings are skipped (None) unless `keep`. A kept array
+    holds at most MAX_KEPT_ITEMS values, and arrays nest at most MAX_DEPTH deep (ValueError beyond: a hostile file
+    would fill memory or the stack)."""
     if kind in SCALARS:
         return _read(handle, SCALARS[kind])
     if kind == STRING:
@@ -57,12 +62,20 @@ def _value(handle: BinaryIO, kind: int, keep: bool):
         return handle.read(length).decode("utf-8", "replace")
     if kind == ARRAY:
         item, count = _read(handle, "I"), _read(handle, "Q")
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"arrays nested more than {MAX_DEPTH} deep")
         if item in SCALARS and not keep:
             handle.seek(count * struct.calcsize("<" + SCALARS[item]), 1)
             return None
-        values = [_value(handle, item, keep) for _ in range(count)]
+        if keep and count > MAX_KEPT_ITEMS:
+            raise ValueError(f"an array of {count} values")
+        values = [_value(handle, item, keep, depth + 1) for _ in range(count)]
         return values if keep else None
     raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def _why(error: Exception) -> str:
+    return str(error) or "it ends early"
 
 
 MAX_DIMS = 4  # ggml's
@@ -98,7 +111,7 @@ def header_values(path: Path, wanted: set[str]) -> dict:
                     if len(found) == len(wanted):
                         break
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as error:
-        raise ModelLoadError(f"could not read the header of {path.name}: {error or 'it ends early'}") from error
+        raise ModelLoadError(f"could not read the header of {path.name}: {_why(error)}") from error
     return found
 
 
@@ -139,7 +152,8 @@ def tensor_bytes(path: Path, names: set[str], sizes: dict[int, tuple[int, int]])
             alignment = DEFAULT_ALIGNMENT
             for _ in range(fields):
                 key = _string(handle)
-                value = _value(handle, _read(handle, "I"), keep=key == "general.alignment")
+                kind = _read(handle, "I")
+                value = _value(handle, kind, keep=key == "general.alignment" and kind in SCALARS)
                 if key == "general.alignment" and isinstance(value, int) and value > 0:
                     alignment = value
                 if handle.tell() > file_size:
@@ -155,17 +169,20 @@ def tensor_bytes(path: Path, names: set[str], sizes: dict[int, tuple[int, int]])
                     infos[name] = (ggml_type, dims, offset)
             start = -(-handle.tell() // alignment) * alignment
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as error:
-        raise ModelLoadError(f"could not read the tensors of {path.name}: {error or 'it ends early'}") from error
+        raise ModelLoadError(f"could not read the tensors of {path.name}: {_why(error)}") from error
     found = {}
     for name, (ggml_type, dims, offset) in infos.items():
         if ggml_type not in sizes:
             raise ModelLoadError(f"{path.name}: tensor {name!r} has a type ({ggml_type}) this reader does not know")
         block, block_bytes = sizes[ggml_type]
-        if dims[0] % block:
-            raise ModelLoadError(f"{path.name}: tensor {name!r}'s rows do not fill whole blocks")
-        row_bytes, rows = dims[0] // block * block_bytes, int(np.prod(dims[1:], dtype=np.uint64)) if dims[1:] else 1
+        if not all(dims) or dims[0] % block:
+            raise ModelLoadError(f"{path.name}: tensor {name!r} has an empty dimension or rows of part of a block")
+        row_bytes, rows = dims[0] // block * block_bytes, math.prod(dims[1:])  # Python integers: no overflow
         if start + offset + rows * row_bytes > file_size:
             raise ModelLoadError(f"{path.name}: tensor {name!r} runs past the end of the file")
-        data = np.memmap(path, dtype=np.uint8, mode="r", offset=start + offset, shape=(rows, row_bytes))
+        try:
+            data = np.memmap(path, dtype=np.uint8, mode="r", offset=start + offset, shape=(rows, row_bytes))
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(f"could not map tensor {name!r} of {path.name}: {_why(error)}") from error
         found[name] = TensorBytes(ggml_type, dims, data)
     return found
