@@ -372,7 +372,7 @@ class LlamaCppRunner:
         if self.model.placement.offloaded:
             return
         room = self._room
-        room.needs[self] = turn
+        room.note(self, turn)
         model = weakref.ref(self.model)
 
         def make_room(check) -> None:
@@ -382,10 +382,12 @@ class LlamaCppRunner:
             kept = latest_kept(live)
             kept_tokens = len(kept.tokens) if kept is not None else 0
             wanted, with_reader = 0, False
-            for runner, need in list(room.needs.items()):
+            needs = room.needs()
+            for runner, need in needs:
                 size = runner._context_size(max(need, kept_tokens) + NEXT_MESSAGE + runner._reply_room)
                 if size > runner._n_ctx:
                     wanted, with_reader = max(wanted, size), with_reader or runner.uses_reader
+            needs = runner = None  # the runners are the app's: none kept alive by this task while it makes room
             if wanted:
                 room.make(wanted, check, with_reader=with_reader, state_bytes=kept.nbytes if kept is not None else 0)
 

@@ -34,8 +34,22 @@ class RoomAhead:
         self._ctx: object | None = None
         self._reader = None
         self.n_ctx = 0  # the size made ahead (0: nothing)
-        # each runner's latest turn (LlamaCppRunner.owe_room), held weakly: a runner gone needs nothing
-        self.needs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # each runner's latest turn (note), held weakly: a runner gone needs nothing; its own lock, as a make
+        # holds _lock for as long as llama.cpp takes to make a context
+        self._needs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._needs_lock = threading.Lock()
+
+    def note(self, runner: object, turn: int) -> None:
+        """Keeps `runner`'s latest need (the positions of the turn it just ended; LlamaCppRunner.owe_room)."""
+        with self._needs_lock:
+            self._needs[runner] = turn
+
+    def needs(self) -> list[tuple[object, int]]:
+        """(runner, turn) for every live runner that said its need: a copy, taken under the lock (the model's
+        thread notes while the idle worker reads). The caller drops it before making room, so that a runner the
+        app let go is not kept alive by it (nor freed on the worker's thread)."""
+        with self._needs_lock:
+            return list(self._needs.items())
 
     def make(self, n_ctx: int, check: Callable[[], None], with_reader: bool, state_bytes: int = 0) -> None:
         """Makes a context of `n_ctx` positions unless one as large is ready (a smaller one is freed first), then,
