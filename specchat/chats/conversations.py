@@ -16,7 +16,7 @@ from ..engine.chat_engine import PromptFitter
 from ..engine.chat_prompt import Message
 from ..storage.records import ConversationInfo, FolderInfo, MessageHit, MessageInfo, RunInfo
 from .context_plan import (ChatDocument, DeferredCounts, PromptPlan, Search, Source, counter_for, document_block,
-                           plan_prompt, stored_sources)
+                           passages_block, plan_prompt, stored_sources)
 from .copy_sources import KeptSources
 from .plan_start import first_planned, shifted
 from .run_book import footer_text
@@ -72,15 +72,25 @@ class OpenChat:
         return cls(info.id, info.system_prompt, in_history=info.in_history)
 
     def question_as_read(self) -> str:
-        """The chat's last question as the model read it: the text of every document attached on its branch up to
-        it, whole (context_plan.document_block), then the question ("" when it has none). The race is primed with
-        it: the question alone, about a document the lanes would not see, races something else."""
-        asked = [m for m in self.messages if m.role == "user"]
+        """The chat's last question as the model read it, for the race (the question alone, about a document the
+        lanes would not see, races something else): after the documents its reply was given, whole
+        (context_plan.document_block), or the passages it was given (passages_block); a question not answered yet
+        after every document of the branch, whole. "" when the chat has no question."""
+        asked = [i for i, m in enumerate(self.messages) if m.role == "user"]
         if not asked:
             return ""
-        # every stored document of the branch: none is attached after its last question (replies hold none)
-        blocks = [document_block(d.name, d.document.text) for d in self.documents if d.message_id is not None]
-        return "".join(blocks) + asked[-1].text
+        question = self.messages[asked[-1]]
+        reply = next((m for m in self.messages[asked[-1] + 1:] if m.role == "assistant"), None)
+        if reply is None:
+            return "".join(document_block(d.name, d.document.text) for d in self.documents
+                           if d.message_id is not None) + question.text
+        given = self.sources.get(reply.id, ())
+        passages = [s for s in given if s.passage is not None]
+        if passages:
+            return passages_block(passages) + question.text
+        whole = {s.document_id for s in given}
+        return "".join(document_block(d.name, d.document.text) for d in self.documents
+                       if d.document_id in whole) + question.text
 
     def history(self) -> list[Message]:
         """The messages as the engine reads them (role and text), in order."""

@@ -14,6 +14,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QTimer, QU
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QFileDialog
 
+from specchat.chats.context_plan import PASSAGES_INTRO
 from specchat.core.errors import StorageError
 from specchat.engine.loading.load import LoadedModel
 from specchat.engine.loading.pair import ModelPair
@@ -210,6 +211,11 @@ def test_a_long_document_is_read_as_passages_with_their_pages_in_the_footer(qtbo
     assert sources and all(text.startswith("long.pdf, p. ") for text, _ in sources)
     passage = click(window, sources[0][1]).text.toPlainText()
     assert passage.lstrip().startswith("Page ") and 600 <= len(passage) <= 1800
+    window.open_race()  # the race reads what the reply read: the passages, not the document too long for it
+    raced = window.race_window.prompt.toPlainText()
+    assert raced.startswith(PASSAGES_INTRO) and raced.endswith("\n\nWhich letters?")
+    assert raced.count('<passage source="long.pdf, p. ') == len(sources) and "<document" not in raced
+    window.race_window.close()
 
 
 def test_bad_files_are_said_at_the_composer_and_the_text_and_chips_stay(qtbot, make_window, notes, tmp_path):
@@ -438,6 +444,7 @@ def test_the_paperclip_opens_where_files_were_last_attached_from_with_documents_
     home = tmp_path / "home"
     (home / "Documents").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no user-dirs.dirs naming another Documents
     monkeypatch.delenv("XDG_DOCUMENTS_DIR", raising=False)
     QSettings().remove(ATTACH_FOLDER_KEY)
     folder = tmp_path / "papers"
