@@ -488,8 +488,7 @@ class MainWindow(QMainWindow):
     # -- race and dashboard ---------------------------------------------------------------------------------------
 
     def open_race(self) -> None:
-        """The race window (one per main window), primed with the prompt in the box or the chat's last question
-        with its documents (OpenChat.question_as_read)."""
+        """The race window (one per main window), primed with the box's prompt or OpenChat.question_as_read."""
         from .race import RaceWindow
 
         if self.race_window is None:
