@@ -41,7 +41,7 @@ class TargetEmbeddings(torch.nn.Module):
                 raise ModelLoadError(f"{path.name}: {name} is not a matrix")
             try:
                 values = dequantize(tensor.data, GGMLQuantizationType(tensor.ggml_type))
-            except (NotImplementedError, ValueError) as error:
+            except (RuntimeError, ValueError) as error:  # a type gguf cannot dequantize (a RuntimeError)
                 raise ModelLoadError(f"{path.name}: {name}'s type cannot be read here ({error})") from error
             return torch.from_numpy(values.astype(np.float32, copy=False)
                                     .reshape(int(tensor.dims[1]), int(tensor.dims[0])).copy())
