@@ -81,16 +81,13 @@ class OpenChat:
             return ""
         question = self.messages[asked[-1]]
         reply = next((m for m in self.messages[asked[-1] + 1:] if m.role == "assistant"), None)
-        if reply is None:
-            return "".join(document_block(d.name, d.document.text) for d in self.documents
-                           if d.message_id is not None) + question.text
-        given = self.sources.get(reply.id, ())
+        given = self.sources.get(reply.id, ()) if reply is not None else ()
         passages = [s for s in given if s.passage is not None]
         if passages:
             return passages_block(passages) + question.text
-        whole = {s.document_id for s in given}
+        read = {s.document_id for s in given}
         return "".join(document_block(d.name, d.document.text) for d in self.documents
-                       if d.document_id in whole) + question.text
+                       if (d.message_id is not None if reply is None else d.document_id in read)) + question.text
 
     def history(self) -> list[Message]:
         """The messages as the engine reads them (role and text), in order."""

@@ -21,17 +21,27 @@ def first_divergence(plain: Sequence[int], other: Sequence[int]) -> int | None:
     return next((i for i, (a, b) in enumerate(zip(plain, other)) if a != b), min(len(plain), len(other)))
 
 
-def plain_margins(runner, prompt: list[int], reply: list[int]) -> list[float]:
-    """Plain decoding's top-2 logit margin at each step of `reply`: the prompt in one prefill, then one-token
-    passes, as plain decoding runs. runner: a target runner (new_cache, forward)."""
-    cache = runner.new_cache(len(prompt) + len(reply) + 1)
+def _one_token_steps(runner, prompt: list[int], steps: int, pick) -> tuple[list[int], list[float]]:
+    """Decodes as plain decoding runs (the prompt in one prefill, then one-token passes) for at most `steps` tokens:
+    at each, plain's top-2 logit margin, then `pick(step, argmax)` gives the token fed next (None: stop after this
+    one). Returns (the tokens fed, the margins)."""
+    cache = runner.new_cache(len(prompt) + steps + 1)
     logits = runner.forward(torch.tensor([prompt]), cache, keep=1, prefill=True)[0]
-    margins = []
-    for token in reply:
-        top = torch.topk(logits.float(), 2).values
-        margins.append(float(top[0] - top[1]))
+    tokens, margins = [], []
+    for step in range(steps):
+        top = torch.topk(logits.float(), 2)
+        margins.append(float(top.values[0] - top.values[1]))
+        token = pick(step, int(top.indices[0]))
+        tokens.append(token if token is not None else int(top.indices[0]))
+        if token is None or step == steps - 1:
+            break
         logits = runner.forward(torch.tensor([[token]]), cache, keep=1)[0]
-    return margins
+    return tokens, margins
+
+
+def plain_margins(runner, prompt: list[int], reply: list[int]) -> list[float]:
+    """Plain decoding's top-2 logit margin at each step of `reply`. runner: a target runner (new_cache, forward)."""
+    return _one_token_steps(runner, prompt, len(reply), lambda step, _: reply[step])[1] if reply else []
 
 
 def divergence_margin(runner, prompt: list[int], plain: list[int], other: list[int]) -> float | None:
@@ -47,20 +57,10 @@ def divergence_margin(runner, prompt: list[int], plain: list[int], other: list[i
 
 
 def plain_greedy(runner, prompt: list[int], max_new_tokens: int, eos: set[int]) -> tuple[list[int], list[float]]:
-    """Plain greedy decoding by hand, as plain_margins runs it (the prompt in one prefill, then one-token passes):
-    (the reply, up to `max_new_tokens` or its first token in `eos`, which it keeps; plain's top-2 margin at each of
-    its steps). One run gives both, so a comparison need not decode the plain reply twice."""
-    cache = runner.new_cache(len(prompt) + max_new_tokens + 1)
-    logits = runner.forward(torch.tensor([prompt]), cache, keep=1, prefill=True)[0]
-    reply, margins = [], []
-    while len(reply) < max_new_tokens:
-        top = torch.topk(logits.float(), 2)
-        margins.append(float(top.values[0] - top.values[1]))
-        reply.append(int(top.indices[0]))
-        if reply[-1] in eos or len(reply) == max_new_tokens:
-            break
-        logits = runner.forward(torch.tensor([[reply[-1]]]), cache, keep=1)[0]
-    return reply, margins
+    """Plain greedy decoding by hand, as plain_margins runs it: (the reply, up to `max_new_tokens` or its first
+    token in `eos`, which it keeps; plain's top-2 margin at each of its steps). One run gives both, so a comparison
+    need not decode the plain reply twice."""
+    return _one_token_steps(runner, prompt, max_new_tokens, lambda _, best: None if best in eos else best)
 
 
 class PlainReference:
