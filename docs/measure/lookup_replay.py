@@ -22,6 +22,7 @@ from specchat.bench.oracle import oracle_turn
 from specchat.engine.chat_prompt import Message, build_prompt_ids, reply_text_ids
 from specchat.engine.decoding.adaptive import AcceptanceBook, DraftLengthPolicy, StepCosts
 from specchat.engine.decoding.cost_curve import CostCurve
+from specchat.engine.decoding.speculative import GenerationConfig
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.loading.load import LoadOptions, load_model
 from specchat.models.sources import ModelSource
@@ -33,7 +34,7 @@ SUITES = {
     "quixbugs": lambda: bench.quixbugs_prompts(_text(quixbugs_programs())),
     "humaneval": lambda: bench.human_eval_prompts(_text(human_eval_problems())),
 }
-K_MAX = 16  # GenerationConfig's default
+K_MAX = GenerationConfig().k_max  # the longest draft the engine checks (63)
 
 
 def _text(path) -> str:
@@ -64,6 +65,43 @@ def replay(prompt: list[int], reply: list[int], drafter: PromptLookupDrafter, cu
     return passes, drafted, accepted
 
 
+def target_and_curve(source: str):
+    """(the target's loaded model, the cost curve kept for its file on 2 threads); exits where none is kept."""
+    target = load_model(ModelSource.parse(source), LoadOptions(threads=2))
+    curve = target.native.known_cost_curve()
+    if curve is None:
+        raise SystemExit(f"no cost curve is kept for {target.name} on 2 threads: run specchat bench on it first")
+    return target, curve
+
+
+def plain_replies(report_path: str, category: str, tokenizer) -> list[tuple[str, list[int], list[int]]]:
+    """(question id, prompt ids, reply ids) of each reply of plain decoding (mode "none") of `category` in a
+    `specchat bench` report."""
+    report = json.loads(Path(report_path).read_text())
+    prompts = {p.question_id: p for p in SUITES[category]()}
+    return [(r["question_id"], build_prompt_ids(tokenizer, [Message("user", prompts[r["question_id"]].turns[0])]),
+             reply_text_ids(tokenizer, r["text"]))
+            for r in report["records"] if r["mode"] == "none" and r["category"] == category]
+
+
+def replay_suite(replies, curve: CostCurve, drafter: PromptLookupDrafter, book: AcceptanceBook,
+                 show: bool = False) -> tuple[float, float, float]:
+    """(decoding speedup, share of the oracle's gain, worst reply's speedup) of the replies replayed in turn with
+    one book, as an engine keeps it; `show`: a line per reply."""
+    plain = ours = oracle = 0.0
+    worst = float("inf")
+    for question_id, prompt, reply in replies:
+        passes, drafted, accepted = replay(prompt, reply, drafter, curve, book)
+        best = oracle_turn(prompt, reply, curve, 0.0, 1.0)
+        plain, ours, oracle = plain + len(reply) - 1, ours + passes, oracle + best.passes
+        worst = min(worst, (len(reply) - 1) / passes)
+        if show:
+            print(f"{question_id:28} {len(reply):4} tokens  {(len(reply) - 1) / passes:5.2f}x  "
+                  f"alpha {accepted / max(drafted, 1):.2f}  oracle {best.decode_speedup:5.2f}x")
+    speedup, ceiling = plain / ours, plain / oracle
+    return speedup, (speedup - 1) / (ceiling - 1), worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report")
@@ -71,30 +109,13 @@ def main() -> None:
     parser.add_argument("--target", default="qwen2.5-coder-1.5b")
     parser.add_argument("--before", action="store_true")
     args = parser.parse_args()
-    target = load_model(ModelSource.parse(args.target), LoadOptions(threads=2))
-    curve = target.native.known_cost_curve()
-    if curve is None:
-        raise SystemExit(f"no cost curve is kept for {target.name} on 2 threads: run specchat bench on it first")
-    tokenizer = target.tokenizer
-    report = json.loads(Path(args.report).read_text())
-    replies = {r["question_id"]: r["text"] for r in report["records"]
-               if r["mode"] == "none" and r["category"] == args.category}
-    prompts = {p.question_id: p for p in SUITES[args.category]()}
-    drafter, book = PromptLookupDrafter(), AcceptanceBook()
+    target, curve = target_and_curve(args.target)
+    drafter = PromptLookupDrafter()
     if args.before:
         drafter._resumed_copy = lambda ids, k: None
-    plain = ours = oracle = 0.0
-    for question_id, text in replies.items():
-        prompt = build_prompt_ids(tokenizer, [Message("user", prompts[question_id].turns[0])])
-        reply = reply_text_ids(tokenizer, text)
-        passes, drafted, accepted = replay(prompt, reply, drafter, curve, book)
-        best = oracle_turn(prompt, reply, curve, 0.0, 1.0)
-        plain, ours, oracle = plain + len(reply) - 1, ours + passes, oracle + best.passes
-        print(f"{question_id:28} {len(reply):4} tokens  {(len(reply) - 1) / passes:5.2f}x  "
-              f"alpha {accepted / max(drafted, 1):.2f}  oracle {best.decode_speedup:5.2f}x")
-    speedup, ceiling = plain / ours, plain / oracle
-    print(f"overall: decoding {speedup:.3f}x, oracle {ceiling:.3f}x, {(speedup - 1) / (ceiling - 1):.0%} of the "
-          f"oracle's gain")
+    replies = plain_replies(args.report, args.category, target.tokenizer)
+    speedup, share, worst = replay_suite(replies, curve, drafter, AcceptanceBook(), show=True)
+    print(f"overall: decoding {speedup:.3f}x, {share:.0%} of the oracle's gain, worst reply {worst:.2f}x")
 
 
 if __name__ == "__main__":
