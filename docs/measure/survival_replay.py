@@ -13,10 +13,12 @@ again (sixth session)".
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import lookup_replay as lr
-from specchat.engine.decoding import adaptive
-from specchat.engine.decoding.adaptive import AcceptanceBook, DraftLengthPolicy
+sys.path.insert(0, str(Path(__file__).parent))  # lookup_replay, beside this file
+import lookup_replay as lr  # noqa: E402
+from specchat.engine.decoding import adaptive  # noqa: E402
+from specchat.engine.decoding.adaptive import AcceptanceBook, DraftLengthPolicy  # noqa: E402
 
 EDGES = (1, 2, 3, 5, 9, 17, 33, 65)  # span b holds draft positions EDGES[b] .. EDGES[b + 1] - 1
 SPANS = len(EDGES) - 1
