@@ -114,10 +114,14 @@ class Workers:
 MAX_ECHOED_CHARS = 80  # of a name the client sent, in an error message
 
 
+def _shortened(text: str, limit: int = MAX_ECHOED_CHARS) -> str:
+    """`text` cut to `limit` characters with an ellipsis: what an error repeats of what the client sent."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _check_model(served: ServedModel, model_id: str) -> None:
     if model_id != served.model_id:
-        shown = repr(model_id)
-        shown = shown if len(shown) <= MAX_ECHOED_CHARS else shown[:MAX_ECHOED_CHARS - 3] + "..."
+        shown = _shortened(repr(model_id))
         raise ApiError(404, f"the model {shown} is not served here; this server serves {served.model_id!r} "
                             "(GET /v1/models)", param="model", code="model_not_found")
 
@@ -319,19 +323,36 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error_response(ApiError(error.status_code, str(error.detail), type=kind))
 
 
+MAX_PROBLEM_CHARS = 300  # of one of pydantic's messages, which may quote the value sent (a tag of megabytes)
+
+
+def _location(problem: dict) -> str | None:
+    """Where a problem lies, as OpenAI's `param` names it ('messages.0.content'), or None for the body as a whole:
+    a JSON syntax error's location is a character position in the body, which names no field."""
+    if problem.get("type") == "json_invalid":
+        return None
+    location = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
+    return _shortened(location) or None
+
+
 def _first_param(error: RequestValidationError) -> str | None:
     for problem in error.errors():
-        location = [str(part) for part in problem.get("loc", ()) if part != "body"]
-        if location:
-            return ".".join(location)
+        if location := _location(problem):
+            return location
     return None
 
 
 def _describe_validation(error: RequestValidationError) -> str:
-    """Pydantic's problems in one line each: 'messages.0.role: Input should be ...'."""
+    """Pydantic's problems in one line each, each cut to MAX_PROBLEM_CHARS: 'messages.0.role: Input should be
+    ...'; a JSON syntax error says where in the body it lies."""
     lines = []
     for problem in error.errors()[:5]:
-        location = ".".join(str(part) for part in problem.get("loc", ()) if part != "body") or "body"
-        message = problem.get("msg", "invalid").removeprefix("Value error, ")
-        lines.append(f"{location}: {message}")
+        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
+        if problem.get("type") == "json_invalid":
+            place = problem.get("loc", ())[-1:]
+            where = f" at character {place[0]}" if place and isinstance(place[0], int) else ""
+            message = str((problem.get("ctx") or {}).get("error") or message)
+            lines.append(_shortened(f"the body is not valid JSON{where}: {message}", MAX_PROBLEM_CHARS))
+        else:
+            lines.append(_shortened(f"{_location(problem) or 'body'}: {message}", MAX_PROBLEM_CHARS))
     return "; ".join(lines) or "the request is not valid JSON for this endpoint"

@@ -7,7 +7,9 @@ for a request's headers: a client that connects and sends nothing, or sends its 
   the first request), however steadily bytes arrive; otherwise the client gets a 408 JSON error and the connection
   is closed;
 - the body must arrive within `body_timeout_s` (guard.py reads it: 408 too);
-- at most `max_connections` are open at once: the next one gets a 503 JSON error and is closed at once.
+- at most `max_connections` are open at once: the next one gets a 503 JSON error and is closed at once;
+- a request h11 cannot parse (a Content-Length that is not a number or comes twice, a bad chunk size, two Host
+  headers) gets the API's 400 JSON error, not uvicorn's plain-text one, and the connection is closed.
 The protocol is uvicorn's h11 implementation with a timer per connection; nothing else of it changes.
 """
 
@@ -98,6 +100,21 @@ class LimitedH11Protocol(H11Protocol):
             self._refuse(ApiError(408, f"the request's headers did not arrive within "
                                        f"{self.limits.header_timeout_s:g} s; the connection is closed",
                                   code="request_timeout"))
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot parse (its `msg` is a fixed sentence), as the API's JSON error,
+        sent through h11 so that it is framed as HTTP/1.1; then the connection is closed."""
+        error = ApiError(400, "the request is not valid HTTP/1.1 (its request line, a header, its Content-Length or "
+                              "its chunked body); the connection is closed", code="malformed_http")
+        body = json.dumps(error.body()).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        try:
+            for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:  # a response had begun: nothing more can be framed on this connection
+            pass
+        self.transport.close()
 
     def _refuse(self, error: ApiError) -> None:
         """Answers `error` as JSON, outside h11 (no request was read), and closes the connection."""

@@ -88,6 +88,28 @@ def test_an_unknown_model_is_named_briefly_in_its_404(serve):
         assert len(answer.json()["error"]["message"]) < 300
 
 
+def test_a_huge_value_in_a_wrong_field_is_not_echoed_back_whole(serve):
+    server = serve()
+    tag = "x" * (3 << 20)  # a content part's discriminator, which pydantic's message quotes
+    parts = [{"type": tag, "text": "hi"}]
+    answer = post_json(server.url, {**HELLO, "messages": [{"role": "user", "content": parts}],
+                                    "x" * 100_000: 1})
+    assert answer.status_code == 400 and answer.headers["content-type"] == "application/json"
+    assert len(answer.content) < 2_000, len(answer.content)
+    error = answer.json()["error"]
+    assert error["param"].startswith("messages.0.content") and "..." in error["message"], error
+
+
+def test_a_body_that_is_not_json_says_where_it_breaks_and_names_no_field(serve):
+    server = serve()
+    answer = httpx.post(f"{server.url}/v1/chat/completions", content=b'{"model": "tiny", "messages": [}',
+                        headers={"Content-Type": "application/json"}, timeout=TIMEOUT)
+    assert answer.status_code == 400 and answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert error["param"] is None, error
+    assert error["message"].startswith("the body is not valid JSON at character 31: "), error
+
+
 def test_a_typed_template_marker_is_text_not_a_control_token(serve):
     server = serve()
 
@@ -223,6 +245,25 @@ def test_a_body_that_does_not_arrive_is_answered_408(serve):
     assert error["code"] == "request_timeout" and "body" in error["message"]
     assert server.line.load() == (0, 0)
     assert post_json(server.url, HELLO).status_code == 200  # and the server goes on serving
+
+
+@pytest.mark.parametrize("head", [
+    b"Content-Length: -1\r\n",
+    b"Content-Length: abc\r\n",
+    b"Content-Length: 2\r\nContent-Length: 3\r\n",
+    b"Host: 127.0.0.2\r\n",
+    b"Transfer-Encoding: chunked\r\n",  # with a chunk size that is not hexadecimal, below
+    b"Bad Header\r\n",
+])
+def test_a_request_http_cannot_parse_gets_a_json_400_and_the_server_goes_on(serve, head):
+    server = serve()
+    broken = connect(server.url)
+    body = b"zz\r\n{}\r\n0\r\n\r\n" if b"chunked" in head else b"{}"
+    broken.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   + head + b"\r\n" + body)
+    assert json_error(answer_then_close(broken), 400)["code"] == "malformed_http"
+    assert server.line.load() == (0, 0)
+    assert post_json(server.url, HELLO).status_code == 200
 
 
 def test_a_connection_beyond_the_cap_gets_503(serve):
