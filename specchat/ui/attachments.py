@@ -413,8 +413,11 @@ class Attachments(QObject):
             chat.cut_from(editing[1])
         search = window.conversations.search_for(chat.conversation_id) if chat.documents else None
         deferred = DeferredCounts(counter_for(prompts.tokenizer))  # never waits for the tokenizer (module's note)
+        typed, pending = self.composer.toPlainText().strip(), self.documents()
         meter = chat.plan(prompts, self.session.settings.max_new_tokens, search,
-                          typed=self.composer.toPlainText().strip(), pending=self.documents(), deferred=deferred).meter
+                          typed=typed, pending=pending, deferred=deferred).meter
+        if not typed and not pending:  # nothing to send yet: not even the markers of a turn
+            meter = replace(meter, message=0)
         owed = deferred.owed
         return replace(meter, counting=True) if owed and self.count_later(prompts.tokenizer, owed) else meter
 

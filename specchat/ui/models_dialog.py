@@ -59,9 +59,28 @@ class ModelsDialog(QDialog):
             self._request("")  # the session attaches its downloads to the link, if the window routes requests
         self._on_attached()
         self.refresh()
+        self._fit_to_columns()
         self.select(current)
 
     # -- layout -------------------------------------------------------------------------------------------------------
+
+    def columns_width(self) -> int:
+        """The dialog's width at which every column shows whole, each sized to its contents ("ships with
+        specchat", a speedup with its K and draft), with the table's scroll bar, frame and the layout's margins."""
+        header = self.table.horizontalHeader()
+        header.resizeSections(QHeaderView.ResizeMode.ResizeToContents)
+        columns = sum(header.sectionSize(column) for column in range(header.count()))
+        margins = self.layout().contentsMargins()
+        return (columns + self.table.verticalScrollBar().sizeHint().width() + 2 * self.table.frameWidth()
+                + margins.left() + margins.right())
+
+    def _fit_to_columns(self) -> None:
+        """Opens the dialog wide enough for every column (columns_width), within the screen it opens on: a narrow
+        screen keeps the table's scroll bar rather than a dialog wider than the screen."""
+        width = max(self.width(), self.columns_width())
+        if self.screen() is not None:
+            width = min(width, self.screen().availableGeometry().width() - 40)
+        self.resize(width, self.height())
 
     def _build(self) -> None:
         """The dialog's widgets, top to bottom: the network note, the search, this computer's memory, the table,

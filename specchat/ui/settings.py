@@ -145,7 +145,7 @@ class SourcePicker(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.edit = QLineEdit()
         self.edit.setPlaceholderText("default (shipped draft), a folder or .gguf" if allow_empty else
-                                     "embedded SmolLM2-135M-Instruct (default), a folder, .gguf file or Hub id")
+                                     "embedded SmolLM2-135M, a folder, .gguf or Hub id")
         self.edit.setToolTip("Empty: the target's default draft (for the embedded model, the draft shipped with "
                              "specchat)" if allow_empty else "Empty: the embedded SmolLM2-135M-Instruct")
         self.edit.textChanged.connect(self.changed)
@@ -187,7 +187,7 @@ class SettingsDialog(QDialog):
         the dialog says "Checking the pair…" (ui/pair_check.py)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
-        self.setMinimumWidth(660)  # room for the model pickers' hints
+        self.setMinimumWidth(820)  # room for the model pickers' hints beside their buttons
         self.pair_check = PairCheck(check_pair, check_thread, self)
         self.pair_check.progress.connect(self._show_checking)
         self.pair_check.checked.connect(self._show_compat)
@@ -319,7 +319,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.adaptive)
         form.addRow("", self.from_history)
         form.addRow("Temperature", self.temperature)
-        form.addRow("Regenerate at", self.regenerate_temperature)
+        form.addRow("Regenerate temperature", self.regenerate_temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Top-k", self.top_k)
         form.addRow("Max new tokens", self.max_new)

@@ -14,7 +14,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QTimer, QU
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from specchat.chats.context_plan import PASSAGES_INTRO
+from specchat.chats.context_plan import MESSAGE_OVERHEAD, PASSAGES_INTRO
 from specchat.core.errors import StorageError
 from specchat.engine.loading.load import LoadedModel
 from specchat.engine.loading.pair import ModelPair
@@ -278,11 +278,11 @@ def test_removing_a_chip_leaves_its_document_out(qtbot, make_window, notes, tmp_
 def test_the_meter_follows_the_typing_and_the_chips(qtbot, make_window, notes):
     window = make_window()
     meter = window.attachments.meter
-    empty = meter.meter.message  # the turn's markers alone
-    assert meter.isVisible() and meter.summary.text() == f"{empty} / 512 tokens · message {empty}"
+    assert meter.meter.message == 0  # nothing typed: not even a turn's markers
+    assert meter.isVisible() and meter.summary.text() == "0 / 512 tokens"
     qtbot.keyClicks(window.composer, "How long")
-    assert meter.meter.message == empty  # debounced: not at every key
-    qtbot.waitUntil(lambda: meter.meter.message > empty, timeout=DEBOUNCE_MS * 20)
+    assert meter.meter.message == 0  # debounced: not at every key
+    qtbot.waitUntil(lambda: meter.meter.message > MESSAGE_OVERHEAD, timeout=DEBOUNCE_MS * 20)
     typed = meter.meter.message
     qtbot.keyClicks(window.composer, " are the loans?")
     qtbot.waitUntil(lambda: meter.meter.message > typed, timeout=DEBOUNCE_MS * 20)

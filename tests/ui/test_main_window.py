@@ -107,7 +107,7 @@ def test_regenerate_samples_a_sibling_and_the_arrows_flip_between_them(qtbot, ma
         window.regenerate()
     messages = store.messages(window.conversation_id)
     assert [m.role for m in messages] == ["user", "assistant"] and messages[-1].siblings == (first.id, messages[-1].id)
-    assert messages[-1].text != first.text  # sampled at Settings' "Regenerate at", not the greedy reply again
+    assert messages[-1].text != first.text  # sampled at Settings' "Regenerate temperature", not the greedy reply again
     assert store.conversation_stats(window.conversation_id).runs == 2
     shown = window.transcript.toPlainText()
     assert "‹ 2/2 ›" in shown and "sampled at T 0.70" in shown

@@ -143,6 +143,18 @@ def cell(models, spec: str, column: str) -> str:
 
 # --- (a) the list ---------------------------------------------------------------------------------------------------
 
+def test_every_column_shows_whole_where_the_screen_has_room(qtbot, settings_dialog, hf_cache):
+    models = open_models(qtbot, settings_dialog)
+    assert models.width() <= models.screen().availableGeometry().width() - 40  # the test's screen: 800 px
+    models.resize(models.columns_width(), models.height())  # a screen wide enough
+    qtbot.waitUntil(lambda: models.table.viewport().width() >= models.table.horizontalHeader().length())
+    table, header = models.table, models.table.horizontalHeader()
+    qtbot.waitUntil(lambda: not table.horizontalScrollBar().isVisible(), timeout=2000)
+    for column in range(header.count()):  # no column narrower than its longest cell, the State's last
+        assert header.sectionSize(column) >= table.sizeHintForColumn(column), header.model().headerData(
+            column, Qt.Orientation.Horizontal)
+
+
 def test_the_dialog_lists_the_catalog_with_verdicts_and_search_filters_rows(qtbot, settings_dialog, hf_cache):
     models = open_models(qtbot, settings_dialog)
     catalog = load_catalog()
