@@ -21,6 +21,9 @@ CONTINUED = {BIT_IDENTICAL: "bit-identical to one uninterrupted reply",
              DISTRIBUTION: "same distribution as one uninterrupted reply", None: "same text, re-read"}
 
 
+REPLY_SOURCES = ("chat", "api")  # the runs the status bar counts as the session's replies (storage's RUN_SOURCES)
+
+
 # A plain reply refreshes the calibration only from a chat about as short as the calibration's own (ui/session.py's
 # CALIBRATION_PROMPT: 96 tokens with the system prompt): deeper, plain decoding is slower (each token attends to
 # more: 105-109 tok/s after 38 tokens, 80-86 after 419 on the embedded model, docs/performance.md), and the
@@ -123,8 +126,9 @@ class RunBook:
 
     def status_text(self, conversation_id: int | None) -> str:
         """The status bar's figures, short enough for a narrow window: this chat's replies and speedup, then the
-        app session's replies, speed, acceptance, τ and speedup."""
-        session = self.store.app_session_stats(self.app_session_id)
+        app session's replies (REPLY_SOURCES: a race's lanes and a benchmark's prompts are the dashboard's), speed,
+        acceptance, τ and speedup."""
+        session = self.store.app_session_stats(self.app_session_id, REPLY_SOURCES)
         text = f"Session: {_replies(session.runs)}"
         if session.runs:
             text += f" · {session.tokens_per_s:.1f} tok/s · accepted {session.mean_alpha:.0%} · τ {session.tau:.2f}"

@@ -29,8 +29,13 @@ class RunQueries:
     def conversation_stats(self, conversation_id: int) -> RunAggregate:
         return self._aggregate(GenerationRun.conversation_id == conversation_id)
 
-    def app_session_stats(self, app_session_id: int) -> RunAggregate:
-        return self._aggregate(GenerationRun.app_session_id == app_session_id)
+    def app_session_stats(self, app_session_id: int, sources: tuple[str, ...] | None = None) -> RunAggregate:
+        """The runs of one app session; `sources`: only those of these RUN_SOURCES (None: all of them, the races'
+        lanes and the benchmarks' prompts included)."""
+        criteria = [GenerationRun.app_session_id == app_session_id]
+        if sources is not None:
+            criteria.append(GenerationRun.source.in_(sources))
+        return self._aggregate(*criteria)
 
     def overall_stats(self) -> RunAggregate:
         return self._aggregate()

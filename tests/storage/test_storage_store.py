@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 from storage_helpers import make_run
 
+from specchat.chats.run_book import REPLY_SOURCES, RunBook
 from specchat.core.errors import StorageError
 from specchat.storage import ConversationInfo, MessageInfo, Store, open_database
 
@@ -155,6 +156,22 @@ def test_aggregates_on_seeded_runs(store):
     assert overall.tokens_per_s == pytest.approx(100 / 6.0)
     assert overall.mean_speedup == pytest.approx(2.5)
     assert store.conversation_stats(999).runs == 0
+
+
+def test_the_status_bar_counts_the_sessions_replies_not_its_race_lanes(store):
+    session = store.start_app_session("0.1.0")
+    chat = store.create_conversation()
+    store.record_run(make_run(conversation_id=chat.id, app_session_id=session, new_tokens=30, target_passes=10,
+                              draft_proposed=40, draft_accepted=20, wall_s=3.0, speedup=2.0))
+    for drafter, speedup in (("none", None), ("pld", 0.97)):  # a race's two lanes, in the same app session
+        store.record_run(make_run(source="race", drafter=drafter, app_session_id=session, new_tokens=23,
+                                  target_passes=19, draft_proposed=20, draft_accepted=16, wall_s=0.25,
+                                  speedup=speedup))
+    assert store.app_session_stats(session).runs == 3  # the dashboard's: everything the session ran
+    replies = store.app_session_stats(session, REPLY_SOURCES)
+    assert (replies.runs, replies.new_tokens, replies.mean_speedup) == (1, 30, pytest.approx(2.0))
+    assert RunBook(store, session).status_text(None) == "Session: 1 reply · 10.0 tok/s · accepted 50% · τ 3.00 · " \
+                                                        "2.00× vs plain"
 
 
 def test_app_sessions(store, db_path):

@@ -234,7 +234,7 @@ def test_runs_that_drafted_too_little_are_left_out_of_the_means(make_dashboard, 
     table = window.group_table
     rows = {table.item(r, 0).text(): table.item(r, 4).text() for r in range(table.rowCount())}
     assert rows["tiny · prompt lookup"] == "1.38×"  # (1.25 + 1.5) / 2, not with 1.15
-    assert store.app_session_stats(ids["app_session"]).mean_speedup == pytest.approx(1.5625)  # the status bar's
+    assert store.app_session_stats(ids["app_session"]).mean_speedup == pytest.approx(1.5625)  # all its sources
     assert store.overall_stats().mean_speedup == pytest.approx(1.5625)  # `specchat stats`
 
 
