@@ -73,8 +73,8 @@ def model_options(parser: argparse.ArgumentParser) -> None:
 def decoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=DRAFTER_KINDS, default=None,
                         help="hybrid (draft model + prompt lookup), model (draft model), eagle-hybrid (draft head + "
-                             "prompt lookup), eagle (draft head), pld (prompt lookup) or none; default: pld on a llama.cpp "
-                             "(GGUF) target, such as the embedded model, where a checked pass costs the most; on "
+                             "prompt lookup), eagle (draft head), pld (prompt lookup) or none; default: pld on a "
+                             "llama.cpp (GGUF) target, such as the embedded model, where a checked pass costs the most; on "
                              "a torch target, eagle-hybrid when it has a draft head, else hybrid when there is a "
                              "draft model (given or shipped), else pld")
     parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")

@@ -404,8 +404,8 @@ class MainWindow(QMainWindow):
 
     def regenerate(self) -> None:
         """Adds another reply beside the chat's last one (a branch: the last stays, one flip away), sampled when the
-        chat decodes greedily (Settings: Regenerate temperature); answers the last message when it has no reply. The chat
-        is read afresh first (its system prompt may have changed), before the reply writes anything."""
+        chat decodes greedily (Settings: Regenerate temperature); answers the last message when it has no reply. The
+        chat is read afresh first (its system prompt may have changed), before the reply writes anything."""
         if self._busy() or self.conversation_id is None or not self.session.ready:
             return
         chat = self.chat = self.conversations.open(self.conversation_id)

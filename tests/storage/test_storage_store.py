@@ -170,8 +170,8 @@ def test_the_status_bar_counts_the_sessions_replies_not_its_race_lanes(store):
     assert store.app_session_stats(session).runs == 3  # the dashboard's: everything the session ran
     replies = store.app_session_stats(session, REPLY_SOURCES)
     assert (replies.runs, replies.new_tokens, replies.mean_speedup) == (1, 30, pytest.approx(2.0))
-    assert RunBook(store, session).status_text(None) == "Session: 1 reply · 10.0 tok/s · accepted 50% · τ 3.00 · " \
-                                                        "2.00× vs plain"
+    assert RunBook(store, session).status_text(None) == \
+        "Session: 1 reply · 10.0 tok/s · accepted 50% · τ 3.00 · 2.00× vs plain"
 
 
 def test_app_sessions(store, db_path):
