@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..chats.context_plan import ChatDocument, PromptPlan, counter_for, plan_in_memory
+from ..core.text import visible_name
 from ..engine.chat_prompt import Message
 
 
@@ -20,7 +21,7 @@ def read_attachments(paths: Sequence[Path], message_id: int = 0) -> list[ChatDoc
 
     documents = []
     for number, path in enumerate(paths, 1):
-        print(f"Reading {path.name}…", file=sys.stderr, flush=True)
+        print(f"Reading {visible_name(path.name)}…", file=sys.stderr, flush=True)
         documents.append(ChatDocument(number, message_id, read_document(path)))
     return documents
 
@@ -34,5 +35,11 @@ def plan_with_documents(pair, turns: Sequence[Message], ids: Sequence[int | None
 
 
 def sources_line(plan: PromptPlan) -> str:
-    """What the reply was given, for the terminal: "Sources: report.pdf, p. 3 · …" ("" without documents)."""
-    return ("Sources: " + " · ".join(source.label for source in plan.sources)) if plan.sources else ""
+    """What the reply was given, for the terminal: "Sources: report.pdf, p. 3 · notes.txt (2 passages) · …", in
+    the plan's order, the passages of one label counted once, each name as visible_name shows it ("" without
+    documents)."""
+    counts: dict[str, int] = {}
+    for source in plan.sources:
+        counts[source.label] = counts.get(source.label, 0) + 1
+    shown = [visible_name(label) + (f" ({count} passages)" if count > 1 else "") for label, count in counts.items()]
+    return ("Sources: " + " · ".join(shown)) if shown else ""

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.errors import SpecchatError
 from ..core.run_kind import REMOTE, RunKind
 from ..resources import (default_prompt_suite, doc_suite_documents, doc_suite_texts, human_eval_fix_problems,
                          human_eval_problems, quixbugs_programs, spec_bench_questions)
@@ -78,6 +79,8 @@ def run(args) -> int:
     # next one its prompt (engine/backends/llamacpp/state_shelf.py), and the ratios would measure the shelf.
     os.environ.setdefault("SPECCHAT_STATE_MEMORY_MIB", "0")
     options = run_options(args, decoding=False)  # the model options read once: nothing below takes args
+    if args.out:
+        check_writable(args.out)  # before the run: a report that cannot be written is said now, not after it
     modes = bench.parse_modes(args.modes, has_draft=options.draft is not None,
                               has_universal_draft=args.universal_draft is not None)
     prompts = _prompts(args, bench)
@@ -113,12 +116,42 @@ def run(args) -> int:
     if args.out:
         report = {"command": "specchat " + " ".join(without_keys(sys.argv[1:])),
                   "environment": bench.environment(),
-                  "target": pair.target.name, "backend": pair.target.backend, "draft": pair.draft.name if pair.draft else None,
+                  "target": pair.target.name, "backend": pair.target.backend,
+                  "draft": pair.draft.name if pair.draft else None,
                   "settings": vars(settings), "modes": modes, "summary": summary, "memory_mb": memory,
                   "records": [r.to_dict() for r in records]}
-        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report written to {args.out}", file=sys.stderr)
+        write_report(args.out, json.dumps(report, indent=1, ensure_ascii=False))
     return 0
+
+
+def check_writable(path: Path) -> None:
+    """SpecchatError when the report cannot be written at `path` (a folder, a missing or read-only folder, a
+    read-only file), checked before a run of many minutes; creates nothing."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecchatError(f"--out {path} is a folder: give a file name, such as {path / 'report.json'}")
+    if not folder.is_dir():
+        raise SpecchatError(f"--out {path}: the folder {folder} does not exist")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise SpecchatError(f"--out {path}: {'the file' if path.exists() else 'its folder'} is not writable")
+
+
+def write_report(path: Path, text: str) -> Path:
+    """Writes `text` to `path`, or, when that fails after all (the disk filled, the folder went away during the
+    run), to a new file in the temporary folder, so that a long run's figures are not lost; says on stderr where.
+    Returns the file written."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        import tempfile
+
+        handle, spare = tempfile.mkstemp(prefix="specchat-bench-", suffix=".json")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"cannot write {path} ({error.strerror or error}): the report is in {spare}", file=sys.stderr)
+        return Path(spare)
+    print(f"report written to {path}", file=sys.stderr)
+    return path
 
 
 def _prompts(args, bench) -> list:

@@ -26,10 +26,14 @@ def default_args() -> argparse.Namespace:
 
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
+    from ..core.errors import PromptError
+    from ..core.text import not_utf8
     from .attachments import read_attachments
     from .loading import load_for, run_options
     from .terminal import TerminalChat
 
+    if (problem := not_utf8(args.system or "", "the system prompt")) is not None:
+        raise PromptError(problem)
     options = run_options(args)  # the command line read once: nothing below takes args
     documents = read_attachments(args.attach)  # with the first message; before the model loads: said at once
     print("Loading the model…", file=sys.stderr, flush=True)

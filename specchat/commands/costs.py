@@ -7,7 +7,7 @@ import argparse
 
 from ..core.errors import SpecchatError
 from ..core.run_kind import SHAPE_NAMES
-from .options import positive_int, unit_interval
+from .options import DTYPE_CHOICES, positive_int, thread_count, unit_interval
 
 
 def add_parser(subparsers) -> None:
@@ -18,10 +18,12 @@ def add_parser(subparsers) -> None:
     costs.add_argument("--draft", help="draft model SRC")
     costs.add_argument("--draft-shape", choices=sorted(SHAPE_NAMES), help="random draft weights of this shape")
     costs.add_argument("--device", default="auto")
-    costs.add_argument("--dtype", default="auto")
+    costs.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES, metavar="DTYPE",
+                       help="auto (default), float32, float16 or bfloat16")
     costs.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
                        help="how a GGUF --target runs (default: llama.cpp on the CPU where installed)")
-    costs.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: every core)")
+    costs.add_argument("--threads", type=thread_count,
+                       help="llama.cpp threads, at most the cores (default: every core)")
     costs.add_argument("--max-n", type=positive_int, default=9, help="measure forwards of 1..N new tokens")
     costs.add_argument("--context", type=positive_int, default=256, help="tokens already cached")
     costs.add_argument("--repeats", type=positive_int, default=10)

@@ -25,6 +25,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     # torch and the models load only when the command runs: --help stays fast and torch-free
     from ..core.errors import PromptError
+    from ..core.text import not_utf8
     from ..engine.chat_engine import LocalChatEngine, reply_to
     from ..engine.chat_prompt import Message
     from .attachments import plan_with_documents, read_attachments, sources_line
@@ -33,6 +34,9 @@ def run(args) -> int:
 
     if not args.prompt.strip():
         raise PromptError("the prompt is empty")
+    for text, what in ((args.prompt, "the prompt"), (args.system or "", "the system prompt")):
+        if (problem := not_utf8(text, what)) is not None:
+            raise PromptError(problem)
     options = run_options(args)  # the command line read once: nothing below takes args
     config, drafter = options.generation, options.drafter
     documents = read_attachments(args.attach)  # before the model loads: a bad file is said at once

@@ -37,7 +37,7 @@ def run_options(args: argparse.Namespace, decoding: bool = True) -> RunOptions:
     where `decoding`: chat, generate and serve; bench has only --k, --no-adaptive and --max-new-tokens, which its
     BenchSettings read, so its drafter is the default and it gets no GenerationConfig). Each source text is parsed
     once and the default draft, head and drafter are resolved once, here: the one place that knows which command
-    has which flags. Raises SpecchatError for bad input (an unknown source, --top-k below 0, a drafter that needs a
+    has which flags. Raises SpecchatError for bad input (an unknown source, a drafter that needs a
     draft model and has none), which the CLI prints as one line."""
     generation = _generation_config(args) if decoding else None
     target = ModelSource.parse(args.target)
@@ -65,10 +65,8 @@ def _drafter(given: str | None, target: ModelSource, draft: ModelSource | None, 
 
 
 def _generation_config(args: argparse.Namespace) -> GenerationConfig:
-    """The GenerationConfig of decoding_options (and generate's --stop, the only command that has it); raises
-    SpecchatError for --top-k below 0 (argparse checks the other values' ranges)."""
-    if args.top_k < 0:
-        raise SpecchatError(f"--top-k must be >= 0 (got {args.top_k})")
+    """The GenerationConfig of decoding_options (and generate's --stop, the only command that has it); argparse
+    has checked every value's range (options.py)."""
     return GenerationConfig(
         max_new_tokens=args.max_new_tokens, k=args.k, adaptive_k=not args.no_adaptive, seed=args.seed,
         sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),

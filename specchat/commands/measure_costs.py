@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from ..core.errors import SpecchatError
 from ..engine.backends.torch.runners import runner_for
 from ..engine.decoding.speculative import GenerationConfig, SpeculativeEngine
 from ..engine.drafting import ModelDrafter, NoDrafter
@@ -149,6 +150,7 @@ def measure(args) -> int:
     options = LoadOptions(device=str(device), dtype=str(dtype).removeprefix("torch."), backend=args.backend,
                           threads=args.threads)
     target, tokenizer, target_name = _model(args.target, args.shape, device, dtype, options)
+    _check_room(target, target_name, args.context + args.max_n + 1)
     static = device.type == "cuda" if args.static_cache is None else args.static_cache
     report = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "target": target_name,
               "context": args.context, "static_cache": static, "packed_weights": args.packed_weights,
@@ -158,6 +160,7 @@ def measure(args) -> int:
     draft_s = 0.0
     if args.draft or args.draft_shape:
         draft, _, draft_name = _model(args.draft, args.draft_shape, device, dtype, options)
+        _check_room(draft, draft_name, args.context + 2)
         draft_s = forward_curve(draft, device, 1, args.context, args.repeats, static, packed_weights=False)[1]
         report.update(draft=draft_name, draft_forward_ms=round(1000 * draft_s, 3),
                       draft_cost_ratio=round(draft_s / curve[1], 4))
@@ -188,6 +191,17 @@ def _model(source: str | None, shape: str | None, device, dtype, options: LoadOp
     return loaded.model, loaded.tokenizer, loaded.name
 
 
+def _check_room(model, name: str, positions: int) -> None:
+    """SpecchatError when `model` (a torch module or a llama.cpp runner) reads fewer than `positions` tokens:
+    --context and --max-n past its window would only fail in an allocation of gigabytes, or in llama.cpp."""
+    window = getattr(model, "context_window", None)
+    if window is None:
+        window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if window is not None and positions > window:
+        raise SpecchatError(f"--context and --max-n ask for {positions:,} positions, but {name} reads at most "
+                            f"{window:,}: give a smaller --context")
+
+
 def _print(report: dict, out=None) -> None:
     out = out or sys.stdout
     print(f"{report['target']} on {report['device']} ({report['dtype']}, context {report['context']}, "
@@ -202,11 +216,11 @@ def _print(report: dict, out=None) -> None:
               f"(c = {report['draft_cost_ratio']:.3f} of a target step)", file=out)
     c = report["ceiling"]
     if c is not None:
-        print(f"ceiling (target as its own draft, K = {c['k']}, alpha = 1): {c['self_draft_tokens_per_s']:.1f} tok/s vs "
-              f"plain {c['plain_tokens_per_s']:.1f} = {c['speedup']:.2f}x; engine overhead "
-              f"{c['overhead_per_step_ms']:.2f} ms a step", file=out)
+        print(f"ceiling (target as its own draft, K = {c['k']}, alpha = 1): "
+              f"{c['self_draft_tokens_per_s']:.1f} tok/s vs plain {c['plain_tokens_per_s']:.1f} = {c['speedup']:.2f}x; "
+              f"engine overhead {c['overhead_per_step_ms']:.2f} ms a step", file=out)
     free = report["free_draft_ceiling"]
     print(f"ceiling with a perfect draft that costs nothing: {free['speedup']:.2f}x at K = {free['k']}", file=out)
+    predicted = ", ".join(f"alpha {r['alpha']:.2f}: K={r['best_k']} {r['speedup']:.2f}x" for r in report["predicted"])
     print("predicted speedup at the best K for a given alpha" + (f" ({report['note']})" if report["note"] else "")
-          + ": " + ", ".join(f"alpha {r['alpha']:.2f}: K={r['best_k']} {r['speedup']:.2f}x" for r in report["predicted"]),
-          file=out)
+          + ": " + predicted, file=out)

@@ -4,26 +4,70 @@ keys of `serve` and `bench`. Torch-free: `specchat --help` builds every parser f
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 
 from ..core.errors import SpecchatError
-from ..core.vocabulary import DRAFTER_KINDS, EXACTNESS
+from ..core.vocabulary import DRAFTER_KINDS, EXACTNESS, INT64_MAX, INT64_MIN, MAX_TEMPERATURE, MIN_TEMPERATURE
 
 EXIT_USAGE = 2
+# --dtype's choices: engine/loading/load.py's DTYPES (its names and short names) and auto; checked before any load
+DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16", "fp32", "fp16", "bf16")
 KEY_ON_COMMAND_LINE = ("note: {flag} on the command line can be read by other users of this machine (ps, shell "
                        "history); prefer {env} or {flag}-file FILE")
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return _whole(text, 1, INT64_MAX)
+
+
+def non_negative_int(text: str) -> int:
+    return _whole(text, 0, INT64_MAX)
+
+
+def seed(text: str) -> int:
+    """A seed the statistics database can store (a 64-bit integer, as the server's)."""
+    return _whole(text, INT64_MIN, INT64_MAX)
+
+
+def thread_count(text: str) -> int:
+    """llama.cpp's threads: 1 to the cores this process may run on (more only wait on each other, and a typo such
+    as 10000 would start 20,000 threads)."""
+    return _whole(text, 1, _cores())
+
+
+def temperature(text: str) -> float:
+    """0 (greedy) or a finite temperature in [MIN_TEMPERATURE, MAX_TEMPERATURE], as the server takes."""
+    value = _float(text)
+    if value != 0 and not MIN_TEMPERATURE <= value <= MAX_TEMPERATURE:
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g} "
+                                         f"(got {text})")
     return value
+
+
+def _whole(text: str, low: int, high: int) -> int:
+    """`text` as an int in [low, high]; ArgumentTypeError naming the bound it breaks. Digits are counted before
+    int() reads them, so a 5,000-digit number gets this message rather than Python's own limit."""
+    digits = text.strip().lstrip("+-")
+    if not digits.isdigit() or not digits.isascii():
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
+    if len(digits) > 20:
+        raise argparse.ArgumentTypeError(f"must be at most {high} (got a {len(digits)}-digit number)")
+    value = int(text)
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low} (got {value})")
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high} (got {value})")
+    return value
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def unit_interval(text: str) -> float:
@@ -33,18 +77,15 @@ def unit_interval(text: str) -> float:
     return value
 
 
-def non_negative(text: str) -> float:
-    value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (got {value})")
-    return value
-
-
 def _float(text: str) -> float:
+    """`text` as a finite float; ArgumentTypeError for anything else (nan and inf pass every comparison's test)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number")
+    return value
 
 
 def model_options(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +97,9 @@ def model_options(parser: argparse.ArgumentParser) -> None:
                                                    "(made by train-head; default: the shipped head of the embedded "
                                                    "model)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--dtype", default="auto", help="auto (default), float32, float16 or bfloat16")
+    parser.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES, metavar="DTYPE",
+                        help="auto (default), float32, float16 or bfloat16 (a torch model's; a GGUF file on "
+                             "llama.cpp runs its own quantized weights)")
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a Hub model")
     parser.add_argument("--allow-pickle", action="store_true", help="allow pickle (.bin) weights")
     parser.add_argument("--backend", choices=("auto", "llama.cpp", "torch"), default="auto",
@@ -66,23 +109,24 @@ def model_options(parser: argparse.ArgumentParser) -> None:
                         help="a llama.cpp target's promise: bit-identical to plain decoding (passes capped where its "
                              "kernels are batch-invariant), or the same distribution on its fastest kernels; auto: "
                              "bit-identical where that costs no speed (docs/exactness.md)")
-    parser.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: SPECCHAT_THREADS, else "
-                                                             "every core)")
+    parser.add_argument("--threads", type=thread_count, help="llama.cpp threads, at most the cores (default: "
+                                                             "SPECCHAT_THREADS, else every core)")
 
 
 def decoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=DRAFTER_KINDS, default=None,
                         help="hybrid (draft model + prompt lookup), model (draft model), eagle-hybrid (draft head + "
                              "prompt lookup), eagle (draft head), pld (prompt lookup) or none; default: pld on a "
-                             "llama.cpp (GGUF) target, such as the embedded model, where a checked pass costs the most; on "
-                             "a torch target, eagle-hybrid when it has a draft head, else hybrid when there is a "
-                             "draft model (given or shipped), else pld")
+                             "llama.cpp (GGUF) target, such as the embedded model, where a checked pass costs the "
+                             "most; on a torch target, eagle-hybrid when it has a draft head, else hybrid when "
+                             "there is a draft model (given or shipped), else pld")
     parser.add_argument("--k", type=positive_int, default=5, help="draft length (starting value when adaptive)")
     parser.add_argument("--no-adaptive", action="store_true", help="keep K fixed")
-    parser.add_argument("--temperature", type=non_negative, default=0.0, help="0 (default) is greedy")
+    parser.add_argument("--temperature", type=temperature, default=0.0,
+                        help=f"0 (default) is greedy; else {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}")
     parser.add_argument("--top-p", type=unit_interval, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--seed", type=int, help="random seed (sampling is reproducible with the same seed)")
+    parser.add_argument("--top-k", type=non_negative_int, default=0, help="0 (default): no top-k cut")
+    parser.add_argument("--seed", type=seed, help="random seed (sampling is reproducible with the same seed)")
     parser.add_argument("--max-new-tokens", type=positive_int, default=256)
 
 

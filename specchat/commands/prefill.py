@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .options import positive_int
+from .options import positive_int, thread_count
 
 
 def add_parser(subparsers) -> None:
@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
     prefill.add_argument("--target", default="embedded", help="a GGUF target SRC (default: the embedded one)")
     prefill.add_argument("--tokens", type=positive_int, default=2750, help="prompt length in tokens")
     prefill.add_argument("--rounds", type=positive_int, default=3, help="alternated rounds")
-    prefill.add_argument("--threads", type=positive_int, help="llama.cpp threads (default: every core)")
+    prefill.add_argument("--threads", type=thread_count, help="llama.cpp threads (default: every core)")
     prefill.add_argument("--exactness", default="auto", choices=("auto", "bit-identical", "distribution"))
     prefill.add_argument("--on-decoding-context", action="store_true",
                          help="read on the decoding context, as before the prompt reader (for comparison)")

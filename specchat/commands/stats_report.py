@@ -19,6 +19,8 @@ def print_stats(db: Path | None, as_json: bool) -> int:
     path = db or default_database_path()
     if db is not None and not path.exists():
         raise StorageError(f"{path} does not exist")
+    if db is not None and path.is_file() and path.stat().st_size == 0:  # a reader: it writes no schema into it
+        raise StorageError(f"{path} is empty: not a specchat database")
     store = Store(open_database(path))
     try:
         overall = store.overall_stats()

@@ -12,6 +12,7 @@ from typing import Sequence, TextIO
 from ..chats.context_plan import ChatDocument
 from ..core.errors import SpecchatError
 from ..core.run_kind import AWAITING_COSTS
+from ..core.text import not_utf8, visible_name
 from ..core.vocabulary import LENGTH, Origin
 from ..engine.chat_engine import EngineCache, reply_to
 from ..engine.chat_prompt import Message
@@ -102,7 +103,9 @@ class TerminalChat:
             line = self._read()
             if line is None or line.strip() in ("/quit", "/exit"):
                 return
-            if line.startswith("/"):
+            if (problem := not_utf8(line, "that line")) is not None:
+                self._say(f"error: {problem}")
+            elif line.startswith("/"):
                 self._command(line.strip())
             elif line.strip():
                 self._reply_to(line)
@@ -124,7 +127,10 @@ class TerminalChat:
             self.left_out, self.cut = 0, None
             self._say("(new conversation)")
         elif name == "/attach":
-            self._attach(Path(rest.strip()).expanduser())
+            if rest.strip():
+                self._attach(Path(rest.strip()).expanduser())
+            else:
+                self._say("usage: /attach FILE (a text, Markdown, code, PDF, DOCX or HTML file)")
         elif name == "/system":
             self.system = rest.strip() or None
             self._say(f"(system prompt {'set' if self.system else 'cleared'})")
@@ -149,7 +155,7 @@ class TerminalChat:
             return
         self.documents.append(replace(document, document_id=len(self.documents) + 1))
         pages = f", {document.document.pages} pages" if document.document.pages else ""
-        self._say(f"(attached {document.name}{pages}: it goes with your next message)")
+        self._say(f"(attached {visible_name(document.name)}{pages}: it goes with your next message)")
 
     def _reply_to(self, text: str) -> None:
         self.history.append(Message("user", text))

@@ -11,6 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+# -- the bounds of a reply's settings (the server's and the command line's) ------------------------------------------
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what the statistics database stores (seed, top_k)
+MAX_TEMPERATURE = 2.0  # as OpenAI's API: above it, sampling is close to uniform noise
+MIN_TEMPERATURE = 1e-3  # a temperature below it (but 0) samples the most likely token in all but name
+
 # -- token origins --------------------------------------------------------------------------------------------------
 
 

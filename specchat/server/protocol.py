@@ -22,13 +22,12 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from ..core.text import lone_surrogate
-from ..core.vocabulary import CANCELLED, CONTEXT, EOS, LENGTH, STOP, origin_name
+from ..core.vocabulary import (CANCELLED, CONTEXT, EOS, INT64_MAX, INT64_MIN, LENGTH, MAX_TEMPERATURE,
+                               MIN_TEMPERATURE, STOP, origin_name)
 from ..engine.decoding.events import GenerationResult, StepEvent
 
 MAX_STOP_STRINGS = 4  # as OpenAI's API
 MAX_STOP_CHARS = 256  # each; a stop string is checked against the reply's tail at every step
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what the statistics database stores (seed, top_k)
-MIN_TEMPERATURE = 1e-3  # a temperature below it (but 0) samples the most likely token in all but name
 MIN_TOP_P = 1e-6  # a smaller nucleus keeps only the most likely token all the same
 
 # Parameters that would change the reply, which we do not implement: refused with a 400 naming them, unless sent
@@ -157,7 +156,7 @@ class SamplingRequest(BaseModel):
     stream_options: StreamOptions | None = None
     max_tokens: StrictInt | None = Field(default=None, ge=1)
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
-    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=MAX_TEMPERATURE)
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     top_k: StrictInt | None = Field(default=None, ge=0, le=INT64_MAX)  # not OpenAI's; llama.cpp's, vLLM's take it
     seed: StrictInt | None = Field(default=None, ge=INT64_MIN, le=INT64_MAX)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.errors import StorageError, quoted
-from ..core.text import lone_surrogate
+from ..core.text import lone_surrogate, one_line
 from ..core.vocabulary import ORIGIN_NAMES
 from ..documents.document import Document, Passage
 from .document_records import MAX_DOCUMENTS_PER_MESSAGE, MAX_PASSAGES, DocumentInfo, check_document, is_whole
@@ -164,7 +164,7 @@ def parse_json(data: Any, on_progress: Callable[[ImportProgress], None] | None =
     on_progress, if given, hears how many messages are checked, every PROGRESS_EVERY and at the end."""
     if isinstance(data, (str, bytes, bytearray)):
         try:
-            data = json.loads(data)
+            data = json.loads(data, parse_int=_whole_number)
         except (ValueError, RecursionError) as error:
             raise StorageError(f"not a specchat conversation: the file is not valid JSON ({error})") from error
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -287,8 +287,17 @@ def _parse_passages(passages: Any, text: str, where: str) -> tuple[Passage, ...]
     return tuple(parsed)
 
 
+def _whole_number(digits: str) -> int:
+    """A JSON integer as json.loads reads it, refused past 20 digits (the database keeps 64-bit integers) with a
+    message of ours rather than Python's own limit on long numbers."""
+    if len(digits.lstrip("-")) > 20:
+        raise StorageError(f"not a specchat conversation: it holds a {len(digits.lstrip('-')):,}-digit number, and "
+                           "no field of a chat is so large")
+    return int(digits)
+
+
 def _title(data: dict) -> str:
-    title = _field(data, "title", str, "conversation").strip()
+    title = one_line(_field(data, "title", str, "conversation"))  # no control character or bidi mark in the list
     if not title:
         raise StorageError("conversation: title must not be empty")
     return title

@@ -17,6 +17,7 @@ from sqlalchemy import delete, exc as sa_exc, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..core.errors import StorageError, quoted
+from ..core.text import one_line
 from ..core.vocabulary import INTERRUPTED, STREAMING
 from ..documents.document import Document
 from . import branch_slice, chat_list, chat_tree, document_shelf, exchange, import_rows
@@ -308,7 +309,8 @@ class Store(RunQueries):
         rows = import_rows.message_rows(parsed.messages, self.database.engine.dialect, utcnow(), on_progress)
         with self._writing() as session:
             # not drafted from until the user opens it: its text has never been shown in this app
-            conversation = Conversation(title=parsed.title, system_prompt=parsed.system_prompt, in_history=False)
+            conversation = Conversation(title=_clean_title(parsed.title), system_prompt=parsed.system_prompt,
+                                        in_history=False)
             if parsed.created_at is not None:
                 conversation.created_at = parsed.created_at
             session.add(conversation)
@@ -425,9 +427,11 @@ def _matches(needle: str):
 
 
 def _clean_title(title: str) -> str:
-    if not isinstance(title, str) or not title.strip():
+    """The title as stored: one line (core.text.one_line); StorageError for one that is not text or is empty."""
+    cleaned = one_line(title) if isinstance(title, str) else ""
+    if not cleaned:
         raise StorageError("a conversation title must not be empty")
-    return " ".join(title.split())
+    return cleaned
 
 
 def _optional_text(text: str | None) -> str | None:

@@ -39,11 +39,14 @@ class ChatFiles(QObject):
         path, _ = QFileDialog.getSaveFileName(window, "Export chat", f"chat.{kind}")
         if path:
             try:
-                window.session.export(window.conversation_id, path, kind)
+                warning = window.session.export(window.conversation_id, path, kind)
             except (SpecchatError, OSError) as error:
                 window.banner.show_message(f"Could not export to {path}: {error}")
                 return
-            window.statusBar().showMessage(f"Exported to {path}.", 4000)
+            if warning:
+                window.banner.show_note(f"Exported to {path}. {warning}")
+            else:
+                window.statusBar().showMessage(f"Exported to {path}.", 4000)
 
     def import_chat(self) -> None:
         """Asks for a file and imports it on the background thread; one import at a time. The chat opens when it

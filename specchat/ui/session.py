@@ -231,8 +231,9 @@ class ChatSession(QObject):
         """After ready, one job on the model thread (a reply asked for meanwhile runs after it): the plain-decoding
         calibration, only when the store keeps none for this target as it runs (_calibration_key; a kept one is
         the baseline at once, and plain replies of short chats refresh it: chats.run_book), and for a torch target
-        the chat's engine run once (_warm_up). A llama.cpp target needs no warm-up: its cost curve is measured in the background while the
-        model is idle (core/one_time.py). The job of a load that a newer one replaced does nothing."""
+        the chat's engine run once (_warm_up). A llama.cpp target needs no warm-up: its cost curve is measured in the
+        background while the model is idle (core/one_time.py). The job of a load that a newer one replaced does
+        nothing."""
         pair, engines, drafter = self.pair, self.engines, self.settings.drafter
         calibrate, warm = self.plain_tokens_per_s is None, pair.target.native is None
         if not (calibrate or warm):
@@ -326,7 +327,8 @@ class ChatSession(QObject):
 
     def check_pair(self, target: str, draft: str) -> Generator[str, None, tuple[bool, str]]:
         """The Settings dialog's pair check, as a generator run on a background thread (it can take half a minute:
-        engine.loading.pair.checking_sources): yields what it is doing, returns (compatible, the verdict for the user)."""
+        engine.loading.pair.checking_sources): yields what it is doing, returns (compatible, the verdict for the
+        user)."""
         try:
             report = yield from checking_sources(ModelSource.parse(target), ModelSource.parse(draft))
         except SpecchatError as error:
@@ -412,14 +414,25 @@ class ChatSession(QObject):
         """The status bar's figures for this chat (None: none open) and this app session (RunBook.status_text)."""
         return self.runs.status_text(conversation_id)
 
-    def export(self, conversation_id: int, path: str, kind: str) -> None:
+    def export(self, conversation_id: int, path: str, kind: str) -> str | None:
         """Writes the chat to `path`, readable by the user only, all at once (a failed export leaves no half file
-        and keeps an older file of that name). Raises StorageError (reading the chat) or OSError (writing)."""
+        and keeps an older file of that name). JSON is indented while it stays within what import_file reads back,
+        else compact. Returns a warning for the user when even the compact file is too large to import back, else
+        None. Raises StorageError (reading the chat) or OSError (writing)."""
+        warning = None
         if kind == "md":
             text = self.store.export_markdown(conversation_id)
         else:
-            text = json.dumps(self.store.export_json(conversation_id), indent=1, ensure_ascii=False, default=str)
+            data = self.store.export_json(conversation_id)
+            text = json.dumps(data, indent=1, ensure_ascii=False, default=str)
+            if len(text.encode("utf-8")) > MAX_IMPORT_BYTES:
+                text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+                size = len(text.encode("utf-8"))
+                if size > MAX_IMPORT_BYTES:
+                    warning = (f"The export has {format_size(size)}: more than the {format_size(MAX_IMPORT_BYTES)} "
+                               "that Import reads back. It is complete, but specchat cannot import it.")
         atomic_write_text(Path(path), text, mode=0o600, durable=True, make_folder=False)
+        return warning
 
     def import_file(self, path: str, on_progress: Callable | None = None) -> int:
         """Imports an exported chat and returns its id; StorageError says what is wrong with the file (nothing is

@@ -136,3 +136,24 @@ def test_an_import_runs_off_the_gui_thread_and_shows_how_far_it_is(qtbot, make_w
     document = window.transcript.toPlainText()
     assert all(f"message {i}" in document for i in range(5))  # the imported chat is open
     assert [c.title for c in store.list_conversations()] == ["Imported"]
+
+
+def test_an_export_past_the_import_bound_is_compact_then_warns(qtbot, make_window, store, tmp_path, monkeypatch):
+    from specchat.ui import session
+
+    conversation = store.create_conversation("Long").id
+    for n in range(40):
+        store.add_message(conversation, "user" if n % 2 == 0 else "assistant", f"message {n} " + "x" * 40)
+    window = make_window()
+    indented = len(json.dumps(store.export_json(conversation), indent=1, ensure_ascii=False, default=str))
+    compact = len(json.dumps(store.export_json(conversation), separators=(",", ":"), ensure_ascii=False,
+                             default=str))
+    path = tmp_path / "chat.json"
+    monkeypatch.setattr(session, "MAX_IMPORT_BYTES", (indented + compact) // 2)
+    assert window.session.export(conversation, str(path), "json") is None
+    assert len(path.read_text()) == compact and "\n" not in path.read_text()  # compact, so it imports back
+    assert store.import_json(path.read_bytes()).id != conversation
+    monkeypatch.setattr(session, "MAX_IMPORT_BYTES", compact - 1)
+    warning = window.session.export(conversation, str(path), "json")
+    assert "more than the" in warning and "specchat cannot import it" in warning
+    assert json.loads(path.read_text())["title"] == "Long"  # complete all the same
