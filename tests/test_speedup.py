@@ -116,6 +116,9 @@ class FakeStore:
         self.runs.append(run)
         return len(self.runs)
 
+    def update_run(self, run_id, run):
+        self.runs[run_id - 1] = run
+
 
 class Model:
     name, device, exactness = "tiny", "cpu", "bit-identical"
@@ -220,3 +223,67 @@ def test_a_chat_reply_gets_it_against_its_own_plain_steps_where_it_has_enough(pl
     own = stats.plain_decode_tokens_per_s
     assert record.baseline_tokens_per_s == pytest.approx(own if basis == "own plain steps" else 50.0)
     assert f"{expected:.2f}× vs plain ({basis})" in footer_text(record)
+
+
+def test_other_programs_load_is_read_from_the_kernels_counters(tmp_path):
+    from specchat.core.machine_load import CpuReading, machine_busy_ticks, others_share, read_cpu, was_busy
+
+    assert machine_busy_ticks("cpu  100 5 20 900 7 1 2 3 0 0\ncpu0 50 ...\n") == 131  # idle and iowait left out
+    assert machine_busy_ticks("intr 1 2 3") is None and machine_busy_ticks("cpu 1 2 x 4 5 6 7 8") is None
+    garbage = tmp_path / "stat"
+    garbage.write_text("not the kernel's")
+    assert read_cpu(garbage) is None and read_cpu(tmp_path / "missing") is None
+    start = CpuReading(machine_busy_s=10.0, own_s=4.0, at=100.0)
+    # 2 s on 2 cores: the machine was busy 3.2 s, of which ours 2.0: others took 0.3 of the cores
+    assert others_share(start, CpuReading(13.2, 6.0, 102.0), cores=2) == pytest.approx(0.3)
+    assert was_busy(start, CpuReading(13.2, 6.0, 102.0), cores=2)
+    assert not was_busy(start, CpuReading(12.8, 6.0, 102.0), cores=2)  # 0.2 of the cores: a ratio stands
+    assert others_share(start, CpuReading(10.1, 4.0, 100.5), cores=2) is None  # too short to read
+    assert others_share(None, start) is None and not was_busy(start, None)
+
+
+@pytest.mark.parametrize("others_s, plain_steps, expected_basis, footer", [
+    (0.2, 7, "calibrated", "× vs plain (calibrated)"),
+    (1.5, 7, "other programs busy", "no ratio: other programs were busy"),
+    (1.5, 10, "own plain steps", "× vs plain (own plain steps)")])  # measured in the moment: it stands
+def test_a_reply_on_a_busy_machine_claims_no_ratio_against_the_calibration(monkeypatch, others_s, plain_steps,
+                                                                           expected_basis, footer):
+    """A reply sent while a helper's probes ran beside it read "0.32× vs plain (calibrated)": the calibration was an
+    idle machine's, and the user read the slowdown as the drafter's."""
+    from specchat.chats import run_book
+    from specchat.chats.run_context import RunContext
+    from specchat.core.machine_load import CpuReading
+    from specchat.engine.decoding.events import GenerationResult
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    readings = iter([CpuReading(10.0, 1.0, 50.0), CpuReading(10.0 + 2.0 + others_s, 3.0, 52.0)])
+    monkeypatch.setattr(run_book, "read_cpu", lambda: next(readings))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    book = run_book.RunBook(FakeStore(), app_session_id=7)
+    book.plain_tokens_per_s = 50.0
+    context = RunContext.of_pair(Pair(), "pld", GenerationConfig(k=4, adaptive_k=True))
+    run_id, _ = book.begin(3, 4, 400, context)
+    result = GenerationResult("x", (), (), (), "eos", own_steps_stats(plain_steps), seed=1)
+    record = book.complete(3, 4, result, context, run_id)
+    assert record.speedup_basis == expected_basis and (record.speedup is None) == (expected_basis == "other "
+                                                                                      "programs busy")
+    assert footer in run_book.footer_text(record)
+
+
+def test_a_plain_reply_on_a_busy_machine_leaves_the_calibration_alone(monkeypatch):
+    from specchat.chats import run_book
+    from specchat.chats.run_context import RunContext
+    from specchat.core.machine_load import CpuReading
+    from specchat.engine.decoding.events import GenerationResult, GenerationStats
+    from specchat.engine.decoding.speculative import GenerationConfig
+
+    readings = iter([CpuReading(0.0, 0.0, 0.0), CpuReading(4.0, 2.0, 2.0)])  # the other core all theirs
+    monkeypatch.setattr(run_book, "read_cpu", lambda: next(readings))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    book = run_book.RunBook(FakeStore(), app_session_id=7)
+    book.plain_tokens_per_s = 10.0
+    context = RunContext.of_pair(Pair(), "none", GenerationConfig(k=4, adaptive_k=True))
+    run_id, _ = book.begin(3, 4, 40, context)
+    stats = GenerationStats(prompt_tokens=40, new_tokens=40, target_passes=40, prefill_s=0.5, wall_s=2.5)
+    book.complete(3, 4, GenerationResult("x", (), (), (), "eos", stats, seed=1), context, run_id)
+    assert book.plain_tokens_per_s == 10.0

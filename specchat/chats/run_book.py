@@ -4,12 +4,13 @@ figures, and the plain-decoding baseline that every chat reply's speedup is meas
 
 from __future__ import annotations
 
+from ..core.machine_load import CpuReading, read_cpu, was_busy
 from ..core.run_kind import RunKind, drafted_enough, plainly, speedup as speedup_over_plain
 from ..core.vocabulary import (BIT_IDENTICAL, CONTEXT, DISTRIBUTION, ERROR, EXACTNESS_LABELS, INTERRUPTED, LENGTH,
                                STREAMING, drafter_kind)
 from ..engine.decoding.events import GenerationResult, GenerationStats
 from ..storage.records import GroupStats, RunFilter, RunRecord, RunRow
-from ..storage.run_values import CALIBRATED, OWN_PLAIN_STEPS
+from ..storage.run_values import BUSY, CALIBRATED, OWN_PLAIN_STEPS
 from .run_context import RunContext
 
 ENDINGS = {CONTEXT: "reached the model's context window: start a new chat to go on",
@@ -21,6 +22,7 @@ CONTINUED = {BIT_IDENTICAL: "bit-identical to one uninterrupted reply",
              DISTRIBUTION: "same distribution as one uninterrupted reply", None: "same text, re-read"}
 
 
+KEPT_READINGS = 16  # begun runs whose CPU counters are kept for complete(); one reply streams at a time
 REPLY_SOURCES = ("chat", "api")  # the runs the status bar counts as the session's replies (storage's RUN_SOURCES)
 
 
@@ -38,6 +40,7 @@ class RunBook:
     def __init__(self, store, app_session_id: int):
         self.store, self.app_session_id = store, app_session_id
         self.plain_tokens_per_s: float | None = None  # set by the calibration at load, refreshed by plain replies
+        self._cpu_at_begin: dict[int, CpuReading | None] = {}  # each begun run's CPU counters (machine_load)
 
     def begin(self, conversation_id: int, message_id: int, prompt_tokens: int,
               context: RunContext, sources: list | None = None) -> tuple[int, RunRecord]:
@@ -50,28 +53,39 @@ class RunBook:
         record = self.record(GenerationStats(prompt_tokens=prompt_tokens).to_dict(), context,
                              message_id=message_id, conversation_id=conversation_id, finish_reason=STREAMING,
                              sources=sources)
-        return self.store.record_run(record), record
+        run_id = self.store.record_run(record)
+        self._cpu_at_begin[run_id] = read_cpu()
+        while len(self._cpu_at_begin) > KEPT_READINGS:  # runs that failed, never completed
+            self._cpu_at_begin.pop(next(iter(self._cpu_at_begin)))
+        return run_id, record
 
     def complete(self, conversation_id: int, message_id: int, result: GenerationResult, context: RunContext,
                  run_id: int | None = None, sources: list | None = None) -> RunRecord:
         """The finished reply's statistics: completing the run begun with begin() (run_id), or a new one. Returns
-        the record written (what the reply's footer says: footer_text), so nobody reads it back."""
+        the record written (what the reply's footer says: footer_text), so nobody reads it back.
+
+        Where other programs took a quarter of the cores or more while a begun run ran (core/machine_load.py), a
+        ratio against the calibration is not claimed (basis BUSY) and a plain reply does not refresh it: both
+        were measured on a quieter machine. A ratio against the reply's own plain steps stands: they ran then."""
         stats = result.stats
         sampled = context.config.sampling.temperature > 0
-        if (RunKind.parse(context.drafter).is_plain and stats.wall_s > 0 and not sampled
+        busy = was_busy(self._cpu_at_begin.pop(run_id, None), read_cpu())  # False for a run not begun here
+        if (RunKind.parse(context.drafter).is_plain and stats.wall_s > 0 and not sampled and not busy
                 and stats.prompt_tokens <= SHALLOW_PROMPT_TOKENS):
             # a plain greedy reply of a short chat is itself a fresh measurement of the baseline
             measured = stats.decode_tokens_per_s
             base = self.plain_tokens_per_s
             self.plain_tokens_per_s = measured if base is None else 0.7 * base + 0.3 * measured
         speedup, basis, baseline = self._speedup(stats, context)
+        if busy and basis == CALIBRATED and speedup is not None:
+            speedup, basis = None, BUSY  # the calibration was taken on a quieter machine: no ratio, and why
         if not drafted_enough(stats.new_tokens, stats.draft_accepted):
             speedup = None  # (almost) nothing drafted: the reply was decoded plainly, and a ratio would be noise
         if sampled:
             speedup = None  # the baseline is greedy plain decoding: sampling's own cost would count as the drafter's
         values = self.record(
             stats.to_dict(), context, result.seed, message_id=message_id, conversation_id=conversation_id,
-            speedup=speedup, speedup_basis=basis if speedup else None,
+            speedup=speedup, speedup_basis=basis if speedup or basis == BUSY else None,
             baseline_tokens_per_s=baseline, finish_reason=result.finish_reason, sources=sources)
         if run_id is None:
             self.store.record_run(values)
@@ -182,6 +196,8 @@ def footer_text(run, part: int | None = None) -> str:
         parts.append(plainly(run.draft_proposed, run.draft_accepted, awaiting_costs=run.awaiting_costs))
     elif run.speedup:
         parts.append(f"{run.speedup:.2f}× vs plain ({run.speedup_basis})")
+    elif run.speedup_basis == BUSY:
+        parts.append("no ratio: other programs were busy")
     if run.temperature > 0:  # a sample: the same distribution as plain decoding's at best, never its tokens
         parts.append(f"sampled at T {run.temperature:.2f}" + (" · same distribution as plain" if drafted else ""))
     elif run.exactness in EXACTNESS_LABELS and EXACTNESS_LABELS[run.exactness].footer and drafted \

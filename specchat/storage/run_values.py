@@ -17,6 +17,9 @@ from .tables import GenerationRun
 # the chat reply's own plain steps (GenerationStats.plain_decode_tokens_per_s), or the calibration at load.
 CALIBRATED, MEASURED, OWN_PLAIN_STEPS = "calibrated", "measured", "own plain steps"
 SPEEDUP_BASES = (CALIBRATED, MEASURED, OWN_PLAIN_STEPS)
+# Why a chat reply has no ratio against the calibration (its speedup is None): other programs took the cores while
+# it ran (core/machine_load.py), so its speed says nothing against plain decoding's on an idle machine.
+BUSY = "other programs busy"
 _RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunRecord))
 _RUN_REQUIRED = frozenset(field.name for field in dataclasses.fields(RunRecord)
                           if field.default is dataclasses.MISSING)
@@ -40,7 +43,7 @@ def run_values(run: RunRecord | Mapping[str, Any]) -> dict[str, Any]:
     """The generation_runs columns of a run, checked."""
     record = checked_record(run)
     values = run_changes({field.name: getattr(record, field.name) for field in dataclasses.fields(RunRecord)})
-    if values["speedup_basis"] not in (None, *SPEEDUP_BASES):
+    if values["speedup_basis"] not in (None, *SPEEDUP_BASES, BUSY):
         raise StorageError(f"speedup_basis must be one of {', '.join(SPEEDUP_BASES)}, "
                            f"not {values['speedup_basis']!r}")
     if values["source"] not in RUN_SOURCES:

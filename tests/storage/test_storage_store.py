@@ -174,6 +174,19 @@ def test_the_status_bar_counts_the_sessions_replies_not_its_race_lanes(store):
         "Session: 1 reply · 10.0 tok/s · accepted 50% · τ 3.00 · 2.00× vs plain"
 
 
+def test_a_reply_without_a_ratio_for_a_busy_machine_says_why_when_reopened(store):
+    from specchat.chats.run_book import footer_text
+
+    chat = store.create_conversation()
+    message = store.add_message(chat.id, "assistant", "hi")
+    store.record_run(make_run(conversation_id=chat.id, message_id=message.id, new_tokens=30, target_passes=10,
+                              draft_proposed=40, draft_accepted=20, wall_s=3.0, speedup=None,
+                              speedup_basis="other programs busy"))
+    run = store.run_for_message(message.id)
+    assert run.speedup is None and "no ratio: other programs were busy" in footer_text(run)
+    assert store.conversation_stats(chat.id).mean_speedup is None
+
+
 def test_app_sessions(store, db_path):
     session = store.start_app_session("0.1.0")
     store.end_app_session(session)
