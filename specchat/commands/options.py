@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import SpecchatError
+from ..core.machine_load import usable_cores
 from ..core.vocabulary import DRAFTER_KINDS, EXACTNESS, INT64_MAX, INT64_MIN, MAX_TEMPERATURE, MIN_TEMPERATURE
 
 EXIT_USAGE = 2
@@ -35,7 +36,7 @@ def seed(text: str) -> int:
 def thread_count(text: str) -> int:
     """llama.cpp's threads: 1 to the cores this process may run on (more only wait on each other, and a typo such
     as 10000 would start 20,000 threads)."""
-    return _whole(text, 1, _cores())
+    return _whole(text, 1, usable_cores())
 
 
 def temperature(text: str) -> float:
@@ -61,13 +62,6 @@ def _whole(text: str, low: int, high: int) -> int:
     if value > high:
         raise argparse.ArgumentTypeError(f"must be at most {high} (got {value})")
     return value
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def unit_interval(text: str) -> float:

@@ -1,5 +1,5 @@
-"""How much of this machine other programs used while a reply ran: the reason a speedup against the calibration at
-load can be wrong.
+"""How many cores this process may use, and how much of the machine other programs used while a reply ran: the
+reason a speedup against the calibration at load can be wrong.
 
 A chat reply without enough plain steps of its own is priced against plain decoding's speed measured when the model
 loaded ("calibrated"). If other programs take the cores meanwhile, the reply runs slower for reasons that are not
@@ -11,7 +11,6 @@ Linux only: elsewhere there is no reading, and ratios are shown as before.
 from __future__ import annotations
 
 import os
-import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,15 @@ PROC_STAT = Path("/proc/stat")
 # a reply by about that much, more than the 10-20% a drafter's gain is often made of.
 BUSY_SHARE = 0.25
 MIN_WALL_S = 1.0  # /proc/stat counts in ticks of 10 ms: a shorter reply's reading is mostly rounding
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity; every core where the platform does not say): llama.cpp's
+    default threads, and the most --threads takes."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ def read_cpu(stat: Path = PROC_STAT) -> CpuReading | None:
         return None
     if busy_ticks is None:
         return None
+    import resource  # Unix only, as /proc/stat is
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return CpuReading(busy_ticks / os.sysconf("SC_CLK_TCK"), usage.ru_utime + usage.ru_stime, time.monotonic())
 

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from specchat.core.errors import ModelLoadError
+from specchat.core.machine_load import usable_cores
 
 from ...loading.gguf_header import layer_shape
 from .offload import KV_BYTES, PLAN_CONTEXT, LoadLog, built_backends, free_memory, offload_target, plan_layers, \
@@ -35,10 +36,7 @@ def default_threads() -> int:
     configured = os.environ.get("SPECCHAT_THREADS", "").strip()
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 _backend_lock = threading.Lock()
