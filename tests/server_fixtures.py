@@ -149,14 +149,17 @@ def start_server(model_dir, data_dir, *options: str) -> ServerProcess:
 
 class ServerPool:
     """The server processes that the modules of the session's tests name in SERVERS ({name: options}), launched
-    together; each is taken once, by its module (a second request for the same name starts a fresh one). A module's
-    data_dir is the data folder of the first server it names."""
+    together; each is taken once, by its module (a second request for the same name starts a fresh one on the same
+    data folder: with --dist worksteal a worker may run a module's tests on both sides of another module's, so its
+    module-scoped server is stopped and taken again, and data_dir must still be where that server writes). A
+    module's data_dir is the data folder of the first server it names."""
 
     def __init__(self, model_dir, tmp_path_factory, modules):
         self.model_dir, self.tmp_path_factory = model_dir, tmp_path_factory
         self.launches = {(module.__name__, name): Launch(model_dir, tmp_path_factory.mktemp("serve-data"), *options)
                          for module in modules for name, options in module.SERVERS.items()}
-        self.data_dirs = {module.__name__: self.launches[module.__name__, next(iter(module.SERVERS))].data_dir
+        self.folders = {key: launch.data_dir for key, launch in self.launches.items()}
+        self.data_dirs = {module.__name__: self.folders[module.__name__, next(iter(module.SERVERS))]
                           for module in modules}
         for launch in self.launches.values():  # all up before any test runs beside their start-ups
             launch.found.wait(START_TIMEOUT_S)
@@ -164,7 +167,8 @@ class ServerPool:
     def take(self, module, name: str) -> ServerProcess:
         launch = self.launches.pop((module.__name__, name), None)
         if launch is None:
-            launch = Launch(self.model_dir, self.tmp_path_factory.mktemp("serve-data"), *module.SERVERS[name])
+            folder = self.folders.get((module.__name__, name)) or self.tmp_path_factory.mktemp("serve-data")
+            launch = Launch(self.model_dir, folder, *module.SERVERS[name])
         return launch.ready()
 
     def close(self) -> None:
